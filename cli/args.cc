@@ -1,0 +1,47 @@
+#include "cli/args.h"
+
+namespace nsbox::cli {
+
+std::string ParsedArgs::value(const std::string& flag, const std::string& fallback) const {
+  auto it = values.find(flag);
+  return it == values.end() || it->second.empty() ? fallback : it->second.back();
+}
+
+Result<ParsedArgs> parse_args(const std::vector<std::string>& words, const FlagSpec& spec) {
+  ParsedArgs out;
+  auto usage = [](std::string m) { return fail(make_error(ErrorCode::kInvalidArgument, std::move(m), "see `nsbox help`")); };
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--") {
+      out.has_command = true;
+      out.command.assign(words.begin() + static_cast<long>(i) + 1, words.end());
+      break;
+    }
+    if (w.size() < 3 || w.compare(0, 2, "--") != 0) {
+      out.positionals.push_back(w);
+      continue;
+    }
+    std::string flag = w.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      inline_value = true;
+    }
+    if (flag == "json" || spec.switches.count(flag)) {
+      if (inline_value) return usage("--" + flag + " takes no value");
+      out.switches.insert(flag);
+    } else if (flag == "root" || spec.with_value.count(flag)) {
+      if (!inline_value) {
+        if (i + 1 >= words.size() || words[i + 1] == "--") return usage("--" + flag + " needs a value");
+        value = words[++i];
+      }
+      out.values[flag].push_back(value);
+    } else {
+      return usage("unknown option --" + flag);
+    }
+  }
+  return out;
+}
+
+}  // namespace nsbox::cli

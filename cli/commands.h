@@ -1,0 +1,31 @@
+// The `nsbox` commands. Each parses its own arguments and returns the process exit code.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/output.h"
+
+namespace nsbox::cli {
+
+struct Invocation {
+  std::vector<std::string> args;     // after the command name
+  std::optional<std::string> root;   // global --root
+  bool json = false;                 // global --json
+};
+
+int cmd_create(const Invocation& inv);
+int cmd_ls(const Invocation& inv);
+int cmd_inspect(const Invocation& inv);
+int cmd_sh(const Invocation& inv);
+int cmd_run(const Invocation& inv);
+int cmd_resize(const Invocation& inv);
+int cmd_rm(const Invocation& inv);
+int cmd_doctor(const Invocation& inv);
+
+// Shared by the commands: parse, settle --json/--root, open the runtime.
+struct CommandContext;
+
+}  // namespace nsbox::cli

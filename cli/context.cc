@@ -1,0 +1,47 @@
+#include "cli/context.h"
+
+#include <cmath>
+
+namespace nsbox::cli {
+
+std::optional<CommandContext> prepare(const Invocation& inv, const FlagSpec& spec, int& exit_code, bool open_runtime) {
+  Output early{inv.json};
+  auto args = parse_args(inv.args, spec);
+  if (!args) {
+    exit_code = early.error(args.error());
+    return std::nullopt;
+  }
+  CommandContext ctx{std::move(*args), Output{inv.json || args->has("json")}, std::nullopt};
+  std::optional<std::string> root = inv.root;
+  if (ctx.args.values.count("root")) root = ctx.args.value("root");
+  if (open_runtime) {
+    auto rt = Runtime::open({root});
+    if (!rt) {
+      exit_code = ctx.out.error(rt.error());
+      return std::nullopt;
+    }
+    ctx.runtime.emplace(std::move(*rt));
+  }
+  return ctx;
+}
+
+Result<EnvList> env_flags(const ParsedArgs& args) {
+  EnvList env;
+  auto it = args.values.find("env");
+  if (it == args.values.end()) return env;
+  for (const auto& text : it->second) env.push_back(NSBOX_TRY(parse_env_assignment(text)));
+  return env;
+}
+
+Result<double> timeout_flag(const ParsedArgs& args) {
+  if (!args.values.count("timeout")) return kDefaultTimeoutS;
+  std::string text = args.value("timeout");
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v > 0) || v > 86400 || std::isnan(v))
+    return fail(make_error(ErrorCode::kInvalidArgument, "invalid --timeout '" + text + "'",
+                           "give seconds, more than 0 and at most 86400"));
+  return v;
+}
+
+}  // namespace nsbox::cli

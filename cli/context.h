@@ -1,0 +1,28 @@
+// What every command starts with: its parsed arguments, the output style, the runtime.
+#pragma once
+
+#include <optional>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "runtime/runtime.h"
+
+namespace nsbox::cli {
+
+struct CommandContext {
+  ParsedArgs args;
+  Output out;
+  std::optional<Runtime> runtime;
+};
+
+// On failure the error has been printed and `exit_code` set.
+std::optional<CommandContext> prepare(const Invocation& inv, const FlagSpec& spec, int& exit_code,
+                                      bool open_runtime = true);
+
+// Reads the --env K=V flags.
+Result<EnvList> env_flags(const ParsedArgs& args);
+// Reads --timeout S (seconds, > 0).
+Result<double> timeout_flag(const ParsedArgs& args);
+
+}  // namespace nsbox::cli

@@ -1,0 +1,102 @@
+// sh (a command in a running sandbox) and run (one-shot).
+#include <unistd.h>
+
+#include "cli/context.h"
+#include "isolation/sys/files.h"
+
+namespace nsbox::cli {
+namespace {
+
+// One argument is a command line for bash (the agent "bash tool"); several are a program
+// and its arguments, run as given.
+std::vector<std::string> to_argv(const std::vector<std::string>& command) {
+  if (command.size() == 1) return {"/bin/bash", "-c", command.front()};
+  return command;
+}
+
+// stdin reaches the command only when it is a pipe or a file: a terminal would let the
+// sandbox read the user's keystrokes, and would leave an unattended command waiting.
+int stdin_for_command() { return ::isatty(STDIN_FILENO) ? -1 : STDIN_FILENO; }
+
+struct Captured {
+  std::string out, err;
+};
+
+OutputCallback stream_to_terminal() {
+  return [](bool is_stdout, std::string_view bytes) {
+    (void)files::write_all(is_stdout ? STDOUT_FILENO : STDERR_FILENO, bytes, is_stdout ? "stdout" : "stderr");
+  };
+}
+
+OutputCallback capture_into(Captured& c) {
+  return [&c](bool is_stdout, std::string_view bytes) { (is_stdout ? c.out : c.err).append(bytes); };
+}
+
+int finish(const Output& out, const Result<CommandResult>& result, const Captured& captured) {
+  if (!result) return out.error(result.error());
+  if (out.json) {
+    nlohmann::json j = result->to_json();
+    protocol::Json tmp;
+    protocol::put_bytes(tmp, captured.out);
+    j[tmp.contains("data") ? "stdout" : "stdout_b64"] = tmp.contains("data") ? tmp["data"] : tmp["data_b64"];
+    protocol::Json tmp2;
+    protocol::put_bytes(tmp2, captured.err);
+    j[tmp2.contains("data") ? "stderr" : "stderr_b64"] = tmp2.contains("data") ? tmp2["data"] : tmp2["data_b64"];
+    out.document(j);
+  } else if (!result->message.empty()) {
+    out.note(result->message);
+  }
+  return result->exit_code;
+}
+
+Result<CommandRequest> command_request(const ParsedArgs& args, bool via_shell) {
+  if (!args.has_command || args.command.empty())
+    return fail(make_error(ErrorCode::kInvalidArgument, "no command given", "put the command after --, e.g. -- ls -la"));
+  CommandRequest req;
+  req.argv = via_shell ? to_argv(args.command) : args.command;
+  req.env = NSBOX_TRY(env_flags(args));
+  req.timeout_s = NSBOX_TRY(timeout_flag(args));
+  return req;
+}
+
+}  // namespace
+
+int cmd_sh(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, {{"timeout", "env"}, {}}, code);
+  if (!ctx) return code;
+  if (ctx->args.positionals.size() != 1)
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox sh takes one sandbox id or name, then -- CMD"));
+  auto req = command_request(ctx->args, true);
+  if (!req) return ctx->out.error(req.error());
+  Captured captured;
+  auto sink = ctx->out.json ? capture_into(captured) : stream_to_terminal();
+  auto result = ctx->runtime->exec(ctx->args.positionals.front(), *req, sink, stdin_for_command());
+  return finish(ctx->out, result, captured);
+}
+
+int cmd_run(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, {{"size", "net", "timeout", "env"}, {}}, code);
+  if (!ctx) return code;
+  if (!ctx->args.positionals.empty())
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "unexpected argument '" + ctx->args.positionals[0] + "'",
+                                     "put the command after --"));
+  RunOptions options;
+  auto size = parse_size_tier(ctx->args.value("size", "standard"));
+  if (!size) return ctx->out.error(size.error());
+  options.size = *size;
+  auto net = network::parse_mode(ctx->args.value("net", "none"));
+  if (!net) return ctx->out.error(net.error());
+  options.net = *net;
+  auto req = command_request(ctx->args, false);
+  if (!req) return ctx->out.error(req.error());
+  options.command = std::move(*req);
+  options.env = {};
+  options.stdin_fd = stdin_for_command();
+  Captured captured;
+  if (ctx->out.json) options.on_output = capture_into(captured);  // else: straight to our stdout/stderr
+  return finish(ctx->out, ctx->runtime->run(options), captured);
+}
+
+}  // namespace nsbox::cli

@@ -1,0 +1,146 @@
+// create, ls, inspect, resize, rm.
+#include <cstdio>
+#include <sstream>
+
+#include "cli/context.h"
+
+namespace nsbox::cli {
+namespace {
+
+std::string limits_text(SizeTier size) {
+  Limits l = limits_for(size);
+  return std::to_string(l.vcpus) + " vCPU, " + format_bytes(l.memory_bytes) + ", " + std::to_string(l.pids) + " pids";
+}
+
+Result<std::string> one_id(const ParsedArgs& args, const char* command) {
+  if (args.positionals.size() != 1)
+    return fail(make_error(ErrorCode::kInvalidArgument, std::string("nsbox ") + command + " takes one sandbox id or name"));
+  return args.positionals.front();
+}
+
+}  // namespace
+
+int cmd_create(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, {{"size", "name", "net", "env"}, {}}, code);
+  if (!ctx) return code;
+  CreateOptions options;
+  auto size = parse_size_tier(ctx->args.value("size", "standard"));
+  if (!size) return ctx->out.error(size.error());
+  options.size = *size;
+  auto net = network::parse_mode(ctx->args.value("net", "none"));
+  if (!net) return ctx->out.error(net.error());
+  options.net = *net;
+  options.name = ctx->args.value("name");
+  auto env = env_flags(ctx->args);
+  if (!env) return ctx->out.error(env.error());
+  options.env = std::move(*env);
+  if (!ctx->args.positionals.empty())
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "unexpected argument '" + ctx->args.positionals[0] + "'"));
+
+  auto info = ctx->runtime->create(options);
+  if (!info) return ctx->out.error(info.error());
+  if (!info->warning.empty()) ctx->out.note("warning: " + info->warning);
+  if (ctx->out.json) ctx->out.document(info->to_json());
+  else ctx->out.line(info->record.id);
+  return 0;
+}
+
+int cmd_ls(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, {}, code);
+  if (!ctx) return code;
+  auto list = ctx->runtime->list();
+  if (!list) return ctx->out.error(list.error());
+  if (ctx->out.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& info : *list) arr.push_back(info.to_json());
+    ctx->out.document({{"sandboxes", arr}});
+    return 0;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %s", "ID", "NAME", "SIZE", "NET", "STATUS", "CREATED");
+  ctx->out.line(line);
+  for (const auto& info : *list) {
+    const auto& r = info.record;
+    std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %s", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
+                  std::string(size_tier_name(r.size)).c_str(), std::string(network::mode_name(r.net)).c_str(),
+                  std::string(status_name(info.status)).c_str(), r.created_at.c_str());
+    ctx->out.line(line);
+  }
+  return 0;
+}
+
+int cmd_inspect(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, {}, code);
+  if (!ctx) return code;
+  auto id = one_id(ctx->args, "inspect");
+  if (!id) return ctx->out.error(id.error());
+  auto info = ctx->runtime->inspect(*id);
+  if (!info) return ctx->out.error(info.error());
+  if (ctx->out.json) {
+    ctx->out.document(info->to_json());
+    return 0;
+  }
+  const auto& r = info->record;
+  std::ostringstream s;
+  s << "id:          " << r.id << "\n"
+    << "name:        " << (r.name.empty() ? "-" : r.name) << "\n"
+    << "status:      " << status_name(info->status) << "\n"
+    << "size:        " << size_tier_name(r.size) << " (" << limits_text(r.size) << ")\n"
+    << "limits:      " << enforcement_name(r.enforcement) << "\n"
+    << "network:     " << network::mode_name(r.net) << "\n"
+    << "created:     " << r.created_at << "\n"
+    << "files:       " << r.files_dir << " (at /mnt/files)\n"
+    << "supervisor:  pid " << r.supervisor_pid << ", init pid " << r.init_pid;
+  if (info->memory_usage_bytes) s << "\nmemory used: " << (*info->memory_usage_bytes >> 20) << " MiB";
+  if (info->oom_kills) s << "\noom kills:   " << info->oom_kills;
+  if (!r.env_names.empty()) {
+    s << "\nenv:        ";
+    for (const auto& n : r.env_names) s << " " << n;
+  }
+  ctx->out.line(s.str());
+  return 0;
+}
+
+int cmd_resize(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, {{"size"}, {}}, code);
+  if (!ctx) return code;
+  auto id = one_id(ctx->args, "resize");
+  if (!id) return ctx->out.error(id.error());
+  if (!ctx->args.values.count("size"))
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox resize needs --size"));
+  auto size = parse_size_tier(ctx->args.value("size"));
+  if (!size) return ctx->out.error(size.error());
+  auto info = ctx->runtime->resize(*id, *size);
+  if (!info) return ctx->out.error(info.error());
+  if (ctx->out.json) ctx->out.document(info->to_json());
+  else ctx->out.line(info->record.id + ": size " + std::string(size_tier_name(*size)) + " (" + limits_text(*size) + ")");
+  return 0;
+}
+
+int cmd_rm(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, {}, code);
+  if (!ctx) return code;
+  if (ctx->args.positionals.empty())
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox rm takes one or more sandbox ids or names"));
+  nlohmann::json removed = nlohmann::json::array();
+  int exit_code = 0;
+  for (const auto& target : ctx->args.positionals) {
+    auto id = ctx->runtime->store().resolve(target);
+    auto r = id ? ctx->runtime->remove(*id) : Result<void>(fail(id.error()));
+    if (!r) {
+      exit_code = ctx->out.error(r.error());
+      continue;
+    }
+    removed.push_back(*id);
+    if (!ctx->out.json) ctx->out.line(*id);
+  }
+  if (ctx->out.json) ctx->out.document({{"removed", removed}});
+  return exit_code;
+}
+
+}  // namespace nsbox::cli

@@ -1,0 +1,232 @@
+#include "isolation/launcher.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "isolation/capabilities.h"
+#include "isolation/rlimits.h"
+#include "isolation/sys/syscall.h"
+#include "isolation/userns.h"
+
+namespace nsbox::launcher {
+namespace {
+
+// What a failing child sends back.
+struct ChildFailure {
+  int err;
+  char message[1000];
+};
+
+[[noreturn]] void child_fail(int sync_fd, const Error& e) {
+  ChildFailure f{};
+  f.err = e.sys_errno ? e.sys_errno : EINVAL;
+  std::strncpy(f.message, e.message.c_str(), sizeof f.message - 1);
+  (void)!::write(sync_fd, &f, sizeof f);
+  ::_exit(1);
+}
+
+Result<void> send_fd(int sock, int fd) {
+  char byte = 'L';
+  iovec io{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (sys::retry_eintr([&] { return ::sendmsg(sock, &msg, MSG_NOSIGNAL); }) != 1)
+    return fail(sys_error("send the seccomp listener to the supervisor"));
+  return {};
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+Result<void> wait_for_go(int sync_fd) {
+  char go = 0;
+  if (sys::retry_eintr([&] { return ::read(sync_fd, &go, 1); }) != 1 || go != 'G')
+    return fail(make_error(ErrorCode::kSandboxDead, "the supervisor went away during setup"));
+  return {};
+}
+
+Result<void> set_parent_death_signal(int sync_fd) {
+  // After the uid change: changing credentials clears PDEATHSIG. Then make sure the parent
+  // did not die before we asked (its end of the sync socket would be closed).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail(sys_error("prctl(PR_SET_PDEATHSIG)"));
+  pollfd p{sync_fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLIN)))
+    return fail(make_error(ErrorCode::kSandboxDead, "the supervisor went away during setup"));
+  return {};
+}
+
+Result<void> arrange_fds(int control_fd, int sync_fd) {
+  UniqueFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!null_fd) return fail(sys_error("open /dev/null in the sandbox"));
+  for (int std_fd = 0; std_fd < 3; ++std_fd)
+    if (::dup2(null_fd.get(), std_fd) < 0) return fail(sys_error("dup2 /dev/null"));
+  if (control_fd != kInitControlFd && ::dup2(control_fd, kInitControlFd) < 0)
+    return fail(sys_error("dup2 the control socket to fd 3"));
+  if (::fcntl(kInitControlFd, F_SETFD, 0) != 0) return fail(sys_error("clear FD_CLOEXEC on fd 3"));
+  // Everything else closes at exec (the sync socket must live until then), so no host fd
+  // reaches init (the CVE-2024-21626 class).
+  if (sys::close_range(kInitControlFd + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    for (int fd = kInitControlFd + 1; fd < 1024; ++fd)
+      if (fd != sync_fd) ::close(fd);
+  }
+  return {};
+}
+
+// v1: moves this (single-threaded) process into the sandbox cgroup; see cgroup::Join.
+Result<void> join_cgroup(const cgroup::Join& join) {
+  for (const auto& fd : join.self_tasks)
+    if (sys::retry_eintr([&] { return ::write(fd.get(), "0", 1); }) != 1) return fail(sys_error("join the sandbox cgroup"));
+  return {};
+}
+
+[[noreturn]] void child_main(const Spec& spec, const std::vector<rootfs::Step>& steps, const cgroup::Join& join,
+                             int sync_fd) {
+  auto step = [&](Result<void> r) {
+    if (!r) child_fail(sync_fd, r.error());
+  };
+  step(join_cgroup(join));
+  step(wait_for_go(sync_fd));
+  if (::unshare(CLONE_NEWCGROUP) != 0) child_fail(sync_fd, sys_error("unshare(CLONE_NEWCGROUP)"));
+  auto trees = rootfs::clone_sources_in_child(steps);
+  if (!trees) child_fail(sync_fd, trees.error());
+  step(userns::become_sandbox_user_in_child());
+  if (::sethostname(spec.hostname.data(), spec.hostname.size()) != 0)
+    child_fail(sync_fd, sys_error("sethostname " + spec.hostname));
+  step(network::setup_in_child(spec.net));
+  step(rootfs::build_in_child(steps, *trees, "/tmp"));
+  step(set_parent_death_signal(sync_fd));
+  if (::setsid() < 0) child_fail(sync_fd, sys_error("setsid"));
+  step(rlimits::apply_in_child(spec.limits, spec.cgroup == nullptr));
+  step(arrange_fds(spec.control_fd, sync_fd));
+  if (::chdir("/home/user") != 0) child_fail(sync_fd, sys_error("chdir /home/user"));
+  step(capabilities::drop_all_in_child());
+  auto listener = seccomp::install(*spec.seccomp);
+  if (!listener) child_fail(sync_fd, listener.error());
+  step(send_fd(sync_fd, *listener));
+  ::close(*listener);
+  auto argv = c_strings(spec.init_argv);
+  auto envp = c_strings(spec.init_env);
+  ::execve(spec.init_path.c_str(), argv.data(), envp.data());
+  child_fail(sync_fd, sys_error("execve " + spec.init_path));
+}
+
+// Reads what the child sends: the listener fd, then EOF once exec succeeded; or a failure.
+Result<UniqueFd> await_child(int sync_fd) {
+  UniqueFd listener;
+  for (;;) {
+    ChildFailure f{};
+    iovec io{&f, sizeof f};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &io;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = sys::retry_eintr([&] { return ::recvmsg(sync_fd, &msg, MSG_CMSG_CLOEXEC); });
+    if (n < 0) return fail(sys_error("read from the sandbox during setup"));
+    if (n == 0) {
+      if (!listener) return fail(make_error(ErrorCode::kInternal, "the sandbox exited during setup without a report"));
+      return listener;
+    }
+    if (cmsghdr* c = CMSG_FIRSTHDR(&msg); c && c->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      listener.reset(fd);
+      continue;
+    }
+    if (static_cast<size_t>(n) == sizeof f) {
+      f.message[sizeof f.message - 1] = 0;
+      return fail(sys_error("sandbox setup", f.err).context(f.message).context("create sandbox"));
+    }
+    return fail(make_error(ErrorCode::kInternal, "unexpected message from the sandbox during setup"));
+  }
+}
+
+uint64_t namespace_flags(const Spec& spec) {
+  return CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC | network::clone_flags(spec.net);
+}
+
+// clone3 without a stack behaves like fork() (the supervisor is single-threaded); it also
+// returns a pidfd and, on cgroup v2, starts the child inside its cgroup.
+long clone_sandbox(const Spec& spec, const cgroup::Join& join, int* pidfd) {
+  clone_args args{};
+  args.flags = namespace_flags(spec) | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  args.exit_signal = SIGCHLD;
+  if (join.clone_into) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(join.clone_into.get());
+  }
+  return ::syscall(SYS_clone3, &args, sizeof args);
+}
+
+}  // namespace
+
+Result<Sandbox> launch(const Spec& spec) {
+  if (!spec.seccomp) return fail(make_error(ErrorCode::kInternal, "launch without a seccomp program"));
+  const std::vector<rootfs::Step> steps = rootfs::plan(spec.rootfs);
+  // Root's supplementary groups would follow the child into the namespace (setgroups is
+  // denied there), giving it group access to host files. Drop them first.
+  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups(0) before clone"));
+
+  cgroup::Join join;
+  if (spec.cgroup) join = NSBOX_TRY(spec.cgroup->open_join());
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair for sandbox setup"));
+  UniqueFd parent_end(pair[0]), child_end(pair[1]);
+
+  int pidfd = -1;
+  long pid = clone_sandbox(spec, join, &pidfd);
+  if (pid < 0) {
+    Error e = sys_error("clone3(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|...)");
+    if (e.sys_errno == EPERM || e.sys_errno == ENOSPC)
+      e.hint = "user namespaces may be disabled or restricted; `nsbox doctor` says which and how to fix it";
+    return fail(std::move(e));
+  }
+  if (pid == 0) {
+    parent_end.reset();
+    child_main(spec, steps, join, child_end.get());
+  }
+  child_end.reset();
+  join = {};
+
+  Sandbox sb;
+  sb.init_pid = static_cast<pid_t>(pid);
+  sb.pidfd.reset(pidfd);
+  auto abort_child = [&](Error e) {
+    ::kill(sb.init_pid, SIGKILL);
+    ::waitpid(sb.init_pid, nullptr, 0);
+    return fail(std::move(e));
+  };
+  if (auto r = userns::write_maps(sb.init_pid, userns::host_ids()); !r) return abort_child(r.error());
+  if (::write(parent_end.get(), "G", 1) != 1) return abort_child(sys_error("start the sandbox setup"));
+  auto listener = await_child(parent_end.get());
+  if (!listener) return abort_child(listener.error());
+  sb.seccomp_listener = std::move(*listener);
+  return sb;
+}
+
+}  // namespace nsbox::launcher

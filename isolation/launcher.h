@@ -1,0 +1,64 @@
+// Starting a sandbox: clone into new namespaces, finish the setup from both sides, exec
+// the sandbox's init. The order (DESIGN.md §4, reference/isolation-runtimes.md §1.7):
+//
+//   parent                                   child
+//   ------                                   -----
+//   plan rootfs, compile seccomp (before)
+//   clone3(NEWUSER|NEWNS|NEWPID|NEWUTS|NEWIPC[|NEWNET], v2: INTO_CGROUP)
+//                                            v1: join the cgroup (writes "0" to `tasks`)
+//   write setgroups=deny, uid_map, gid_map   waits for "go"
+//   send "go"  ───────────────────────────►  unshare(NEWCGROUP) (now rooted at its cgroup)
+//                                            clone the bind sources (still host fsuid)
+//                                            become uid/gid 1000 (caps kept: no id was 0)
+//                                            hostname, loopback up
+//                                            build the root on a tmpfs, pivot_root, detach
+//                                            PDEATHSIG, setsid, rlimits, close fds
+//                                            drop every capability, no_new_privs
+//                                            seccomp (last: earlier steps need mount etc.)
+//   ◄──────────── listener fd ────────────   send the seccomp listener fd
+//   ◄──────────── EOF on exec ────────────   exec /opt/nsbox/nsbox-init
+//
+// Any failure in the child is sent back over the sync socket with errno and the step's
+// message, and the child exits: it never goes on half-isolated (minijail's rule).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "isolation/cgroup.h"
+#include "isolation/network.h"
+#include "isolation/rootfs.h"
+#include "isolation/seccomp_policy.h"
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::launcher {
+
+struct Spec {
+  rootfs::Spec rootfs;
+  network::Mode net = network::Mode::kNone;
+  Limits limits;
+  cgroup::Driver* cgroup = nullptr;  // null: no cgroup could be used; fall back to rlimits
+  const seccomp::Program* seccomp = nullptr;
+  std::string hostname = "nsbox";
+  std::string init_path = "/opt/nsbox/nsbox-init";  // inside the sandbox
+  std::vector<std::string> init_argv;
+  std::vector<std::string> init_env;
+  int control_fd = -1;  // becomes fd 3 in init
+};
+
+struct Sandbox {
+  pid_t init_pid = -1;  // in the host's pid namespace
+  UniqueFd pidfd;
+  UniqueFd seccomp_listener;
+};
+
+// Returns once init has been exec'd (or the setup failed, with the child reaped).
+Result<Sandbox> launch(const Spec& spec);
+
+// The fd number the control socket has in init.
+constexpr int kInitControlFd = 3;
+
+}  // namespace nsbox::launcher

@@ -1,0 +1,66 @@
+// The sandbox's root filesystem: planned in the parent as a list of steps (pure data,
+// unit-tested), built in the child on a fresh tmpfs, then entered with pivot_root.
+//
+// Built with the new mount API: every host source is cloned with open_tree() before
+// anything is mounted, so no later mount can shadow a source; read-only/nosuid/nodev are
+// set on each cloned tree recursively with mount_setattr() before it is attached; and the
+// targets are paths in our own fresh tmpfs, which holds no symlink an attacker made
+// (the CVE-2021-30465 class needs a target path the sandbox can write).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "isolation/cgroup.h"
+#include "isolation/size_tier.h"
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::rootfs {
+
+enum class StepKind {
+  kBindTree,       // clone host `source` (recursive) to `target` with `attrs`
+  kSymlink,        // `target` -> `source`
+  kTmpfs,          // fresh tmpfs at `target`, mount data in `data`, then `attrs`
+  kProc,           // new procfs for the sandbox's pid namespace
+  kDevpts,         // new devpts instance (its own ptys, none of the host's)
+  kMaskWithNull,   // bind the sandbox's /dev/null over a file
+  kMaskDir,        // an empty read-only tmpfs over a directory
+  kReadOnlyAgain,  // bind a path onto itself read-only (e.g. /proc/sys)
+  kReadOnlyFinal,  // make `target` (already a mount) read-only, after it was filled in
+};
+
+struct Step {
+  StepKind kind;
+  std::string source{};
+  std::string target{};  // absolute path inside the sandbox
+  std::string data{};
+  unsigned attrs = 0;  // MOUNT_ATTR_* bits
+  bool optional = false;  // the source may be missing on this host
+};
+
+struct Spec {
+  Limits limits;
+  std::string files_volume;     // host directory bound read-write at /mnt/files; empty: a tmpfs
+  std::string sandbox_libexec;  // host directory bound read-only at /opt/nsbox
+  std::vector<cgroup::View> cgroup_views;
+  std::string host_root = "/";  // tests plan against a fake host tree
+};
+
+std::vector<Step> plan(const Spec& spec);
+
+// The host trees the plan binds, cloned and detached (one fd per step; empty when the
+// step binds nothing or its optional source is missing).
+using SourceTrees = std::vector<UniqueFd>;
+
+// In the child, first: makes every mount a slave and clones every source. Runs before the
+// switch to the sandbox uid, while the child still has its creator's fsuid, so that
+// sources under root-only directories (/var/lib/nsbox is 0700) can be reached.
+Result<SourceTrees> clone_sources_in_child(const std::vector<Step>& steps);
+
+// Then, as the sandbox user (all capabilities in the new namespaces): builds the plan on a
+// tmpfs at `staging`, pivots into it and detaches the old root. Fails closed: any failed
+// step aborts the whole build.
+Result<void> build_in_child(const std::vector<Step>& steps, SourceTrees& trees, const std::string& staging);
+
+}  // namespace nsbox::rootfs

@@ -1,0 +1,146 @@
+// Building the planned root inside the child, then pivot_root into it.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "isolation/rootfs.h"
+#include "isolation/sys/syscall.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::rootfs {
+namespace {
+
+unsigned long mount_flags(unsigned attrs) {
+  unsigned long f = 0;
+  if (attrs & MOUNT_ATTR_NOSUID) f |= MS_NOSUID;
+  if (attrs & MOUNT_ATTR_NODEV) f |= MS_NODEV;
+  if (attrs & MOUNT_ATTR_NOEXEC) f |= MS_NOEXEC;
+  return f;
+}
+
+Result<void> set_attrs(int dfd, const char* path, unsigned flags, unsigned attrs, const std::string& shown) {
+  if (!attrs) return {};
+  mount_attr attr{};
+  attr.attr_set = attrs;
+  if (::mount_setattr(dfd, path, flags, &attr, sizeof attr) != 0)
+    return fail(sys_error("mount_setattr " + shown));
+  return {};
+}
+
+Result<void> make_dirs_in_child(const std::string& path) {
+  for (size_t pos = 1; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    std::string part = path.substr(0, pos);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + part));
+  }
+  return {};
+}
+
+// A mount point of the same type as what goes on it, unless the path is already there
+// (a file inside an earlier read-only bind, such as /etc/passwd).
+Result<void> make_mount_point(const std::string& path, bool directory) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) return {};
+  if (directory) return make_dirs_in_child(path);
+  NSBOX_CHECK(make_dirs_in_child(path.substr(0, path.rfind('/'))));
+  UniqueFd f(::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644));
+  if (!f) return fail(sys_error("create mount point " + path));
+  return {};
+}
+
+}  // namespace
+
+// Clones every host source before anything is mounted: nothing mounted later (the staging
+// tmpfs included) can hide or replace a source.
+Result<SourceTrees> clone_sources_in_child(const std::vector<Step>& steps) {
+  // Nothing we mount propagates back to the host; host mount events still reach shared
+  // subtrees below our binds.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return fail(sys_error("make / rslave"));
+  SourceTrees trees(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    if (s.kind != StepKind::kBindTree) continue;
+    UniqueFd fd(::open_tree(AT_FDCWD, s.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (!fd) {
+      if (s.optional && errno == ENOENT) continue;
+      return fail(sys_error("open_tree " + s.source + " (for " + s.target + ")"));
+    }
+    NSBOX_CHECK(set_attrs(fd.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, s.attrs, s.source));
+    trees[i] = std::move(fd);
+  }
+  return trees;
+}
+
+namespace {
+
+Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging) {
+  const std::string path = staging + s.target;
+  const char* p = path.c_str();
+  auto exists = [&] { struct stat st{}; return ::lstat(p, &st) == 0; };
+  switch (s.kind) {
+    case StepKind::kBindTree: {
+      if (!tree) return {};  // optional and missing
+      struct stat st{};
+      if (::fstat(tree.get(), &st) != 0) return fail(sys_error("fstat clone of " + s.source));
+      NSBOX_CHECK(make_mount_point(path, S_ISDIR(st.st_mode)));
+      if (::move_mount(tree.get(), "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        return fail(sys_error("move_mount " + s.source + " to " + s.target));
+      return {};
+    }
+    case StepKind::kSymlink:
+      NSBOX_CHECK(make_dirs_in_child(path.substr(0, path.rfind('/'))));
+      if (::symlink(s.source.c_str(), p) != 0) return fail(sys_error("symlink " + s.target + " -> " + s.source));
+      return {};
+    case StepKind::kTmpfs:
+      NSBOX_CHECK(make_dirs_in_child(path));
+      if (::mount("tmpfs", p, "tmpfs", mount_flags(s.attrs), s.data.c_str()) != 0)
+        return fail(sys_error("mount tmpfs (" + s.data + ") on " + s.target));
+      return {};
+    case StepKind::kProc:
+      NSBOX_CHECK(make_dirs_in_child(path));
+      if (::mount("proc", p, "proc", mount_flags(s.attrs), nullptr) != 0) return fail(sys_error("mount proc on " + s.target));
+      return {};
+    case StepKind::kDevpts:
+      NSBOX_CHECK(make_dirs_in_child(path));
+      if (::mount("devpts", p, "devpts", mount_flags(s.attrs), s.data.c_str()) != 0)
+        return fail(sys_error("mount devpts on " + s.target));
+      return {};
+    case StepKind::kMaskWithNull:
+      if (!exists()) return {};
+      if (::mount((staging + "/dev/null").c_str(), p, nullptr, MS_BIND, nullptr) != 0)
+        return fail(sys_error("mask " + s.target + " with /dev/null"));
+      return set_attrs(AT_FDCWD, p, 0, MOUNT_ATTR_RDONLY, s.target);
+    case StepKind::kMaskDir:
+      if (!exists()) return {};
+      if (::mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4096,nr_inodes=1,mode=0555") != 0)
+        return fail(sys_error("mask directory " + s.target));
+      return {};
+    case StepKind::kReadOnlyAgain:
+      if (!exists()) return {};
+      if (::mount(p, p, nullptr, MS_BIND | MS_REC, nullptr) != 0) return fail(sys_error("bind " + s.target + " onto itself"));
+      return set_attrs(AT_FDCWD, p, AT_RECURSIVE, s.attrs, s.target);
+    case StepKind::kReadOnlyFinal:
+      return set_attrs(AT_FDCWD, p, 0, MOUNT_ATTR_RDONLY, s.target);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<void> build_in_child(const std::vector<Step>& steps, SourceTrees& trees, const std::string& staging) {
+  ::umask(022);
+  if (::mount("tmpfs", staging.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1048576,nr_inodes=4096,mode=0755") != 0)
+    return fail(sys_error("mount root tmpfs on " + staging));
+  for (size_t i = 0; i < steps.size(); ++i) NSBOX_CHECK(run_step(steps[i], trees[i], staging));
+
+  // pivot_root(".", ".") stacks the old root on top of the new one; detaching "." then
+  // drops it without needing a put_old directory (as runc and bubblewrap do).
+  if (::chdir(staging.c_str()) != 0) return fail(sys_error("chdir " + staging));
+  if (sys::pivot_root(".", ".") != 0) return fail(sys_error("pivot_root into " + staging));
+  if (::umount2(".", MNT_DETACH) != 0) return fail(sys_error("detach the old root"));
+  if (::chdir("/") != 0) return fail(sys_error("chdir / in the new root"));
+  return set_attrs(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/ (the sandbox root)");
+}
+
+}  // namespace nsbox::rootfs

@@ -1,0 +1,122 @@
+// What the sandbox sees, step by step (DESIGN.md §4, "Filesystem view").
+#include <glob.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+
+#include "isolation/rootfs.h"
+
+namespace nsbox::rootfs {
+namespace {
+
+constexpr unsigned kReadOnly = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+constexpr unsigned kWritable = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+
+// The host's system directories. On merged-/usr hosts most are symlinks into /usr and are
+// recreated as such.
+constexpr const char* kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc"};
+
+// Secrets under /etc that a read-only bind would otherwise show.
+constexpr const char* kEtcSecrets[] = {"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+                                       "/etc/ssh/ssh_host_*_key", "/etc/ssl/private"};
+
+// runc's defaults: masked and read-only /proc paths.
+constexpr const char* kProcMaskedFiles[] = {"kcore", "keys", "latency_stats", "timer_list",
+                                            "timer_stats", "sched_debug", "sysrq-trigger"};
+constexpr const char* kProcMaskedDirs[] = {"acpi", "asound", "scsi"};
+constexpr const char* kProcReadOnly[] = {"bus", "fs", "irq", "sys"};
+
+constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+std::string size_opt(uint64_t bytes) { return "size=" + std::to_string(bytes); }
+
+void add_host_system_dirs(const Spec& spec, std::vector<Step>& steps) {
+  for (const char* name : kHostSystemDirs) {
+    std::string host = spec.host_root + (spec.host_root.back() == '/' ? "" : "/") + name;
+    struct stat st{};
+    if (::lstat(host.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = ::readlink(host.c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      steps.push_back({StepKind::kSymlink, std::string(target, static_cast<size_t>(n)), std::string("/") + name});
+    } else if (S_ISDIR(st.st_mode)) {
+      steps.push_back({StepKind::kBindTree, host, std::string("/") + name, {}, kReadOnly});
+    }
+  }
+}
+
+void add_etc_masks(const Spec& spec, std::vector<Step>& steps) {
+  std::string prefix = spec.host_root == "/" ? "" : spec.host_root;
+  for (const char* pattern : kEtcSecrets) {
+    glob_t g{};
+    if (::glob((prefix + pattern).c_str(), GLOB_NOSORT, nullptr, &g) == 0) {
+      for (size_t i = 0; i < g.gl_pathc; ++i) {
+        std::string inside = std::string(g.gl_pathv[i]).substr(prefix.size());
+        struct stat st{};
+        bool dir = ::stat(g.gl_pathv[i], &st) == 0 && S_ISDIR(st.st_mode);
+        steps.push_back({dir ? StepKind::kMaskDir : StepKind::kMaskWithNull, {}, inside});
+      }
+    }
+    ::globfree(&g);
+  }
+  // Who the sandbox user is: our passwd/group/hosts over the host's.
+  for (const char* f : {"passwd", "group", "hosts"})
+    steps.push_back({StepKind::kBindTree, spec.sandbox_libexec + "/etc/" + f, std::string("/etc/") + f, {}, kReadOnly});
+}
+
+void add_dev(const Spec& spec, std::vector<Step>& steps) {
+  steps.push_back({StepKind::kTmpfs, {}, "/dev", "size=65536,nr_inodes=64,mode=0755",
+                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC});
+  for (const char* d : kDevices)
+    steps.push_back({StepKind::kBindTree, std::string("/dev/") + d, std::string("/dev/") + d, {},
+                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC});
+  steps.push_back({StepKind::kDevpts, {}, "/dev/pts", "newinstance,ptmxmode=0666,mode=0620", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC});
+  steps.push_back({StepKind::kSymlink, "pts/ptmx", "/dev/ptmx"});
+  steps.push_back({StepKind::kSymlink, "/proc/self/fd", "/dev/fd"});
+  steps.push_back({StepKind::kSymlink, "/proc/self/fd/0", "/dev/stdin"});
+  steps.push_back({StepKind::kSymlink, "/proc/self/fd/1", "/dev/stdout"});
+  steps.push_back({StepKind::kSymlink, "/proc/self/fd/2", "/dev/stderr"});
+  steps.push_back({StepKind::kTmpfs, {}, "/dev/shm", size_opt(spec.limits.shm_bytes) + ",mode=1777", kWritable});
+  steps.push_back({StepKind::kReadOnlyFinal, {}, "/dev"});
+}
+
+void add_proc(std::vector<Step>& steps) {
+  steps.push_back({StepKind::kProc, {}, "/proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC});
+  for (const char* f : kProcMaskedFiles) steps.push_back({StepKind::kMaskWithNull, {}, std::string("/proc/") + f, {}, 0, true});
+  for (const char* d : kProcMaskedDirs) steps.push_back({StepKind::kMaskDir, {}, std::string("/proc/") + d, {}, 0, true});
+  for (const char* p : kProcReadOnly) steps.push_back({StepKind::kReadOnlyAgain, {}, std::string("/proc/") + p, {}, kReadOnly, true});
+}
+
+void add_sys(const Spec& spec, std::vector<Step>& steps) {
+  // No sysfs: only the sandbox's own cgroup directories, read-only, where a program
+  // looking for its limits expects them.
+  steps.push_back({StepKind::kTmpfs, {}, "/sys", "size=65536,nr_inodes=64,mode=0755", kReadOnly | MOUNT_ATTR_NOEXEC});
+  for (const auto& view : spec.cgroup_views)
+    steps.push_back({StepKind::kBindTree, view.host_dir, view.inside, {}, kReadOnly | MOUNT_ATTR_NOEXEC});
+  steps.push_back({StepKind::kReadOnlyFinal, {}, "/sys"});
+}
+
+}  // namespace
+
+std::vector<Step> plan(const Spec& spec) {
+  std::vector<Step> steps;
+  add_host_system_dirs(spec, steps);
+  add_dev(spec, steps);  // before the masks: they bind the sandbox's /dev/null
+  add_etc_masks(spec, steps);
+  steps.push_back({StepKind::kBindTree, spec.sandbox_libexec, "/opt/nsbox", {}, kReadOnly});
+  steps.push_back({StepKind::kTmpfs, {}, "/home/user",
+                   size_opt(spec.limits.home_bytes) + ",nr_inodes=262144,mode=0755,uid=1000,gid=1000", kWritable});
+  steps.push_back({StepKind::kTmpfs, {}, "/tmp", size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=1777", kWritable});
+  if (spec.files_volume.empty())  // one-shot sandboxes: nothing to keep
+    steps.push_back({StepKind::kTmpfs, {}, "/mnt/files", size_opt(spec.limits.tmp_bytes) + ",mode=0755,uid=1000,gid=1000", kWritable});
+  else
+    steps.push_back({StepKind::kBindTree, spec.files_volume, "/mnt/files", {}, kWritable});
+  add_proc(steps);
+  add_sys(spec, steps);
+  return steps;
+}
+
+}  // namespace nsbox::rootfs

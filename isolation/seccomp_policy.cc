@@ -1,0 +1,226 @@
+#include "isolation/seccomp_policy.h"
+
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <set>
+#include <string_view>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::seccomp {
+namespace {
+
+// Bump when the policy below changes: it keys the on-disk cache.
+constexpr std::string_view kPolicyVersion = "nsbox-seccomp-3";
+
+// Docker's default allowlist, minus the calls that need a capability we never grant
+// (chroot, the *_module family, ...), minus name_to_handle_at (half of "Shocker"),
+// adjtimex/clock_adjtime (time setters), and mempolicy calls. Conditional calls (clone,
+// ioctl, personality, socket) are handled in add_conditional_rules.
+const std::vector<const char*> kAllowed = {
+    "accept", "accept4", "access", "alarm", "arch_prctl", "bind", "brk", "cachestat", "capget",
+    "capset", "chdir", "chmod", "chown", "clock_getres", "clock_gettime", "clock_nanosleep",
+    "close", "close_range", "connect", "copy_file_range", "creat", "dup", "dup2", "dup3",
+    "epoll_create", "epoll_create1", "epoll_ctl", "epoll_pwait", "epoll_pwait2", "epoll_wait",
+    "eventfd", "eventfd2", "execve", "execveat", "exit", "exit_group", "faccessat",
+    "faccessat2", "fadvise64", "fallocate", "fanotify_mark", "fchdir", "fchmod", "fchmodat",
+    "fchmodat2", "fchown", "fchownat", "fcntl", "fdatasync", "fgetxattr", "flistxattr", "flock",
+    "fork", "fremovexattr", "fsetxattr", "fstat", "fstatfs", "fsync", "ftruncate", "futex",
+    "futex_requeue", "futex_wait", "futex_waitv", "futex_wake", "futimesat", "getcpu", "getcwd",
+    "getdents", "getdents64", "getegid", "geteuid", "getgid", "getgroups", "getitimer",
+    "getpeername", "getpgid", "getpgrp", "getpid", "getppid", "getpriority", "getrandom",
+    "getresgid", "getresuid", "getrlimit", "get_robust_list", "getrusage", "getsid",
+    "getsockname", "getsockopt", "gettid", "gettimeofday", "getuid", "getxattr",
+    "inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch", "io_cancel",
+    "io_destroy", "io_getevents", "io_pgetevents", "ioprio_get", "ioprio_set", "io_setup",
+    "io_submit", "kill", "landlock_add_rule", "landlock_create_ruleset",
+    "landlock_restrict_self", "lchown", "lgetxattr", "link", "linkat", "listen", "listxattr",
+    "llistxattr", "lremovexattr", "lseek", "lsetxattr", "lstat", "madvise", "map_shadow_stack",
+    "membarrier", "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod",
+    "mknodat", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mq_getsetattr", "mq_notify",
+    "mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink", "mremap", "msgctl", "msgget",
+    "msgrcv", "msgsnd", "msync", "munlock", "munlockall", "munmap", "nanosleep", "newfstatat",
+    "open", "openat", "openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2",
+    "pkey_alloc", "pkey_free", "pkey_mprotect", "poll", "ppoll", "prctl", "pread64", "preadv",
+    "preadv2", "prlimit64", "process_mrelease", "pselect6", "pwrite64", "pwritev", "pwritev2",
+    "read", "readahead", "readlink", "readlinkat", "readv", "recvfrom", "recvmmsg", "recvmsg",
+    "remap_file_pages", "removexattr", "rename", "renameat", "renameat2", "restart_syscall",
+    "rmdir", "rseq", "rt_sigaction", "rt_sigpending", "rt_sigprocmask", "rt_sigqueueinfo",
+    "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait", "rt_tgsigqueueinfo",
+    "sched_getaffinity", "sched_getattr", "sched_getparam", "sched_get_priority_max",
+    "sched_get_priority_min", "sched_getscheduler", "sched_rr_get_interval",
+    "sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler", "sched_yield",
+    "seccomp", "select", "semctl", "semget", "semop", "semtimedop", "sendfile", "sendmmsg",
+    "sendmsg", "sendto", "setfsgid", "setfsuid", "setgid", "setgroups", "setitimer", "setpgid",
+    "setpriority", "setregid", "setresgid", "setresuid", "setreuid", "setrlimit",
+    "set_robust_list", "setsid", "setsockopt", "set_tid_address", "setuid", "setxattr",
+    "shmat", "shmctl", "shmdt", "shmget", "shutdown", "sigaltstack", "signalfd", "signalfd4",
+    "socketpair", "splice", "stat", "statfs", "statx", "symlink", "symlinkat", "sync",
+    "sync_file_range", "syncfs", "sysinfo", "tee", "tgkill", "time", "timer_create",
+    "timer_delete", "timer_getoverrun", "timer_gettime", "timer_settime", "timerfd_create",
+    "timerfd_gettime", "timerfd_settime", "times", "tkill", "truncate", "umask", "uname",
+    "unlink", "unlinkat", "utime", "utimensat", "utimes", "vfork", "vmsplice", "wait4",
+    "waitid", "write", "writev",
+};
+
+// Answered with ENOSYS rather than EPERM so callers fall back: clone3 (seccomp cannot
+// inspect its flags struct; glibc retries with clone) and io_uring (it performs
+// operations the filter never sees; moby PR #46762).
+const std::vector<const char*> kNotImplemented = {"clone3", "io_uring_setup", "io_uring_enter",
+                                                  "io_uring_register"};
+
+constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
+                                     CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP;
+
+// The call runs unless the low 32 bits of argument `arg` equal `value`, in which case it
+// fails with EPERM. The kernel truncates these int arguments to 32 bits, so a plain 64-bit
+// "not equal" would let `value | 1<<32` through. libseccomp has no masked not-equal, so
+// "differs" is spelled as 32 rules, one per bit that may differ.
+int allow_unless_low32_equals(scmp_filter_ctx ctx, int nr, unsigned arg, uint32_t value) {
+  for (int bit = 0; bit < 32; ++bit) {
+    uint64_t mask = 1ull << bit;
+    uint64_t differing = (value & mask) ^ mask;
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                              scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, mask, differing});
+    if (rc < 0) return rc;
+  }
+  return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                          scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, 0xffffffffull, value});
+}
+
+int add_conditional_rules(scmp_filter_ctx ctx) {
+  int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                            SCMP_A0(SCMP_CMP_MASKED_EQ, kNamespaceFlags, 0));
+  for (uint64_t bit = 1; rc == 0 && bit; bit <<= 1)
+    if (kNamespaceFlags & bit)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                            SCMP_A0(SCMP_CMP_MASKED_EQ, bit, bit));
+  if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(ioctl), 1, TIOCSTI);
+  if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(socket), 0, AF_VSOCK);
+  // personality: only the values Docker allows (plain Linux, UNAME26, query).
+  for (uint64_t persona : {0x0ull, 0x8ull, 0x20000ull, 0x20008ull, 0xffffffffull})
+    if (rc == 0)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
+                            SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, persona));
+  return rc;
+}
+
+// Whatever is neither allowed nor special and is known to libseccomp's table for this
+// arch gets EPERM; the default action (ENOSYS) is left for numbers it does not know.
+int add_denied_rules(scmp_filter_ctx ctx, const std::set<int>& handled) {
+  for (int nr = 0; nr < 1024; ++nr) {
+    if (handled.count(nr)) continue;
+    char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+    if (!name) continue;
+    ::free(name);
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+Error libseccomp_error(std::string_view what, int rc) { return sys_error(std::string("libseccomp: ") + std::string(what), -rc); }
+
+}  // namespace
+
+const std::vector<const char*>& allowed_syscalls() { return kAllowed; }
+
+Result<Program> compile() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+  if (!ctx) return fail(make_error(ErrorCode::kInternal, "libseccomp: seccomp_init failed"));
+  struct Release {
+    scmp_filter_ctx c;
+    ~Release() { seccomp_release(c); }
+  } release{ctx};
+
+  // Another ABI goes to the supervisor's listener instead of straight to death, so the
+  // user learns which syscall it was (a killed process's /proc/<pid>/syscall is empty).
+  if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_NOTIFY); rc < 0)
+    return fail(libseccomp_error("set bad-arch action", rc));
+  // A binary tree keeps the per-syscall cost low for the long rule list.
+  (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+
+  std::set<int> handled;
+  for (const char* name : kAllowed) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;  // newer than this libseccomp: stays ENOSYS
+    if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0); rc < 0)
+      return fail(libseccomp_error(std::string("allow ") + name, rc));
+    handled.insert(nr);
+  }
+  // ENOSYS is the default action, so these need no rule of their own (libseccomp refuses
+  // one that repeats the default); they only stay out of the EPERM rules below.
+  for (const char* name : kNotImplemented)
+    if (int nr = seccomp_syscall_resolve_name(name); nr != __NR_SCMP_ERROR) handled.insert(nr);
+  for (int nr : {SCMP_SYS(clone), SCMP_SYS(ioctl), SCMP_SYS(socket), SCMP_SYS(personality)})
+    handled.insert(nr);
+  if (int rc = add_conditional_rules(ctx); rc < 0) return fail(libseccomp_error("conditional rules", rc));
+  if (int rc = add_denied_rules(ctx, handled); rc < 0) return fail(libseccomp_error("EPERM rules", rc));
+
+  UniqueFd mem(::memfd_create("nsbox-seccomp", MFD_CLOEXEC));
+  if (!mem) return fail(sys_error("memfd_create for seccomp export"));
+  if (int rc = seccomp_export_bpf(ctx, mem.get()); rc < 0) return fail(libseccomp_error("export BPF", rc));
+  off_t size = ::lseek(mem.get(), 0, SEEK_END);
+  if (size <= 0 || size % sizeof(sock_filter) != 0)
+    return fail(make_error(ErrorCode::kInternal, "libseccomp exported a BPF program of odd size"));
+  Program program;
+  program.code.resize(static_cast<size_t>(size) / sizeof(sock_filter));
+  if (::pread(mem.get(), program.code.data(), static_cast<size_t>(size), 0) != size)
+    return fail(sys_error("read exported seccomp BPF"));
+  return program;
+}
+
+Result<Program> compile_cached(const std::string& cache_dir) {
+  const scmp_version* v = seccomp_version();
+  std::string key = std::string(kPolicyVersion) + "-libseccomp" + std::to_string(v->major) + "." +
+                    std::to_string(v->minor) + "." + std::to_string(v->micro);
+  std::string path = cache_dir + "/" + key + ".bpf";
+  if (auto cached = files::read_file(path, 1 << 20);
+      cached && !cached->empty() && cached->size() % sizeof(sock_filter) == 0) {
+    Program p;
+    p.code.resize(cached->size() / sizeof(sock_filter));
+    std::memcpy(p.code.data(), cached->data(), cached->size());
+    return p;
+  }
+  Program p = NSBOX_TRY(compile());
+  // A cache that cannot be written only costs the next start a millisecond.
+  (void)files::atomic_write(path, std::string_view(reinterpret_cast<const char*>(p.code.data()),
+                                                   p.code.size() * sizeof(sock_filter)), 0600);
+  return p;
+}
+
+Result<int> install(const Program& program) {
+  sock_fprog prog{static_cast<unsigned short>(program.code.size()),
+                  const_cast<sock_filter*>(program.code.data())};
+  long fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+  if (fd < 0) return fail(sys_error("seccomp(SECCOMP_SET_MODE_FILTER)"));
+  return static_cast<int>(fd);
+}
+
+std::string describe_syscall(uint32_t audit_arch, int nr) {
+  uint32_t arch = audit_arch == AUDIT_ARCH_I386     ? SCMP_ARCH_X86
+                  : audit_arch == AUDIT_ARCH_X86_64 ? SCMP_ARCH_X86_64
+                                                    : audit_arch;
+  std::string abi = audit_arch == AUDIT_ARCH_I386 ? "i386" : "x86_64";
+  int plain = nr;
+  if (audit_arch == AUDIT_ARCH_X86_64 && (nr & 0x40000000)) {
+    abi = "x32";
+    arch = SCMP_ARCH_X32;
+  }
+  char* name = seccomp_syscall_resolve_num_arch(arch, plain);
+  std::string out = name ? std::string(name) : "syscall " + std::to_string(nr);
+  ::free(name);
+  return out + " (" + abi + " ABI, number " + std::to_string(nr) + ")";
+}
+
+}  // namespace nsbox::seccomp

@@ -1,0 +1,167 @@
+#include "isolation/sys/files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "isolation/sys/syscall.h"
+
+namespace nsbox::files {
+
+Result<std::string> read_file(const std::string& path, size_t max_bytes) {
+  UniqueFd fd(sys::retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
+  if (!fd) return fail(sys_error("open " + path));
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = sys::retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
+    if (n < 0) return fail(sys_error("read " + path));
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded,
+                             "read " + path + ": larger than " + std::to_string(max_bytes) + " bytes"));
+  }
+  return out;
+}
+
+Result<void> write_all(int fd, std::string_view data, std::string_view what) {
+  while (!data.empty()) {
+    ssize_t n = sys::retry_eintr([&] { return ::write(fd, data.data(), data.size()); });
+    if (n < 0) return fail(sys_error("write " + std::string(what)));
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+Result<void> write_file(const std::string& path, std::string_view data) {
+  UniqueFd fd(sys::retry_eintr([&] { return ::open(path.c_str(), O_WRONLY | O_CLOEXEC); }));
+  if (!fd) return fail(sys_error("open " + path));
+  // cgroup and proc files take one write(); a short write would be a partial value.
+  ssize_t n = sys::retry_eintr([&] { return ::write(fd.get(), data.data(), data.size()); });
+  if (n < 0) return fail(sys_error("write '" + std::string(data) + "' to " + path));
+  if (static_cast<size_t>(n) != data.size())
+    return fail(make_error(ErrorCode::kSystem, "short write to " + path));
+  return {};
+}
+
+Result<void> atomic_write(const std::string& path, std::string_view data, mode_t mode) {
+  std::string dir = ".";
+  if (auto slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(std::random_device{}());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (!fd) return fail(sys_error("create " + tmp));
+  auto cleanup_on_error = [&](Error e) {
+    ::unlink(tmp.c_str());
+    return fail(std::move(e));
+  };
+  if (auto r = write_all(fd.get(), data, tmp); !r) return cleanup_on_error(r.error());
+  if (::fsync(fd.get()) != 0) return cleanup_on_error(sys_error("fsync " + tmp));
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return cleanup_on_error(sys_error("rename " + tmp + " to " + path));
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd) ::fsync(dfd.get());
+  return {};
+}
+
+Result<void> make_dirs(const std::string& path, mode_t mode) {
+  if (path.empty()) return {};
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (partial.empty()) continue;
+    if (::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST)
+      return fail(sys_error("mkdir " + partial));
+  }
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) return fail(sys_error("stat " + path));
+  if (!S_ISDIR(st.st_mode))
+    return fail(make_error(ErrorCode::kInvalidArgument, path + " exists and is not a directory"));
+  return {};
+}
+
+namespace {
+
+Result<void> remove_entries(int dirfd, const std::string& shown, dev_t dev) {
+  int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return fail(sys_error("dup fd of " + shown));
+  DIR* d = ::fdopendir(dup);
+  if (!d) {
+    ::close(dup);
+    return fail(sys_error("fdopendir " + shown));
+  }
+  Result<void> result;
+  while (dirent* e = ::readdir(d)) {
+    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+    struct stat st{};
+    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    std::string child = shown + "/" + e->d_name;
+    if (S_ISDIR(st.st_mode)) {
+      if (st.st_dev != dev) {
+        result = fail(make_error(ErrorCode::kBusy, "refusing to remove " + child +
+                                                       ": it is a mount point"));
+        continue;
+      }
+      UniqueFd sub(::openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub) { result = fail(sys_error("open " + child)); continue; }
+      if (auto r = remove_entries(sub.get(), child, dev); !r) { result = r; continue; }
+      if (::unlinkat(dirfd, e->d_name, AT_REMOVEDIR) != 0) result = fail(sys_error("rmdir " + child));
+    } else if (::unlinkat(dirfd, e->d_name, 0) != 0) {
+      result = fail(sys_error("unlink " + child));
+    }
+  }
+  ::closedir(d);
+  return result;
+}
+
+}  // namespace
+
+Result<void> remove_tree(const std::string& path) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return {};
+    return fail(sys_error("stat " + path));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0) return fail(sys_error("unlink " + path));
+    return {};
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return fail(sys_error("open " + path));
+  NSBOX_CHECK(remove_entries(fd.get(), path, st.st_dev));
+  if (::rmdir(path.c_str()) != 0) return fail(sys_error("rmdir " + path));
+  return {};
+}
+
+Result<UniqueFd> open_dir(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return fail(sys_error("open directory " + path));
+  return fd;
+}
+
+Result<std::vector<std::string>> list_dir(const std::string& path) {
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return fail(sys_error("opendir " + path));
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
+    names.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+bool exists(const std::string& path) {
+  struct stat st{};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace nsbox::files

@@ -1,0 +1,31 @@
+// Small, exact file helpers used everywhere: whole-file read/write, atomic replace,
+// directory creation and removal. Every failure names the path.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::files {
+
+Result<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
+Result<void> write_file(const std::string& path, std::string_view data);  // no O_CREAT
+Result<void> write_all(int fd, std::string_view data, std::string_view what);
+
+// temp file in the same directory + fsync + rename + fsync(dir): readers see the old
+// content or the new, never a mix.
+Result<void> atomic_write(const std::string& path, std::string_view data, mode_t mode = 0600);
+
+Result<void> make_dirs(const std::string& path, mode_t mode = 0755);
+// Removes a tree without following symlinks and without crossing into other mounts.
+Result<void> remove_tree(const std::string& path);
+
+Result<UniqueFd> open_dir(const std::string& path);
+Result<std::vector<std::string>> list_dir(const std::string& path);
+
+bool exists(const std::string& path);
+
+}  // namespace nsbox::files

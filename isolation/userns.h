@@ -1,0 +1,30 @@
+// The user namespace: one id inside (1000, "user"), mapped to one unprivileged host id.
+#pragma once
+
+#include <sys/types.h>
+
+#include "isolation/sys/error.h"
+
+namespace nsbox::userns {
+
+constexpr uid_t kSandboxUid = 1000;
+constexpr gid_t kSandboxGid = 1000;
+
+// The host uid/gid the sandbox user maps to. Rootless: the invoking user (the only id an
+// unprivileged process may map). Root: a dedicated id with no account and no files on the
+// host (kRootModeHostId), so that the sandbox user owns nothing outside its sandbox.
+struct HostIds {
+  uid_t uid;
+  gid_t gid;
+};
+constexpr uid_t kRootModeHostId = 1'800'000'000;
+HostIds host_ids();
+
+// Parent side, while the child waits: setgroups=deny, then the uid and gid maps.
+Result<void> write_maps(pid_t child, HostIds ids);
+
+// Child side, right after the maps are written: become the sandbox user (still holding
+// every capability inside the new namespace, since no id in the switch is 0).
+Result<void> become_sandbox_user_in_child();
+
+}  // namespace nsbox::userns

@@ -1,0 +1,62 @@
+// A command run in a sandbox (the bash tool, `nsbox sh`, `nsbox run`): what is asked,
+// the environment it gets, and how its end is reported.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "isolation/size_tier.h"
+#include "runtime/protocol/frame.h"
+
+namespace nsbox {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+constexpr double kDefaultTimeoutS = 180;
+
+struct CommandRequest {
+  std::vector<std::string> argv;
+  EnvList env;  // on top of the sandbox's
+  std::string cwd = "/home/user";
+  double timeout_s = kDefaultTimeoutS;
+
+  protocol::Json to_json() const;
+  static Result<CommandRequest> from_json(const protocol::Json& j);
+};
+
+// "K=V" -> pair; rejects a missing '=' or an empty or odd key.
+Result<std::pair<std::string, std::string>> parse_env_assignment(const std::string& text);
+
+// What every command sees: the defaults of a login as `user`, then the sandbox's --env,
+// then the command's own.
+std::vector<std::string> command_environment(const EnvList& sandbox_env, const EnvList& command_env);
+
+// How a command ended, as seen by init and the supervisor.
+struct CommandEnd {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<int> spawn_errno;  // exec failed
+  bool timed_out = false;
+  bool oom_killed = false;  // the cgroup's OOM counter rose while it ran
+  std::vector<std::string> seccomp_kills;
+};
+
+struct CommandResult {
+  std::string status;  // ok | error | timeout | killed
+  std::string reason;  // "" | exit | not_found | not_executable | deadline | oom | seccomp | signal
+  int exit_code = 0;   // shell style: 128+N for signal N, 127 not found, 124 timeout
+  std::optional<int> signal;
+  std::string message;  // one line when status is not ok
+  uint64_t duration_ms = 0;
+
+  protocol::Json to_json() const;
+  static CommandResult from_json(const protocol::Json& j);
+};
+
+CommandResult classify(const CommandEnd& end, const std::string& program, const Limits& limits,
+                       std::string_view size_name, double timeout_s);
+
+}  // namespace nsbox

@@ -1,0 +1,200 @@
+// nsbox-init: pid 1 of every sandbox. It spawns commands when the supervisor asks, reaps
+// every process (orphans included), reports exits, and never runs user code itself.
+//
+// It talks to the supervisor over fd 3 (frames, runtime/protocol/frame.h). When that
+// socket closes, the supervisor is gone and init exits, which takes the whole pid
+// namespace with it. Runs as the sandbox user, with no capabilities, under seccomp; it
+// marks itself non-dumpable so that sandboxed code of the same uid cannot read or write
+// its memory through /proc/1/mem.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "isolation/sys/syscall.h"
+#include "runtime/protocol/frame.h"
+
+namespace nsbox::init {
+namespace {
+
+using protocol::Json;
+
+constexpr int kControlFd = 3;
+
+struct Spawned {
+  uint64_t id;
+};
+std::map<pid_t, Spawned> g_children;
+// Spawns whose exec failed: already reported, their exit is not.
+std::set<uint64_t> g_failed_spawns;
+
+void send(const Json& message) {
+  // A failed send means the supervisor is gone; the next read sees EOF and we exit.
+  (void)protocol::send_frame(kControlFd, message);
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// The child side of a spawn: a session of its own (its own process group, killable as
+// one; no controlling terminal), the given stdio, default signal state, then exec.
+[[noreturn]] void exec_child(const Json& req, const std::vector<int>& stdio, int report_fd) {
+  ::setsid();
+  for (int target = 0; target < 3; ++target) {
+    int fd = stdio[target];
+    if (fd < 0) fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0 || ::dup2(fd, target) < 0) {
+      int err = errno;
+      (void)!::write(report_fd, &err, sizeof err);
+      ::_exit(127);
+    }
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  auto argv_s = req.value("argv", std::vector<std::string>{});
+  auto env_s = req.value("env", std::vector<std::string>{});
+  std::string cwd = req.value("cwd", std::string("/home/user"));
+  if (::chdir(cwd.c_str()) != 0) {
+    int err = errno;
+    (void)!::write(report_fd, &err, sizeof err);
+    ::_exit(127);
+  }
+  auto argv = c_strings(argv_s);
+  auto envp = c_strings(env_s);
+  ::execvpe(argv[0], argv.data(), envp.data());
+  int err = errno;
+  (void)!::write(report_fd, &err, sizeof err);
+  ::_exit(err == ENOENT ? 127 : 126);
+}
+
+void spawn(const Json& req, std::vector<UniqueFd>& fds) {
+  uint64_t id = req.value("id", uint64_t{0});
+  auto names = req.value("fds", std::vector<std::string>{});
+  std::vector<int> stdio = {-1, -1, -1};
+  for (size_t i = 0; i < names.size() && i < fds.size(); ++i) {
+    if (names[i] == "stdin") stdio[0] = fds[i].get();
+    if (names[i] == "stdout") stdio[1] = fds[i].get();
+    if (names[i] == "stderr") stdio[2] = fds[i].get();
+  }
+  if (req.value("argv", Json::array()).empty()) {
+    send({{"event", "spawn_failed"}, {"id", id}, {"errno", EINVAL}, {"message", "empty command"}});
+    return;
+  }
+  // A close-on-exec pipe tells exec success (EOF) from failure (the errno arrives).
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    send({{"event", "spawn_failed"}, {"id", id}, {"errno", errno}, {"message", "pipe2"}});
+    return;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(report[0]);
+    exec_child(req, stdio, report[1]);
+  }
+  ::close(report[1]);
+  fds.clear();  // our copies of the stdio ends: the command's exit must reach EOF
+  if (pid < 0) {
+    int err = errno;
+    ::close(report[0]);
+    send({{"event", "spawn_failed"}, {"id", id}, {"errno", err}, {"message", "fork"}});
+    return;
+  }
+  int err = 0;
+  ssize_t n = sys::retry_eintr([&] { return ::read(report[0], &err, sizeof err); });
+  ::close(report[0]);
+  g_children[pid] = {id};
+  if (n == sizeof err) {
+    g_failed_spawns.insert(id);  // the child exits 126/127; reaped without a second report
+    send({{"event", "spawn_failed"}, {"id", id}, {"errno", err}, {"message", std::strerror(err)}});
+    return;
+  }
+  send({{"event", "started"}, {"id", id}, {"pid", pid}});
+}
+
+void signal_command(const Json& req) {
+  uint64_t id = req.value("id", uint64_t{0});
+  int sig = req.value("signal", SIGKILL);
+  for (const auto& [pid, child] : g_children)
+    if (child.id == id) {
+      ::kill(-pid, sig);  // the whole process group
+      ::kill(pid, sig);   // in case it left its group
+    }
+}
+
+void reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    auto it = g_children.find(pid);
+    if (it == g_children.end()) continue;  // an orphan that was reparented to us
+    uint64_t id = it->second.id;
+    g_children.erase(it);
+    if (g_failed_spawns.erase(id)) continue;
+    Json exited = {{"event", "exited"}, {"id", id}, {"pid", pid}};
+    if (WIFEXITED(status)) exited["exit_code"] = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) {
+      exited["signal"] = WTERMSIG(status);
+      exited["core_dumped"] = WCOREDUMP(status) != 0;
+    }
+    send(exited);
+  }
+}
+
+int run() {
+  ::prctl(PR_SET_DUMPABLE, 0);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd) return 1;
+  ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
+  send({{"event", "ready"}, {"pid", ::getpid()}});
+
+  for (;;) {
+    pollfd p[2] = {{kControlFd, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    if (p[1].revents & POLLIN) {
+      signalfd_siginfo info;
+      while (::read(sigfd.get(), &info, sizeof info) == sizeof info) {}
+      reap();
+    }
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      auto frame = protocol::recv_frame(kControlFd, protocol::kMaxInitFrame);
+      if (!frame || !*frame) return 0;  // the supervisor is gone: so is the sandbox
+      const Json& msg = (*frame)->message;
+      std::string op = msg.value("op", std::string());
+      if (op == "spawn") {
+        spawn(msg, (*frame)->fds);
+      } else if (op == "signal") {
+        signal_command(msg);
+      } else if (op == "ping") {
+        send({{"event", "pong"}});
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nsbox::init
+
+int main() { return nsbox::init::run(); }

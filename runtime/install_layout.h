@@ -1,0 +1,27 @@
+// Where nsbox's own files are: the host-side helpers and the directory bound read-only at
+// /opt/nsbox in every sandbox.
+//
+//   <prefix>/bin/nsbox
+//   <prefix>/libexec/nsbox/nsbox-supervisor
+//   <prefix>/libexec/nsbox/sandbox/nsbox-init        -> /opt/nsbox/nsbox-init
+//   <prefix>/libexec/nsbox/sandbox/etc/{passwd,group,hosts}
+//
+// The build tree has the same shape, so nsbox runs from it without installing.
+// NSBOX_LIBEXEC overrides the discovery.
+#pragma once
+
+#include <string>
+
+#include "isolation/sys/error.h"
+
+namespace nsbox {
+
+struct InstallLayout {
+  std::string libexec_dir;
+
+  static Result<InstallLayout> discover();
+  std::string supervisor() const { return libexec_dir + "/nsbox-supervisor"; }
+  std::string sandbox_dir() const { return libexec_dir + "/sandbox"; }
+};
+
+}  // namespace nsbox

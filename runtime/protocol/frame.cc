@@ -1,0 +1,246 @@
+#include "runtime/protocol/frame.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "isolation/sys/syscall.h"
+
+namespace nsbox::protocol {
+namespace {
+
+constexpr int kSendTimeoutMs = 10000;
+
+uint32_t read_be32(const char* p) {
+  auto b = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
+}
+
+Result<Frame> parse(std::string_view payload, std::vector<UniqueFd> fds) {
+  Json message = Json::parse(payload, nullptr, /*allow_exceptions=*/false);
+  if (message.is_discarded() || !message.is_object())
+    return fail(make_error(ErrorCode::kProtocol, "malformed message: not a JSON object"));
+  return Frame{std::move(message), std::move(fds)};
+}
+
+void take_fds(msghdr& msg, std::vector<UniqueFd>& out) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      out.emplace_back(fd);
+    }
+  }
+}
+
+// recvmsg that collects any fds; returns bytes read (0 = EOF) or -1 with errno.
+ssize_t recv_some(int sock, char* buf, size_t len, std::vector<UniqueFd>& fds) {
+  iovec io{buf, len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerFrame)];
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = sys::retry_eintr([&] { return ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC); });
+  if (n >= 0) take_fds(msg, fds);
+  return n;
+}
+
+}  // namespace
+
+std::string encode(const Json& message) {
+  std::string body = message.dump(-1, ' ', false, Json::error_handler_t::replace);
+  uint32_t n = static_cast<uint32_t>(body.size());
+  std::string out(4, '\0');
+  out[0] = char(n >> 24);
+  out[1] = char(n >> 16);
+  out[2] = char(n >> 8);
+  out[3] = char(n);
+  return out + body;
+}
+
+Result<void> send_frame(int sock, const Json& message, std::span<const int> fds) {
+  std::string bytes = encode(message);
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    iovec io{bytes.data() + sent, bytes.size() - sent};
+    msghdr msg{};
+    msg.msg_iov = &io;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerFrame)] = {};
+    if (sent == 0 && !fds.empty()) {
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    }
+    ssize_t n = sys::retry_eintr([&] { return ::sendmsg(sock, &msg, MSG_NOSIGNAL); });
+    if (n < 0 && errno == EAGAIN) {
+      // A non-blocking peer socket that is full: wait for room, bounded.
+      pollfd p{sock, POLLOUT, 0};
+      if (sys::retry_eintr([&] { return ::poll(&p, 1, kSendTimeoutMs); }) <= 0)
+        return fail(make_error(ErrorCode::kTimeout, "send message: the peer read nothing for 10 s"));
+      continue;
+    }
+    if (n < 0) return fail(sys_error("send message"));
+    sent += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+Result<std::optional<Frame>> recv_frame(int sock, size_t max_bytes) {
+  std::vector<UniqueFd> fds;
+  char header[4];
+  size_t got = 0;
+  while (got < 4) {
+    ssize_t n = recv_some(sock, header + got, 4 - got, fds);
+    if (n < 0) return fail(sys_error("receive message"));
+    if (n == 0) {
+      if (got == 0) return std::optional<Frame>();
+      return fail(make_error(ErrorCode::kProtocol, "connection closed inside a message header"));
+    }
+    got += static_cast<size_t>(n);
+  }
+  uint32_t len = read_be32(header);
+  if (len > max_bytes)
+    return fail(make_error(ErrorCode::kProtocol, "message of " + std::to_string(len) +
+                                                     " bytes is larger than the limit of " + std::to_string(max_bytes)));
+  std::string payload(len, '\0');
+  got = 0;
+  while (got < len) {
+    ssize_t n = recv_some(sock, payload.data() + got, len - got, fds);
+    if (n < 0) return fail(sys_error("receive message"));
+    if (n == 0) return fail(make_error(ErrorCode::kProtocol, "connection closed inside a message"));
+    got += static_cast<size_t>(n);
+  }
+  auto frame = NSBOX_TRY(parse(payload, std::move(fds)));
+  return std::optional<Frame>(std::move(frame));
+}
+
+Result<FrameReader::Status> FrameReader::read_available(int sock) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = recv_some(sock, buf, sizeof buf, pending_fds_);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == ECONNRESET) return Status::kClosed;
+      return fail(sys_error("receive message"));
+    }
+    if (n == 0) {
+      extract_frames();
+      return Status::kClosed;
+    }
+    buffer_.append(buf, static_cast<size_t>(n));
+    if (buffer_.size() >= 4 && read_be32(buffer_.data()) > max_bytes_)
+      return fail(make_error(ErrorCode::kProtocol,
+                             "message of " + std::to_string(read_be32(buffer_.data())) +
+                                 " bytes is larger than the limit of " + std::to_string(max_bytes_)));
+    extract_frames();
+  }
+  return Status::kOpen;
+}
+
+void FrameReader::extract_frames() {
+  size_t pos = 0;
+  while (buffer_.size() - pos >= 4) {
+    uint32_t len = read_be32(buffer_.data() + pos);
+    if (len > max_bytes_ || buffer_.size() - pos - 4 < len) break;
+    ready_.push_back(parse(std::string_view(buffer_).substr(pos + 4, len), std::move(pending_fds_)));
+    pending_fds_.clear();
+    pos += 4 + len;
+  }
+  buffer_.erase(0, pos);
+}
+
+Result<Frame> FrameReader::next() {
+  Result<Frame> f = std::move(ready_.front());
+  ready_.pop_front();
+  return f;
+}
+
+bool is_valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    i += n;
+  }
+  return true;
+}
+
+namespace {
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}
+
+std::string base64_encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    out += {kB64[v >> 18], kB64[(v >> 12) & 63], kB64[(v >> 6) & 63], kB64[v & 63]};
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    out += {kB64[v >> 18], kB64[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += {kB64[v >> 18], kB64[(v >> 12) & 63], kB64[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+Result<std::string> base64_decode(std::string_view in) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (in.size() % 4 != 0) return fail(make_error(ErrorCode::kProtocol, "base64 text of odd length"));
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      if (in[i + k] == '=' && i + 4 == in.size() && k >= 2) { v[k] = 0; ++pad; continue; }
+      v[k] = value(in[i + k]);
+      if (v[k] < 0) return fail(make_error(ErrorCode::kProtocol, "invalid base64 text"));
+    }
+    uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out += char(n >> 16);
+    if (pad < 2) out += char((n >> 8) & 0xff);
+    if (pad < 1) out += char(n & 0xff);
+  }
+  return out;
+}
+
+void put_bytes(Json& message, std::string_view bytes) {
+  if (is_valid_utf8(bytes))
+    message["data"] = std::string(bytes);
+  else
+    message["data_b64"] = base64_encode(bytes);
+}
+
+std::string get_bytes(const Json& message) {
+  if (auto it = message.find("data"); it != message.end() && it->is_string()) return it->get<std::string>();
+  if (auto it = message.find("data_b64"); it != message.end() && it->is_string()) {
+    auto decoded = base64_decode(it->get<std::string>());
+    if (decoded) return *decoded;
+  }
+  return {};
+}
+
+}  // namespace nsbox::protocol

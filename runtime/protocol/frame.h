@@ -1,0 +1,72 @@
+// Frames: how every nsbox process talks to another over a unix socket.
+//
+// One frame = a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one
+// message). File descriptors travel as SCM_RIGHTS attached to a frame's first bytes.
+// docs/protocol.md lists the messages.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::protocol {
+
+using Json = nlohmann::json;
+
+// Largest message a supervisor accepts from a client (a cell of 10 MiB fits) and from init.
+constexpr size_t kMaxClientFrame = 16u << 20;
+constexpr size_t kMaxInitFrame = 1u << 20;
+constexpr int kMaxFdsPerFrame = 4;
+
+struct Frame {
+  Json message;
+  std::vector<UniqueFd> fds;
+};
+
+std::string encode(const Json& message);
+
+// Blocking send of one frame, with optional fds. EINTR is retried; EPIPE is an error.
+Result<void> send_frame(int sock, const Json& message, std::span<const int> fds = {});
+
+// Blocking receive of one frame; nullopt on a clean EOF between frames.
+Result<std::optional<Frame>> recv_frame(int sock, size_t max_bytes);
+
+// Incremental reader for non-blocking sockets in an event loop.
+class FrameReader {
+ public:
+  explicit FrameReader(size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  enum class Status { kOpen, kClosed };
+  // Reads what is available now (until EAGAIN). Complete frames are queued. An oversized
+  // length is a protocol error (the stream cannot be resynchronised); a frame that is not
+  // JSON is queued as an error frame so the caller can answer it and go on.
+  Result<Status> read_available(int sock);
+
+  bool has_frame() const { return !ready_.empty(); }
+  Result<Frame> next();
+
+ private:
+  size_t max_bytes_;
+  std::string buffer_;
+  std::vector<UniqueFd> pending_fds_;
+  std::deque<Result<Frame>> ready_;
+  void extract_frames();
+};
+
+// Output of a command as JSON text: valid UTF-8 goes in "data" as is; anything else is
+// base64 in "data_b64", so bytes are never lost or mangled.
+void put_bytes(Json& message, std::string_view bytes);
+std::string get_bytes(const Json& message);
+bool is_valid_utf8(std::string_view s);
+std::string base64_encode(std::string_view in);
+Result<std::string> base64_decode(std::string_view in);
+
+}  // namespace nsbox::protocol

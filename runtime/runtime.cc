@@ -1,0 +1,220 @@
+#include "runtime/runtime.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "isolation/cgroup.h"
+#include "isolation/sys/files.h"
+#include "isolation/userns.h"
+#include "runtime/protocol/unix_socket.h"
+#include "runtime/supervisor/supervisor.h"
+#include "runtime/supervisor_process.h"
+
+namespace nsbox {
+namespace {
+
+using protocol::Json;
+
+constexpr int kRequestTimeoutMs = 15000;
+
+Error error_from_json(const Json& j) {
+  const Json& e = j.contains("error") && j["error"].is_object() ? j["error"] : j;
+  return make_error(error_code_from_name(e.value("code", "internal")), e.value("message", "unknown error"),
+                    e.value("hint", ""));
+}
+
+Error dead_error(const std::string& id) {
+  return make_error(ErrorCode::kSandboxDead, "sandbox " + id + " is dead: its supervisor is gone",
+                    "remove it with `nsbox rm " + id + "`");
+}
+
+void set_receive_timeout(int fd, int timeout_ms) {
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+}  // namespace
+
+std::string_view status_name(SandboxStatus s) { return s == SandboxStatus::kRunning ? "running" : "dead"; }
+
+Json SandboxInfo::to_json() const {
+  Json j = record.to_json();
+  j["status"] = status_name(status);
+  Limits l = limits_for(record.size);
+  j["limits"] = {{"vcpus", l.vcpus}, {"memory_bytes", l.memory_bytes}, {"pids", l.pids},
+                 {"tmp_bytes", l.tmp_bytes}, {"home_bytes", l.home_bytes}};
+  if (memory_usage_bytes) j["memory_usage_bytes"] = *memory_usage_bytes;
+  j["oom_kills"] = oom_kills;
+  if (!warning.empty()) j["warning"] = warning;
+  return j;
+}
+
+Result<Runtime> Runtime::open(const RuntimeOptions& options) {
+  auto root = NSBOX_TRY(StateRoot::resolve(options.root));
+  auto layout = NSBOX_TRY(InstallLayout::discover());
+  return Runtime(StateStore(std::move(root)), std::move(layout));
+}
+
+Result<void> Runtime::prepare_files_dir(const std::string& dir) const {
+  NSBOX_CHECK(files::make_dirs(dir.substr(0, dir.rfind('/')), 0700));
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
+  // The sandbox user owns its volume on the host (the invoking user when rootless).
+  auto ids = userns::host_ids();
+  if (::geteuid() == 0 && ::chown(dir.c_str(), ids.uid, ids.gid) != 0) return fail(sys_error("chown " + dir));
+  return {};
+}
+
+void Runtime::remove_leftovers(const std::string& id, const std::string& name) const {
+  (void)files::remove_tree(store_.root().sandbox_data_dir(id));
+  (void)files::remove_tree(store_.root().sandbox_dir(id));
+  store_.release_name(name, id);
+}
+
+Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
+  NSBOX_CHECK(store_.ensure_dirs());
+  if (!options.name.empty()) NSBOX_CHECK(StateStore::validate_name(options.name));
+  std::string id;
+  for (int attempt = 0;; ++attempt) {
+    id = store_.new_id();
+    if (::mkdir(store_.root().sandbox_dir(id).c_str(), 0700) == 0) break;
+    if (errno != EEXIST || attempt > 10) return fail(sys_error("mkdir " + store_.root().sandbox_dir(id)));
+  }
+  if (!options.name.empty()) {
+    if (auto r = store_.reserve_name(options.name, id); !r) {
+      remove_leftovers(id, "");
+      return fail(std::move(r.error()));
+    }
+  }
+  if (auto r = prepare_files_dir(store_.root().files_dir(id)); !r) {
+    remove_leftovers(id, options.name);
+    return fail(std::move(r.error()));
+  }
+  SupervisorSpec spec{id, options.name, options.size, options.net, options.env};
+  auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json());
+  if (!report || !report->value("ok", false)) {
+    Error e = report ? error_from_json(*report) : report.error();
+    // The supervisor removed its cgroup before exiting; wait (bounded) for its lock so
+    // that nothing of the sandbox is left when we return.
+    for (int i = 0; i < 500 && store_.supervisor_alive(id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    remove_leftovers(id, options.name);
+    return fail(std::move(e).context("create sandbox"));
+  }
+  auto record = NSBOX_TRY(SandboxRecord::from_json((*report)["record"]));
+  SandboxInfo info{record, SandboxStatus::kRunning, std::nullopt, 0, {}};
+  if (report->contains("warning")) {
+    // Said once per state root, not at every create.
+    std::string marker = store_.root().run_dir + "/.warned-limits-fallback";
+    if (!files::exists(marker)) {
+      info.warning = "limits fall back to rlimits: " + (*report)["warning"].get<std::string>();
+      (void)files::atomic_write(marker, info.warning + "\n");
+    }
+  }
+  return info;
+}
+
+Result<Json> Runtime::request(const std::string& id, const Json& message, int timeout_ms) const {
+  auto sock = protocol::connect_unix(store_.root().socket_path(id));
+  if (!sock) return fail(dead_error(id));
+  set_receive_timeout(sock->get(), timeout_ms);
+  NSBOX_CHECK(protocol::send_frame(sock->get(), message));
+  auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
+  if (!frame) {
+    if (frame.error().sys_errno == EAGAIN)
+      return fail(make_error(ErrorCode::kTimeout, "sandbox " + id + " did not answer within " +
+                                                      std::to_string(timeout_ms / 1000) + " s"));
+    return fail(std::move(frame.error()));
+  }
+  if (!*frame) return fail(dead_error(id));
+  if (!(*frame)->message.value("ok", false)) return fail(error_from_json((*frame)->message));
+  return std::move((*frame)->message);
+}
+
+Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
+  SandboxInfo info;
+  info.record = NSBOX_TRY(store_.load(id));
+  info.status = store_.supervisor_alive(id) ? SandboxStatus::kRunning : SandboxStatus::kDead;
+  if (info.status == SandboxStatus::kRunning) {
+    if (auto status = request(id, {{"op", "status"}}, 2000)) {
+      if (status->contains("memory_usage_bytes")) info.memory_usage_bytes = (*status)["memory_usage_bytes"].get<uint64_t>();
+      info.oom_kills = status->value("oom_kills", uint64_t{0});
+    } else if (status.error().code == ErrorCode::kSandboxDead) {
+      info.status = SandboxStatus::kDead;
+    }
+  }
+  return info;
+}
+
+Result<std::vector<SandboxInfo>> Runtime::list() const {
+  std::vector<SandboxInfo> out;
+  if (!files::exists(store_.root().run_dir + "/sandboxes")) return out;
+  for (const auto& id : NSBOX_TRY(store_.ids()))
+    if (auto info = info_for(id)) out.push_back(std::move(*info));
+  return out;
+}
+
+Result<SandboxInfo> Runtime::inspect(const std::string& id_or_name) const {
+  return info_for(NSBOX_TRY(store_.resolve(id_or_name)));
+}
+
+Result<CommandResult> Runtime::exec(const std::string& id_or_name, const CommandRequest& request,
+                                    const OutputCallback& on_output, int stdin_fd) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  auto sock = protocol::connect_unix(store_.root().socket_path(id));
+  if (!sock) return fail(dead_error(id));
+  // The supervisor enforces the deadline; this only bounds a supervisor that hangs.
+  set_receive_timeout(sock->get(), static_cast<int>(request.timeout_s * 1000) + 30000);
+  Json message = request.to_json();
+  message["op"] = "exec";
+  std::vector<int> fds;
+  if (stdin_fd >= 0) {
+    message["stdin"] = true;
+    fds.push_back(stdin_fd);
+  }
+  NSBOX_CHECK(protocol::send_frame(sock->get(), message, fds));
+  for (;;) {
+    auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
+    if (!frame) return fail(std::move(frame.error()).context("wait for the command"));
+    if (!*frame) return fail(dead_error(id));
+    const Json& m = (*frame)->message;
+    if (m.value("event", "") == "output") {
+      if (on_output) on_output(m.value("stream", "") == "stdout", protocol::get_bytes(m));
+      continue;
+    }
+    if (!m.contains("ok")) continue;
+    if (!m["ok"].get<bool>()) return fail(error_from_json(m));
+    return CommandResult::from_json(m.value("result", Json::object()));
+  }
+}
+
+Result<SandboxInfo> Runtime::resize(const std::string& id_or_name, SizeTier size) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  NSBOX_CHECK(request(id, {{"op", "resize"}, {"size", size_tier_name(size)}}, kRequestTimeoutMs));
+  return info_for(id);
+}
+
+Result<void> Runtime::remove(const std::string& id_or_name) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (store_.supervisor_alive(id)) {
+    (void)request(id, {{"op", "shutdown"}}, kRequestTimeoutMs);
+    // The supervisor exits right after answering; its lock goes with it.
+    for (int i = 0; i < 1000 && store_.supervisor_alive(id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto lock = NSBOX_TRY(store_.lock_sandbox(id));
+  auto record = store_.load(id);
+  if (record && !record->cgroup.dirs.empty())
+    NSBOX_CHECK_CTX(cgroup::from_placement(record->cgroup)->destroy(), "remove the cgroup of " + id);
+  NSBOX_CHECK(files::remove_tree(store_.root().sandbox_data_dir(id)));
+  NSBOX_CHECK(files::remove_tree(store_.root().sandbox_dir(id)));
+  store_.release_name(record ? record->name : std::string(), id);
+  return {};
+}
+
+}  // namespace nsbox

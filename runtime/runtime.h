@@ -1,0 +1,95 @@
+// The C++ API of nsbox: everything the CLI (and an embedding agent framework) can do.
+//
+//   auto rt = nsbox::Runtime::open({});
+//   auto sb = rt->create({.size = nsbox::SizeTier::kLarge, .name = "etl"});
+//   auto r  = rt->exec("etl", {.argv = {"python3", "-c", "print(1)"}}, on_output);
+//   rt->remove("etl");
+//
+// Sandboxes outlive the process that created them: each has its own supervisor.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "isolation/network.h"
+#include "isolation/size_tier.h"
+#include "runtime/command.h"
+#include "runtime/install_layout.h"
+#include "runtime/state_store.h"
+
+namespace nsbox {
+
+struct RuntimeOptions {
+  std::optional<std::string> root;  // --root / NSBOX_ROOT
+};
+
+struct CreateOptions {
+  SizeTier size = SizeTier::kStandard;
+  std::string name;
+  network::Mode net = network::Mode::kNone;
+  EnvList env;
+};
+
+enum class SandboxStatus { kRunning, kDead };
+std::string_view status_name(SandboxStatus s);
+
+struct SandboxInfo {
+  SandboxRecord record;
+  SandboxStatus status = SandboxStatus::kRunning;
+  std::optional<uint64_t> memory_usage_bytes;
+  uint64_t oom_kills = 0;
+  std::string warning;  // e.g. limits fall back to rlimits (given once per state root)
+
+  nlohmann::json to_json() const;
+};
+
+// Receives a command's output as it arrives.
+using OutputCallback = std::function<void(bool is_stdout, std::string_view bytes)>;
+
+struct RunOptions {
+  SizeTier size = SizeTier::kStandard;
+  network::Mode net = network::Mode::kNone;
+  EnvList env;
+  CommandRequest command;
+  int stdin_fd = -1;  // handed to the command, or /dev/null when -1
+  // With an output callback the output is captured through pipes; without one, the
+  // command writes straight to stdout_fd/stderr_fd (as bwrap does).
+  OutputCallback on_output;
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+};
+
+class Runtime {
+ public:
+  static Result<Runtime> open(const RuntimeOptions& options);
+
+  Result<SandboxInfo> create(const CreateOptions& options);
+  Result<std::vector<SandboxInfo>> list() const;
+  Result<SandboxInfo> inspect(const std::string& id_or_name) const;
+  // Runs a command; output goes to `on_output` as it arrives. `stdin_fd` (-1: none) is
+  // passed to the command.
+  Result<CommandResult> exec(const std::string& id_or_name, const CommandRequest& request,
+                             const OutputCallback& on_output, int stdin_fd = -1) const;
+  Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
+  // Stops the sandbox if it runs, removes its cgroup, state and files volume.
+  Result<void> remove(const std::string& id_or_name) const;
+  // create + exec + remove in one process, without a supervisor daemon.
+  Result<CommandResult> run(const RunOptions& options) const;
+
+  const StateStore& store() const { return store_; }
+
+ private:
+  Runtime(StateStore store, InstallLayout layout) : store_(std::move(store)), layout_(std::move(layout)) {}
+  Result<SandboxInfo> info_for(const std::string& id) const;
+  Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
+  Result<void> prepare_files_dir(const std::string& dir) const;
+  void remove_leftovers(const std::string& id, const std::string& name) const;
+
+  StateStore store_;
+  InstallLayout layout_;
+};
+
+}  // namespace nsbox

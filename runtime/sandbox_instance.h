@@ -1,0 +1,72 @@
+// One running sandbox, seen from the host: its cgroup, its init, the control channel to
+// init and the seccomp listener. The supervisor owns one for a sandbox's whole life; a
+// one-shot `nsbox run` owns one for a single command. Destroying it (or its destructor)
+// kills everything in the sandbox and removes the cgroup.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "isolation/cgroup.h"
+#include "isolation/network.h"
+#include "isolation/seccomp_violation.h"
+#include "isolation/size_tier.h"
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+#include "runtime/state_store.h"
+
+namespace nsbox {
+
+struct InstanceOptions {
+  std::string id;
+  SizeTier size = SizeTier::kStandard;
+  network::Mode net = network::Mode::kNone;
+  std::string files_dir;        // bound at /mnt/files
+  std::string sandbox_libexec;  // bound at /opt/nsbox
+  std::string cache_dir;        // compiled seccomp program
+};
+
+class SandboxInstance {
+ public:
+  static Result<std::unique_ptr<SandboxInstance>> start(const InstanceOptions& options);
+  ~SandboxInstance();
+
+  int control_fd() const { return control_.get(); }
+  int seccomp_listener_fd() const { return listener_.get(); }
+  int pidfd() const { return pidfd_.get(); }
+  pid_t init_pid() const { return init_pid_; }
+
+  SizeTier size() const { return size_; }
+  Limits limits() const { return limits_for(size_); }
+  Enforcement enforcement() const;
+  // Why limits fall back to rlimits (no usable cgroup); empty when a cgroup is used.
+  const std::string& fallback_reason() const { return fallback_reason_; }
+  cgroup::Placement placement() const;
+
+  // Changes the limits of the running sandbox; on failure the old limits stay.
+  Result<void> resize(SizeTier size);
+  // OOM kills in the sandbox so far (0 when limits are rlimits).
+  uint64_t oom_kills() const;
+  std::optional<uint64_t> memory_usage() const;
+
+  Result<seccomp::Violation> take_seccomp_violation() { return seccomp::take_violation(listener_.get()); }
+
+  // Idempotent. Kills init (and with it the pid namespace), reaps it, removes the cgroup.
+  Result<void> destroy();
+
+ private:
+  SandboxInstance() = default;
+
+  SizeTier size_ = SizeTier::kStandard;
+  std::unique_ptr<cgroup::Driver> cgroup_;
+  std::string fallback_reason_;
+  pid_t init_pid_ = -1;
+  UniqueFd pidfd_;
+  UniqueFd control_;
+  UniqueFd listener_;
+};
+
+}  // namespace nsbox

@@ -1,0 +1,197 @@
+#include "runtime/state_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <random>
+
+#include "isolation/sys/files.h"
+
+namespace nsbox {
+
+Result<StateRoot> StateRoot::resolve(const std::optional<std::string>& root_override) {
+  std::optional<std::string> root = root_override;
+  if (!root)
+    if (const char* env = std::getenv("NSBOX_ROOT"); env && *env) root = env;
+  if (root) {
+    if (root->empty() || (*root)[0] != '/')
+      return fail(make_error(ErrorCode::kInvalidArgument, "--root must be an absolute path, not '" + *root + "'"));
+    return StateRoot{*root + "/run", *root + "/data"};
+  }
+  if (::geteuid() == 0) return StateRoot{"/run/nsbox", "/var/lib/nsbox"};
+  std::string uid = std::to_string(::geteuid());
+  std::string run, data;
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) run = std::string(x) + "/nsbox";
+  else run = "/tmp/nsbox-" + uid;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) data = std::string(x) + "/nsbox";
+  else if (const char* h = std::getenv("HOME"); h && *h) data = std::string(h) + "/.local/share/nsbox";
+  else return fail(make_error(ErrorCode::kInvalidArgument, "neither XDG_DATA_HOME nor HOME is set", "pass --root DIR"));
+  return StateRoot{run, data};
+}
+
+std::string_view enforcement_name(Enforcement e) {
+  switch (e) {
+    case Enforcement::kCgroupV1: return "cgroup_v1";
+    case Enforcement::kCgroupV2: return "cgroup_v2";
+    case Enforcement::kRlimits: return "rlimits";
+  }
+  return "rlimits";
+}
+
+nlohmann::json SandboxRecord::to_json() const {
+  return {
+      {"id", id},
+      {"name", name},
+      {"size", size_tier_name(size)},
+      {"net", network::mode_name(net)},
+      {"created_at", created_at},
+      {"supervisor_pid", supervisor_pid},
+      {"init_pid", init_pid},
+      {"enforcement", enforcement_name(enforcement)},
+      {"cgroup", {{"driver", cgroup.driver}, {"dirs", cgroup.dirs}, {"controllers", cgroup.controllers}}},
+      {"env_names", env_names},
+      {"files_dir", files_dir},
+  };
+}
+
+Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
+  try {
+    SandboxRecord r;
+    r.id = j.at("id").get<std::string>();
+    r.name = j.value("name", "");
+    r.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
+    r.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
+    r.created_at = j.value("created_at", "");
+    r.supervisor_pid = j.value("supervisor_pid", 0);
+    r.init_pid = j.value("init_pid", 0);
+    std::string e = j.value("enforcement", "rlimits");
+    r.enforcement = e == "cgroup_v1" ? Enforcement::kCgroupV1 : e == "cgroup_v2" ? Enforcement::kCgroupV2 : Enforcement::kRlimits;
+    if (auto c = j.find("cgroup"); c != j.end()) {
+      r.cgroup.driver = c->value("driver", "");
+      r.cgroup.dirs = c->value("dirs", std::vector<std::string>{});
+      r.cgroup.controllers = c->value("controllers", std::vector<std::string>{});
+    }
+    r.env_names = j.value("env_names", std::vector<std::string>{});
+    r.files_dir = j.value("files_dir", "");
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));
+  }
+}
+
+Result<void> StateStore::ensure_dirs() const {
+  for (const auto& d : {root_.run_dir + "/sandboxes", root_.names_dir(), root_.cache_dir(), root_.data_dir + "/sandboxes"})
+    NSBOX_CHECK(files::make_dirs(d, 0700));
+  return {};
+}
+
+std::string StateStore::new_id() const {
+  static constexpr char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::random_device rd;
+  std::string id = "sbx-";
+  for (int i = 0; i < 6; ++i) id += kAlphabet[rd() % 36];
+  return id;
+}
+
+Result<void> StateStore::validate_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63;
+  for (size_t i = 0; ok && i < name.size(); ++i) {
+    char c = name[i];
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    ok = alnum || (i > 0 && (c == '-' || c == '_' || c == '.'));
+  }
+  if (!ok || name.rfind("sbx-", 0) == 0)
+    return fail(make_error(ErrorCode::kInvalidArgument, "invalid sandbox name '" + name + "'",
+                           "names are 1-63 characters of a-z, 0-9, '-', '_' and '.', start with a letter or "
+                           "digit, and do not start with 'sbx-' (that is how ids look)"));
+  return {};
+}
+
+Result<void> StateStore::reserve_name(const std::string& name, const std::string& id) const {
+  std::string link = root_.names_dir() + "/" + name;
+  if (::symlink(id.c_str(), link.c_str()) == 0) return {};
+  if (errno != EEXIST) return fail(sys_error("reserve name " + link));
+  // A name left by a sandbox whose directory is gone is free again.
+  char target[64] = {};
+  ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+  if (n > 0 && !files::exists(root_.sandbox_dir(std::string(target, static_cast<size_t>(n))))) {
+    ::unlink(link.c_str());
+    if (::symlink(id.c_str(), link.c_str()) == 0) return {};
+  }
+  return fail(make_error(ErrorCode::kAlreadyExists, "a sandbox named '" + name + "' already exists",
+                         "choose another --name, or remove it with `nsbox rm " + name + "`"));
+}
+
+void StateStore::release_name(const std::string& name, const std::string& id) const {
+  if (name.empty()) return;
+  std::string link = root_.names_dir() + "/" + name;
+  char target[64] = {};
+  ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+  if (n > 0 && std::string(target, static_cast<size_t>(n)) == id) ::unlink(link.c_str());
+}
+
+Result<std::string> StateStore::resolve(const std::string& id_or_name) const {
+  auto not_found = [&] {
+    return fail(make_error(ErrorCode::kNotFound, "no sandbox '" + id_or_name + "'", "`nsbox ls` lists the sandboxes"));
+  };
+  if (id_or_name.empty() || id_or_name.find('/') != std::string::npos || id_or_name[0] == '.') return not_found();
+  if (files::exists(root_.state_file(id_or_name))) return id_or_name;
+  char target[64] = {};
+  ssize_t n = ::readlink((root_.names_dir() + "/" + id_or_name).c_str(), target, sizeof target - 1);
+  if (n > 0) {
+    std::string id(target, static_cast<size_t>(n));
+    if (files::exists(root_.state_file(id))) return id;
+  }
+  return not_found();
+}
+
+Result<SandboxRecord> StateStore::load(const std::string& id) const {
+  auto text = NSBOX_TRY(files::read_file(root_.state_file(id)));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return fail(make_error(ErrorCode::kInternal, "corrupt sandbox record " + root_.state_file(id)));
+  return SandboxRecord::from_json(j);
+}
+
+Result<void> StateStore::save(const SandboxRecord& record) const {
+  return files::atomic_write(root_.state_file(record.id), record.to_json().dump(2) + "\n", 0600);
+}
+
+Result<std::vector<std::string>> StateStore::ids() const {
+  auto names = NSBOX_TRY(files::list_dir(root_.run_dir + "/sandboxes"));
+  std::vector<std::string> out;
+  for (auto& n : names)
+    if (files::exists(root_.state_file(n))) out.push_back(std::move(n));
+  return out;
+}
+
+bool StateStore::supervisor_alive(const std::string& id) const {
+  UniqueFd fd(::open(root_.lock_file(id).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return false;
+  return errno == EWOULDBLOCK;
+}
+
+Result<UniqueFd> StateStore::lock_sandbox(const std::string& id) const {
+  UniqueFd fd(::open(root_.lock_file(id).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd) return fail(sys_error("open " + root_.lock_file(id)));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK)
+      return fail(make_error(ErrorCode::kBusy, "sandbox " + id + " is in use by its supervisor or another nsbox command"));
+    return fail(sys_error("flock " + root_.lock_file(id)));
+  }
+  return fd;
+}
+
+std::string now_rfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace nsbox

@@ -1,0 +1,100 @@
+// Where sandboxes live on disk and how their records are read and written.
+//
+//   <run>/sandboxes/<id>/state.json        the record (atomic replace)
+//   <run>/sandboxes/<id>/control.sock      the supervisor's socket
+//   <run>/sandboxes/<id>/supervisor.lock   flock'd by the supervisor while it lives
+//   <run>/sandboxes/<id>/supervisor.log    what the supervisor had to say
+//   <run>/names/<name> -> <id>             names, reserved atomically with symlink(2)
+//   <run>/cache/                           compiled seccomp program
+//   <data>/sandboxes/<id>/files/           the files volume (/mnt/files)
+//
+// <run>/<data> are /run/nsbox and /var/lib/nsbox for root; $XDG_RUNTIME_DIR/nsbox and
+// $XDG_DATA_HOME/nsbox rootless; DIR/run and DIR/data with --root DIR or NSBOX_ROOT.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/cgroup.h"
+#include "isolation/network.h"
+#include "isolation/size_tier.h"
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox {
+
+struct StateRoot {
+  std::string run_dir;
+  std::string data_dir;
+
+  static Result<StateRoot> resolve(const std::optional<std::string>& root_override);
+
+  std::string sandbox_dir(const std::string& id) const { return run_dir + "/sandboxes/" + id; }
+  std::string state_file(const std::string& id) const { return sandbox_dir(id) + "/state.json"; }
+  std::string socket_path(const std::string& id) const { return sandbox_dir(id) + "/control.sock"; }
+  std::string lock_file(const std::string& id) const { return sandbox_dir(id) + "/supervisor.lock"; }
+  std::string log_file(const std::string& id) const { return sandbox_dir(id) + "/supervisor.log"; }
+  std::string names_dir() const { return run_dir + "/names"; }
+  std::string cache_dir() const { return run_dir + "/cache"; }
+  std::string sandbox_data_dir(const std::string& id) const { return data_dir + "/sandboxes/" + id; }
+  std::string files_dir(const std::string& id) const { return sandbox_data_dir(id) + "/files"; }
+};
+
+// How the limits of a sandbox are enforced.
+enum class Enforcement { kCgroupV1, kCgroupV2, kRlimits };
+std::string_view enforcement_name(Enforcement e);
+
+// The durable description of one sandbox. Holds no secret: --env values stay in the
+// supervisor's memory; only their names are recorded.
+struct SandboxRecord {
+  std::string id;
+  std::string name;  // may be empty
+  SizeTier size = SizeTier::kStandard;
+  network::Mode net = network::Mode::kNone;
+  std::string created_at;  // RFC 3339, UTC
+  pid_t supervisor_pid = 0;
+  pid_t init_pid = 0;
+  Enforcement enforcement = Enforcement::kRlimits;
+  cgroup::Placement cgroup;
+  std::vector<std::string> env_names;
+  std::string files_dir;
+
+  nlohmann::json to_json() const;
+  static Result<SandboxRecord> from_json(const nlohmann::json& j);
+};
+
+class StateStore {
+ public:
+  explicit StateStore(StateRoot root) : root_(std::move(root)) {}
+  const StateRoot& root() const { return root_; }
+
+  Result<void> ensure_dirs() const;
+  std::string new_id() const;  // "sbx-" + 6 base36 characters
+
+  // Names: [a-z0-9][a-z0-9_.-]{0,62}; unique among live sandboxes of this root.
+  static Result<void> validate_name(const std::string& name);
+  Result<void> reserve_name(const std::string& name, const std::string& id) const;
+  void release_name(const std::string& name, const std::string& id) const;
+
+  // An id, or a name that maps to one; kNotFound otherwise.
+  Result<std::string> resolve(const std::string& id_or_name) const;
+  Result<SandboxRecord> load(const std::string& id) const;
+  Result<void> save(const SandboxRecord& record) const;
+  Result<std::vector<std::string>> ids() const;
+
+  // True while the sandbox's supervisor holds its lock.
+  bool supervisor_alive(const std::string& id) const;
+  // Takes the supervisor lock (non-blocking): the caller is now the only one acting on
+  // the sandbox. kBusy if a live supervisor or another command holds it.
+  Result<UniqueFd> lock_sandbox(const std::string& id) const;
+
+ private:
+  StateRoot root_;
+};
+
+std::string now_rfc3339();
+
+}  // namespace nsbox

@@ -1,0 +1,81 @@
+#include "runtime/supervisor/event_loop.h"
+
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "isolation/sys/syscall.h"
+
+namespace nsbox {
+
+Result<EventLoop> EventLoop::create() {
+  EventLoop loop;
+  loop.epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!loop.epoll_) return fail(sys_error("epoll_create1"));
+  return loop;
+}
+
+Result<void> EventLoop::add(int fd, uint32_t events, Callback cb) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return fail(sys_error("epoll_ctl ADD fd " + std::to_string(fd)));
+  callbacks_[fd] = std::make_shared<Callback>(std::move(cb));
+  return {};
+}
+
+Result<void> EventLoop::modify(int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) return fail(sys_error("epoll_ctl MOD fd " + std::to_string(fd)));
+  return {};
+}
+
+void EventLoop::remove(int fd) {
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  callbacks_.erase(fd);
+}
+
+Result<int> EventLoop::add_timer(uint64_t after_ms, std::function<void()> cb) {
+  UniqueFd tfd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  if (!tfd) return fail(sys_error("timerfd_create"));
+  itimerspec spec{};
+  spec.it_value.tv_sec = static_cast<time_t>(after_ms / 1000);
+  spec.it_value.tv_nsec = static_cast<long>((after_ms % 1000) * 1000000);
+  if (after_ms == 0) spec.it_value.tv_nsec = 1;
+  if (::timerfd_settime(tfd.get(), 0, &spec, nullptr) != 0) return fail(sys_error("timerfd_settime"));
+  int id = tfd.get();
+  NSBOX_CHECK(add(id, EPOLLIN, [this, id, cb = std::move(cb)](uint32_t) {
+    cancel_timer(id);
+    cb();
+  }));
+  timers_[id] = std::move(tfd);
+  return id;
+}
+
+void EventLoop::cancel_timer(int timer_id) {
+  if (!timers_.count(timer_id)) return;
+  remove(timer_id);
+  timers_.erase(timer_id);
+}
+
+Result<void> EventLoop::run() {
+  epoll_event events[32];
+  while (!stopped_) {
+    int n = ::epoll_wait(epoll_.get(), events, 32, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(sys_error("epoll_wait"));
+    }
+    for (int i = 0; i < n && !stopped_; ++i) {
+      auto it = callbacks_.find(events[i].data.fd);
+      if (it == callbacks_.end()) continue;  // removed by an earlier callback in this batch
+      auto cb = it->second;                  // stays alive even if the callback removes itself
+      (*cb)(events[i].events);
+    }
+  }
+  return {};
+}
+
+}  // namespace nsbox

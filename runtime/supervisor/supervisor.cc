@@ -1,0 +1,372 @@
+#include "runtime/supervisor/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "isolation/sys/syscall.h"
+#include "runtime/protocol/unix_socket.h"
+
+namespace nsbox {
+namespace {
+
+using protocol::Json;
+
+// A client that reads slowly stops the relay of its commands' output at the high mark
+// (the command then blocks on a full pipe) and resumes at the low mark, so a command
+// printing a gigabyte never makes the supervisor hold more than this per client.
+constexpr size_t kOutputHighWater = 1u << 20;
+constexpr size_t kOutputLowWater = 256u << 10;
+constexpr size_t kReadChunk = 64u << 10;
+constexpr uint64_t kKillGraceMs = 5000;
+
+Json error_json(const Error& e) {
+  Json j = {{"code", error_code_name(e.code)}, {"message", e.message}};
+  if (!e.hint.empty()) j["hint"] = e.hint;
+  return j;
+}
+
+}  // namespace
+
+Json SupervisorSpec::to_json() const {
+  Json env_obj = Json::array();
+  for (const auto& [k, v] : env) env_obj.push_back({k, v});
+  return {{"id", id}, {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)}, {"env", env_obj}};
+}
+
+Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
+  try {
+    SupervisorSpec s;
+    s.id = j.at("id").get<std::string>();
+    s.name = j.value("name", "");
+    s.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
+    s.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
+    for (const auto& kv : j.value("env", Json::array())) s.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+    return s;
+  } catch (const Json::exception& e) {
+    return fail(make_error(ErrorCode::kProtocol, std::string("malformed supervisor spec: ") + e.what()));
+  }
+}
+
+Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, const SupervisorSpec& spec,
+                                                      const std::string& sandbox_libexec) {
+  std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
+  const StateRoot& root = store.root();
+  InstanceOptions options{spec.id, spec.size, spec.net, root.files_dir(spec.id), sandbox_libexec, root.cache_dir()};
+  self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
+  self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(spec.id)));
+
+  SandboxRecord& r = self->record_;
+  r.id = spec.id;
+  r.name = spec.name;
+  r.size = spec.size;
+  r.net = spec.net;
+  r.created_at = now_rfc3339();
+  r.supervisor_pid = ::getpid();
+  r.init_pid = self->instance_->init_pid();
+  r.enforcement = self->instance_->enforcement();
+  r.cgroup = self->instance_->placement();
+  for (const auto& [k, v] : spec.env) r.env_names.push_back(k);
+  r.files_dir = root.files_dir(spec.id);
+  NSBOX_CHECK(store.save(r));
+  return self;
+}
+
+Result<void> Supervisor::register_handlers() {
+  loop_ = std::make_unique<EventLoop>(NSBOX_TRY(EventLoop::create()));
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, sig);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  signal_fd_.reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd_) return fail(sys_error("signalfd"));
+
+  int control = instance_->control_fd();
+  ::fcntl(control, F_SETFL, ::fcntl(control, F_GETFL) | O_NONBLOCK);
+  NSBOX_CHECK(loop_->add(listen_fd_.get(), EPOLLIN, [this](uint32_t) { accept_clients(); }));
+  NSBOX_CHECK(loop_->add(control, EPOLLIN, [this](uint32_t) { on_init_message(); }));
+  NSBOX_CHECK(loop_->add(instance_->pidfd(), EPOLLIN, [this](uint32_t) { on_init_death(); }));
+  NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN, [this](uint32_t) { on_seccomp_violation(); }));
+  NSBOX_CHECK(loop_->add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { shutdown(nullptr); }));
+  return {};
+}
+
+Result<void> Supervisor::serve() {
+  NSBOX_CHECK(register_handlers());
+  auto result = loop_->run();
+  (void)instance_->destroy();
+  ::unlink(store_.root().socket_path(record_.id).c_str());
+  return result;
+}
+
+void Supervisor::accept_clients() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Client& c = clients_[fd];
+    c.fd.reset(fd);
+    if (!loop_->add(fd, EPOLLIN, [this, fd](uint32_t ev) { on_client_event(fd, ev); })) clients_.erase(fd);
+  }
+}
+
+void Supervisor::on_client_event(int fd, uint32_t events) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  Client& c = it->second;
+  if (events & EPOLLOUT) flush(c);
+  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c.close_after_flush) return;
+  auto status = c.reader.read_available(fd);
+  if (!status) {
+    // An oversized or unreadable message: the stream cannot be resynchronised. Answer,
+    // then close this connection; the supervisor and every other client go on.
+    reply_error(c, status.error());
+    c.close_after_flush = true;
+    flush(c);
+    return;
+  }
+  while (clients_.count(fd) && c.reader.has_frame()) {
+    auto frame = c.reader.next();
+    if (!frame) reply_error(c, frame.error());
+    else handle_request(c, std::move(*frame));
+  }
+  if (*status == protocol::FrameReader::Status::kClosed && clients_.count(fd)) close_client(fd);
+}
+
+void Supervisor::handle_request(Client& client, protocol::Frame frame) {
+  const std::string op = frame.message.value("op", "");
+  if (op == "exec") return start_command(client, frame);
+  if (op == "ping") return reply(client, {{"ok", true}});
+  if (op == "status") {
+    Json status = {{"ok", true}, {"record", record_.to_json()}, {"oom_kills", instance_->oom_kills()},
+                   {"running_commands", commands_.size()}};
+    if (auto used = instance_->memory_usage()) status["memory_usage_bytes"] = *used;
+    return reply(client, status);
+  }
+  if (op == "resize") {
+    auto size = parse_size_tier(frame.message.value("size", ""));
+    if (!size) return reply_error(client, size.error());
+    if (auto r = instance_->resize(*size); !r) return reply_error(client, r.error());
+    record_.size = *size;
+    if (auto r = store_.save(record_); !r) return reply_error(client, r.error());
+    return reply(client, {{"ok", true}, {"record", record_.to_json()}});
+  }
+  if (op == "shutdown") return shutdown(&client);
+  reply_error(client, make_error(ErrorCode::kInvalidArgument, "unknown request \"" + op + "\"",
+                                 "requests are exec, status, resize, shutdown and ping"));
+}
+
+void Supervisor::reply(Client& client, const Json& message) {
+  client.out += protocol::encode(message);
+  flush(client);
+}
+
+void Supervisor::reply_error(Client& client, const Error& error) { reply(client, {{"ok", false}, {"error", error_json(error)}}); }
+
+void Supervisor::flush(Client& client) {
+  while (!client.out.empty()) {
+    ssize_t n = ::send(client.fd.get(), client.out.data(), client.out.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EAGAIN) break;
+      close_client(client.fd.get());  // the client is gone; its commands are killed
+      return;
+    }
+    client.out.erase(0, static_cast<size_t>(n));
+  }
+  int fd = client.fd.get();
+  if (client.out.empty() && client.close_after_flush) return close_client(fd);
+  (void)loop_->modify(fd, client.out.empty() ? uint32_t{EPOLLIN} : uint32_t{EPOLLIN | EPOLLOUT});
+  if (client.out.size() > kOutputHighWater) set_output_paused(client, true);
+  else if (client.out.size() < kOutputLowWater) set_output_paused(client, false);
+}
+
+void Supervisor::set_output_paused(Client& client, bool paused) {
+  if (client.output_paused == paused) return;
+  client.output_paused = paused;
+  for (uint64_t id : client.commands) {
+    auto it = commands_.find(id);
+    if (it == commands_.end()) continue;
+    for (UniqueFd* p : {&it->second.out, &it->second.err})
+      if (*p) (void)loop_->modify(p->get(), paused ? uint32_t{0} : uint32_t{EPOLLIN});
+  }
+}
+
+void Supervisor::close_client(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  // A client that goes away takes its running commands with it (like an interrupted
+  // `docker exec`): nothing keeps running for nobody.
+  for (uint64_t id : it->second.commands) {
+    auto c = commands_.find(id);
+    if (c == commands_.end()) continue;
+    c->second.client = -1;
+    (void)protocol::send_frame(instance_->control_fd(), {{"op", "signal"}, {"id", id}, {"signal", SIGKILL}});
+  }
+  loop_->remove(fd);
+  clients_.erase(it);
+}
+
+void Supervisor::start_command(Client& client, protocol::Frame& frame) {
+  auto request = CommandRequest::from_json(frame.message);
+  if (!request) return reply_error(client, request.error());
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return reply_error(client, sys_error("pipe2 for stdout"));
+  UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) return reply_error(client, sys_error("pipe2 for stderr"));
+  UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
+
+  uint64_t id = next_command_id_++;
+  std::vector<int> fds;
+  Json names = Json::array();
+  if (frame.message.value("stdin", false) && !frame.fds.empty()) {
+    fds.push_back(frame.fds[0].get());
+    names.push_back("stdin");
+  }
+  fds.push_back(out_w.get());
+  names.push_back("stdout");
+  fds.push_back(err_w.get());
+  names.push_back("stderr");
+  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", request->argv},
+                {"env", command_environment(spec_.env, request->env)}, {"cwd", request->cwd}, {"fds", names}};
+  if (auto r = protocol::send_frame(instance_->control_fd(), spawn, fds); !r)
+    return reply_error(client, std::move(r.error()).context("ask the sandbox's init to start the command"));
+
+  Command& c = commands_[id];
+  c.id = id;
+  c.client = client.fd.get();
+  c.request = std::move(*request);
+  c.out = std::move(out_r);
+  c.err = std::move(err_r);
+  c.started = std::chrono::steady_clock::now();
+  c.oom_before = instance_->oom_kills();
+  client.commands.insert(id);
+  (void)loop_->add(c.out.get(), EPOLLIN, [this, id](uint32_t) { on_output(id, true); });
+  (void)loop_->add(c.err.get(), EPOLLIN, [this, id](uint32_t) { on_output(id, false); });
+  auto timer = loop_->add_timer(static_cast<uint64_t>(c.request.timeout_s * 1000), [this, id] { on_deadline(id); });
+  if (timer) c.timer = *timer;
+  reply(client, {{"event", "started"}, {"exec_id", id}});
+}
+
+void Supervisor::on_output(uint64_t id, bool is_stdout) {
+  auto it = commands_.find(id);
+  if (it != commands_.end()) relay_chunk(it->second, is_stdout);
+}
+
+bool Supervisor::relay_chunk(Command& c, bool is_stdout) {
+  UniqueFd& pipe = is_stdout ? c.out : c.err;
+  if (!pipe) return false;
+  std::string buf(kReadChunk, '\0');
+  ssize_t n = ::read(pipe.get(), buf.data(), buf.size());
+  if (n < 0 && errno == EAGAIN) return false;
+  if (n <= 0) {
+    loop_->remove(pipe.get());
+    pipe.reset();
+    return false;
+  }
+  buf.resize(static_cast<size_t>(n));
+  auto client = clients_.find(c.client);
+  if (client == clients_.end()) return true;  // nobody listens; the command is being killed
+  Json event = {{"event", "output"}, {"exec_id", c.id}, {"stream", is_stdout ? "stdout" : "stderr"}};
+  protocol::put_bytes(event, buf);
+  reply(client->second, event);
+  return true;
+}
+
+void Supervisor::on_init_message() {
+  auto status = init_reader_.read_available(instance_->control_fd());
+  while (init_reader_.has_frame()) {
+    auto frame = init_reader_.next();
+    if (!frame) continue;
+    const Json& m = frame->message;
+    std::string event = m.value("event", "");
+    auto it = commands_.find(m.value("id", uint64_t{0}));
+    if (it == commands_.end()) continue;
+    Command& c = it->second;
+    if (event == "spawn_failed") {
+      c.end.spawn_errno = m.value("errno", ENOENT);
+      finish_command(c.id);
+    } else if (event == "exited") {
+      if (m.contains("exit_code")) c.end.exit_code = m["exit_code"].get<int>();
+      if (m.contains("signal")) c.end.signal = m["signal"].get<int>();
+      finish_command(c.id);
+    }
+  }
+  if (!status || *status == protocol::FrameReader::Status::kClosed) on_init_death();
+}
+
+void Supervisor::on_deadline(uint64_t id) {
+  auto it = commands_.find(id);
+  if (it == commands_.end()) return;
+  it->second.end.timed_out = true;
+  (void)protocol::send_frame(instance_->control_fd(), {{"op", "signal"}, {"id", id}, {"signal", SIGKILL}});
+  // If init cannot report the exit (it should, at once), the command ends anyway.
+  auto grace = loop_->add_timer(kKillGraceMs, [this, id] { finish_command(id); });
+  it->second.timer = grace ? *grace : -1;
+}
+
+void Supervisor::finish_command(uint64_t id) {
+  auto it = commands_.find(id);
+  if (it == commands_.end()) return;
+  Command& c = it->second;
+  loop_->cancel_timer(c.timer);
+  // Whatever the command wrote before it exited is in the pipes now; later writes by
+  // processes it left behind are not waited for (docs/semantics.md).
+  for (bool is_stdout : {true, false}) {
+    while (relay_chunk(c, is_stdout)) {}
+    UniqueFd& pipe = is_stdout ? c.out : c.err;
+    if (pipe) loop_->remove(pipe.get());
+    pipe.reset();
+  }
+  c.end.oom_killed = instance_->oom_kills() > c.oom_before;
+  CommandResult result = classify(c.end, c.request.argv.front(), instance_->limits(),
+                                  size_tier_name(instance_->size()), c.request.timeout_s);
+  result.duration_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 std::chrono::steady_clock::now() - c.started).count());
+  int client_fd = c.client;
+  commands_.erase(it);
+  auto client = clients_.find(client_fd);
+  if (client == clients_.end()) return;
+  client->second.commands.erase(id);
+  reply(client->second, {{"ok", true}, {"exec_id", id}, {"result", result.to_json()}});
+}
+
+void Supervisor::on_seccomp_violation() {
+  auto v = instance_->take_seccomp_violation();
+  if (!v) return;
+  std::string what = v->syscall + " (pid " + std::to_string(v->sandbox_pid) + " in the sandbox)";
+  for (auto& [id, c] : commands_) c.end.seccomp_kills.push_back(what);
+}
+
+void Supervisor::on_init_death() {
+  Error dead = make_error(ErrorCode::kSandboxDead, "the sandbox's init exited; the sandbox is dead",
+                          "remove it with `nsbox rm " + record_.id + "`");
+  for (auto& [id, c] : commands_) {
+    auto client = clients_.find(c.client);
+    if (client != clients_.end()) reply_error(client->second, dead);
+  }
+  commands_.clear();
+  shutdown(nullptr);
+}
+
+void Supervisor::shutdown(Client* requester) {
+  (void)instance_->destroy();
+  if (requester) {
+    // The answer must reach the client before we exit: flush it, bounded.
+    reply(*requester, {{"ok", true}});
+    int fd = requester->fd.get();
+    for (int i = 0; i < 100 && clients_.count(fd) && !clients_[fd].out.empty(); ++i) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 20);
+      flush(clients_[fd]);
+    }
+  }
+  loop_->stop();
+}
+
+}  // namespace nsbox

@@ -1,0 +1,105 @@
+// The supervisor: one per sandbox, on the host side, for the sandbox's whole life.
+//
+// It owns the SandboxInstance (cgroup, init, seccomp listener), listens on the sandbox's
+// control socket, runs commands through init and relays their output to the client that
+// asked, enforces each command's deadline, and keeps the state file current. Clients
+// speak frames (runtime/protocol/frame.h); docs/protocol.md lists the requests.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/command.h"
+#include "runtime/protocol/frame.h"
+#include "runtime/sandbox_instance.h"
+#include "runtime/state_store.h"
+#include "runtime/supervisor/event_loop.h"
+
+namespace nsbox {
+
+// What the CLI hands the supervisor on stdin at start (never written to disk: env values
+// may be secrets).
+struct SupervisorSpec {
+  std::string id;
+  std::string name;
+  SizeTier size = SizeTier::kStandard;
+  network::Mode net = network::Mode::kNone;
+  EnvList env;
+
+  protocol::Json to_json() const;
+  static Result<SupervisorSpec> from_json(const protocol::Json& j);
+};
+
+class Supervisor {
+ public:
+  // Starts the sandbox and binds the control socket; the returned record is saved.
+  static Result<std::unique_ptr<Supervisor>> start(const StateStore& store, const SupervisorSpec& spec,
+                                                   const std::string& sandbox_libexec);
+  const SandboxRecord& record() const { return record_; }
+  const std::string& fallback_reason() const { return instance_->fallback_reason(); }
+
+  // Serves until `shutdown`, SIGTERM, or the death of the sandbox's init.
+  Result<void> serve();
+
+ private:
+  struct Client {
+    UniqueFd fd;
+    protocol::FrameReader reader{protocol::kMaxClientFrame};
+    std::string out;         // frames not yet written
+    bool close_after_flush = false;
+    bool output_paused = false;  // its commands' pipes are not read while it catches up
+    std::set<uint64_t> commands;
+  };
+  struct Command {
+    uint64_t id = 0;
+    int client = -1;
+    CommandRequest request;
+    UniqueFd out, err;
+    std::chrono::steady_clock::time_point started;
+    int timer = -1;
+    uint64_t oom_before = 0;
+    CommandEnd end;
+    bool ended = false;
+  };
+
+  Supervisor(const StateStore& store, SupervisorSpec spec) : store_(store), spec_(std::move(spec)) {}
+
+  Result<void> register_handlers();
+  void accept_clients();
+  void on_client_event(int fd, uint32_t events);
+  void handle_request(Client& client, protocol::Frame frame);
+  void reply(Client& client, const protocol::Json& message);
+  void reply_error(Client& client, const Error& error);
+  void flush(Client& client);
+  void close_client(int fd);
+
+  void start_command(Client& client, protocol::Frame& frame);
+  void on_output(uint64_t id, bool is_stdout);
+  bool relay_chunk(Command& c, bool is_stdout);  // true if it relayed bytes
+  void on_init_message();
+  void on_deadline(uint64_t id);
+  void finish_command(uint64_t id);
+  void set_output_paused(Client& client, bool paused);
+
+  void on_init_death();
+  void on_seccomp_violation();
+  void shutdown(Client* requester);
+
+  const StateStore& store_;
+  SupervisorSpec spec_;
+  SandboxRecord record_;
+  std::unique_ptr<SandboxInstance> instance_;
+  std::unique_ptr<EventLoop> loop_;
+  UniqueFd listen_fd_;
+  UniqueFd signal_fd_;
+  protocol::FrameReader init_reader_{protocol::kMaxInitFrame};
+  std::map<int, Client> clients_;
+  std::map<uint64_t, Command> commands_;
+  uint64_t next_command_id_ = 1;
+};
+
+}  // namespace nsbox

@@ -1,0 +1,86 @@
+// nsbox-supervisor: started (detached) by `nsbox create` or the C++ API.
+//
+//   nsbox-supervisor --run-dir DIR --data-dir DIR
+//   stdin:  the SupervisorSpec as JSON (env values included; never written to disk)
+//   stdout: one JSON line once the sandbox is up ({"ok":true,...}) or could not be
+//           ({"ok":false,"error":{...}}), then closed
+//   stderr: appended to <run>/sandboxes/<id>/supervisor.log
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "runtime/install_layout.h"
+#include "runtime/supervisor/supervisor.h"
+
+namespace {
+
+using nsbox::protocol::Json;
+
+void report(const Json& message) {
+  std::string line = message.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  (void)!::write(STDOUT_FILENO, line.data(), line.size());
+}
+
+int fail_start(const nsbox::Error& e) {
+  Json err = {{"code", nsbox::error_code_name(e.code)}, {"message", e.message}};
+  if (!e.hint.empty()) err["hint"] = e.hint;
+  report({{"ok", false}, {"error", err}});
+  std::cerr << "nsbox-supervisor: " << e.message << "\n";
+  return 1;
+}
+
+// Once the sandbox is up, stdin and stdout no longer lead anywhere.
+void detach_stdio() {
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  ::dup2(null_fd, STDIN_FILENO);
+  ::dup2(null_fd, STDOUT_FILENO);
+  ::close(null_fd);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string run_dir, data_dir;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--run-dir")) run_dir = argv[i + 1];
+    if (!std::strcmp(argv[i], "--data-dir")) data_dir = argv[i + 1];
+  }
+  if (run_dir.empty() || data_dir.empty())
+    return fail_start(nsbox::make_error(nsbox::ErrorCode::kInvalidArgument, "usage: nsbox-supervisor --run-dir DIR --data-dir DIR"));
+
+  std::string input(std::istreambuf_iterator<char>(std::cin), {});
+  Json j = Json::parse(input, nullptr, false);
+  if (j.is_discarded()) return fail_start(nsbox::make_error(nsbox::ErrorCode::kProtocol, "the supervisor spec on stdin is not JSON"));
+  auto spec = nsbox::SupervisorSpec::from_json(j);
+  if (!spec) return fail_start(spec.error());
+
+  nsbox::StateStore store(nsbox::StateRoot{run_dir, data_dir});
+  int log = ::open(store.root().log_file(spec->id).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (log >= 0) {
+    ::dup2(log, STDERR_FILENO);
+    ::close(log);
+  }
+  // Held for the supervisor's whole life: `nsbox` reads "alive" from this lock.
+  auto lock = store.lock_sandbox(spec->id);
+  if (!lock) return fail_start(lock.error());
+  auto layout = nsbox::InstallLayout::discover();
+  if (!layout) return fail_start(layout.error());
+
+  auto supervisor = nsbox::Supervisor::start(store, *spec, layout->sandbox_dir());
+  if (!supervisor) return fail_start(supervisor.error());
+  Json ready = {{"ok", true}, {"record", (*supervisor)->record().to_json()}};
+  if (!(*supervisor)->fallback_reason().empty()) ready["warning"] = (*supervisor)->fallback_reason();
+  report(ready);
+  detach_stdio();
+
+  auto served = (*supervisor)->serve();
+  if (!served) {
+    std::cerr << "nsbox-supervisor: " << served.error().message << "\n";
+    return 1;
+  }
+  return 0;
+}
