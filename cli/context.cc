@@ -11,7 +11,8 @@ std::optional<CommandContext> prepare(const Invocation& inv, const FlagSpec& spe
     exit_code = early.error(args.error());
     return std::nullopt;
   }
-  CommandContext ctx{std::move(*args), Output{inv.json || args->has("json")}, std::nullopt};
+  const bool json = inv.json || args->has("json");
+  CommandContext ctx{std::move(*args), Output{json}, std::nullopt};
   std::optional<std::string> root = inv.root;
   if (ctx.args.values.count("root")) root = ctx.args.value("root");
   if (open_runtime) {
