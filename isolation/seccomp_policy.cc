@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <set>
 #include <string_view>
 
 #include "isolation/sys/files.h"
@@ -21,7 +20,7 @@ namespace nsbox::seccomp {
 namespace {
 
 // Bump when the policy below changes: it keys the on-disk cache.
-constexpr std::string_view kPolicyVersion = "nsbox-seccomp-3";
+constexpr std::string_view kPolicyVersion = "nsbox-seccomp-4";
 
 // Docker's default allowlist, minus the calls that need a capability we never grant
 // (chroot, the *_module family, ...), minus name_to_handle_at (half of "Shocker"),
@@ -82,29 +81,23 @@ const std::vector<const char*> kNotImplemented = {"clone3", "io_uring_setup", "i
 constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
                                      CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP;
 
-// The call runs unless the low 32 bits of argument `arg` equal `value`, in which case it
-// fails with EPERM. The kernel truncates these int arguments to 32 bits, so a plain 64-bit
+// The call runs unless the low 32 bits of argument `arg` equal `value` (then the default,
+// EPERM, applies). The kernel truncates these int arguments to 32 bits, so a plain 64-bit
 // "not equal" would let `value | 1<<32` through. libseccomp has no masked not-equal, so
 // "differs" is spelled as 32 rules, one per bit that may differ.
 int allow_unless_low32_equals(scmp_filter_ctx ctx, int nr, unsigned arg, uint32_t value) {
   for (int bit = 0; bit < 32; ++bit) {
     uint64_t mask = 1ull << bit;
     uint64_t differing = (value & mask) ^ mask;
-    int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                              scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, mask, differing});
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, mask, differing});
     if (rc < 0) return rc;
   }
-  return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
-                          scmp_arg_cmp{arg, SCMP_CMP_MASKED_EQ, 0xffffffffull, value});
+  return 0;
 }
 
+// Conditional calls: allowed for the arguments below, EPERM (the default) otherwise.
 int add_conditional_rules(scmp_filter_ctx ctx) {
-  int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-                            SCMP_A0(SCMP_CMP_MASKED_EQ, kNamespaceFlags, 0));
-  for (uint64_t bit = 1; rc == 0 && bit; bit <<= 1)
-    if (kNamespaceFlags & bit)
-      rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                            SCMP_A0(SCMP_CMP_MASKED_EQ, bit, bit));
+  int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kNamespaceFlags, 0));
   if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(ioctl), 1, TIOCSTI);
   if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(socket), 0, AF_VSOCK);
   // personality: only the values Docker allows (plain Linux, UNAME26, query).
@@ -115,16 +108,19 @@ int add_conditional_rules(scmp_filter_ctx ctx) {
   return rc;
 }
 
-// Whatever is neither allowed nor special and is known to libseccomp's table for this
-// arch gets EPERM; the default action (ENOSYS) is left for numbers it does not know.
-int add_denied_rules(scmp_filter_ctx ctx, const std::set<int>& handled) {
-  for (int nr = 0; nr < 1024; ++nr) {
-    if (handled.count(nr)) continue;
+// Numbers libseccomp's table does not name (newer than it, or holes) answer ENOSYS, as
+// the kernel would for a syscall it lacks, so that callers fall back. Beyond
+// kSyscallRange nothing exists on any arch nsbox runs on; those get EPERM.
+constexpr int kSyscallRange = 1024;
+
+int add_unknown_rules(scmp_filter_ctx ctx) {
+  for (int nr = 0; nr < kSyscallRange; ++nr) {
     char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
-    if (!name) continue;
-    ::free(name);
-    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
-    if (rc < 0) return rc;
+    if (name) {
+      ::free(name);
+      continue;
+    }
+    if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0); rc < 0) return rc;
   }
   return 0;
 }
@@ -136,7 +132,7 @@ Error libseccomp_error(std::string_view what, int rc) { return sys_error(std::st
 const std::vector<const char*>& allowed_syscalls() { return kAllowed; }
 
 Result<Program> compile() {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(ENOSYS));
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
   if (!ctx) return fail(make_error(ErrorCode::kInternal, "libseccomp: seccomp_init failed"));
   struct Release {
     scmp_filter_ctx c;
@@ -150,22 +146,20 @@ Result<Program> compile() {
   // A binary tree keeps the per-syscall cost low for the long rule list.
   (void)seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 
-  std::set<int> handled;
   for (const char* name : kAllowed) {
     int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) continue;  // newer than this libseccomp: stays ENOSYS
+    if (nr == __NR_SCMP_ERROR) continue;  // newer than this libseccomp: its number answers ENOSYS
     if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0); rc < 0)
       return fail(libseccomp_error(std::string("allow ") + name, rc));
-    handled.insert(nr);
   }
-  // ENOSYS is the default action, so these need no rule of their own (libseccomp refuses
-  // one that repeats the default); they only stay out of the EPERM rules below.
-  for (const char* name : kNotImplemented)
-    if (int nr = seccomp_syscall_resolve_name(name); nr != __NR_SCMP_ERROR) handled.insert(nr);
-  for (int nr : {SCMP_SYS(clone), SCMP_SYS(ioctl), SCMP_SYS(socket), SCMP_SYS(personality)})
-    handled.insert(nr);
+  for (const char* name : kNotImplemented) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;
+    if (int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0); rc < 0)
+      return fail(libseccomp_error(std::string("ENOSYS for ") + name, rc));
+  }
   if (int rc = add_conditional_rules(ctx); rc < 0) return fail(libseccomp_error("conditional rules", rc));
-  if (int rc = add_denied_rules(ctx, handled); rc < 0) return fail(libseccomp_error("EPERM rules", rc));
+  if (int rc = add_unknown_rules(ctx); rc < 0) return fail(libseccomp_error("ENOSYS rules", rc));
 
   UniqueFd mem(::memfd_create("nsbox-seccomp", MFD_CLOEXEC));
   if (!mem) return fail(sys_error("memfd_create for seccomp export"));

@@ -1,8 +1,7 @@
 // The seccomp policy every sandboxed process runs under, and its compiled BPF program.
 //
 // An allowlist in the spirit of Docker's default profile:
-//   - allowed syscalls run;
-//   - every other syscall libseccomp knows fails with EPERM;
+//   - allowed syscalls run; everything else fails with EPERM (the default action);
 //   - numbers libseccomp does not know (newer than its table), clone3 and io_uring fail
 //     with ENOSYS, so glibc, CPython and libraries fall back to older calls;
 //   - clone with any namespace flag, ioctl(TIOCSTI) and socket(AF_VSOCK) fail with EPERM,

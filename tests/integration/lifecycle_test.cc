@@ -1,0 +1,278 @@
+// The sandbox's life through the command line: create, ls, inspect, sh, run, rm; bad
+// input; a supervisor that dies; a client that misbehaves.
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "isolation/sys/files.h"
+
+#include "runtime/protocol/frame.h"
+#include "runtime/protocol/unix_socket.h"
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+using nlohmann::json;
+
+namespace {
+
+bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+// Bounded wait for a process to be gone.
+bool wait_gone(pid_t pid, int timeout_ms = 5000) {
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    if (!process_exists(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// Host processes running as the root-mode sandbox user.
+int sandbox_user_processes() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    struct stat st{};
+    if (std::isdigit(e.path().filename().string()[0]) && ::stat(e.path().c_str(), &st) == 0 && st.st_uid == 1800000000) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("create, ls, inspect and rm work by id and by name, in text and JSON") {
+  TestRoot root;
+  auto created = root.nsbox({"create", "--name", "etl", "--size", "medium", "--env", "TOKEN=abc123"});
+  REQUIRE(created.exit_code == 0);
+  std::string id = created.out.substr(0, created.out.size() - 1);
+  CHECK(id.rfind("sbx-", 0) == 0);
+  CHECK(id.size() == 10);
+
+  auto ls = root.nsbox({"ls"});
+  CHECK(ls.out.find("etl") != std::string::npos);
+  CHECK(ls.out.find("medium") != std::string::npos);
+  CHECK(ls.out.find("running") != std::string::npos);
+  auto list = TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"];
+  REQUIRE(list.size() == 1);
+  CHECK(list[0]["id"] == id);
+
+  for (const std::string& ref : {id, std::string("etl")}) {
+    auto info = TestRoot::json(root.nsbox({"--json", "inspect", ref}));
+    CHECK(info["id"] == id);
+    CHECK(info["name"] == "etl");
+    CHECK(info["status"] == "running");
+    CHECK(info["limits"]["vcpus"] == 2);
+    CHECK(info["limits"]["memory_bytes"] == 2ull << 30);
+    CHECK(info["env_names"] == json::array({"TOKEN"}));
+  }
+  // --env values are secrets to nsbox: never written to state files or shown by inspect.
+  CHECK(root.nsbox({"inspect", "--json", "etl"}).out.find("abc123") == std::string::npos);
+  for (const auto& f : std::filesystem::recursive_directory_iterator(root.path() + "/run")) {
+    if (!f.is_regular_file() || f.path().extension() == ".bpf") continue;
+    CHECK(nsbox::files::read_file(f.path())->find("abc123") == std::string::npos);
+  }
+  CHECK(root.sh("etl", "echo $TOKEN").out == "abc123\n");
+
+  auto rm = root.nsbox({"rm", "--json", "etl"});
+  CHECK(rm.exit_code == 0);
+  CHECK(TestRoot::json(rm)["removed"] == json::array({id}));
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+  CHECK_FALSE(std::filesystem::exists(root.path() + "/data/sandboxes/" + id));
+}
+
+TEST_CASE("bad input gets a clear error and changes nothing") {
+  TestRoot root;
+  auto id = root.create({"--name", "taken"});
+
+  auto size = root.nsbox({"create", "--size", "huge", "--json"});
+  CHECK(size.exit_code == 2);
+  CHECK(TestRoot::json({0, size.err, ""})["error"]["code"] == "invalid_argument");
+  CHECK(size.err.find("unknown size 'huge'") != std::string::npos);
+
+  auto dup = root.nsbox({"create", "--name", "taken", "--json"});
+  CHECK(dup.exit_code == 1);
+  CHECK(TestRoot::json({0, dup.err, ""})["error"]["code"] == "already_exists");
+
+  auto unknown = root.nsbox({"sh", "nosuch", "--", "true"});
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err.find("no sandbox 'nosuch'") != std::string::npos);
+  CHECK(root.nsbox({"inspect", "--json", "nosuch"}).err.find("\"code\": \"not_found\"") != std::string::npos);
+
+  auto bad_env = root.nsbox({"create", "--env", "NOEQUALS"});
+  CHECK(bad_env.exit_code == 2);
+  auto bad_name = root.nsbox({"create", "--name", "Bad/Name"});
+  CHECK(bad_name.exit_code == 2);
+  CHECK(root.nsbox({"frobnicate"}).exit_code == 2);
+  CHECK(root.nsbox({"sh", id, "--timeout", "-3", "--", "true"}).exit_code == 2);
+  CHECK(root.nsbox({"sh", id}).err.find("no command given") != std::string::npos);
+
+  // None of that created or changed anything.
+  auto list = TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"];
+  REQUIRE(list.size() == 1);
+  CHECK(list[0]["name"] == "taken");
+
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+  auto again = root.nsbox({"rm", "--json", id});
+  CHECK(again.exit_code == 1);
+  CHECK(again.err.find("not_found") != std::string::npos);
+}
+
+TEST_CASE("sh passes the exit status through, runs in /home/user with the sandbox's env, and reads piped stdin") {
+  TestRoot root;
+  auto id = root.create({"--env", "GREETING=hi"});
+  CHECK(root.sh(id, "exit 42").exit_code == 42);
+  CHECK(root.sh(id, "pwd; echo $GREETING $EXTRA", {"--env", "EXTRA=there"}).out == "/home/user\nhi there\n");
+  auto piped = root.sh(id, "wc -l", {}, {.stdin_data = "a\nb\nc\n"});
+  CHECK(piped.out == "3\n");
+  // Several words after -- are a program and its arguments, not a shell line.
+  auto argv = root.nsbox({"sh", id, "--", "printf", "%s|", "a b", "$HOME"});
+  CHECK(argv.out == "a b|$HOME|");
+  auto j = TestRoot::json(root.nsbox({"sh", "--json", id, "--", "echo out; echo err >&2; exit 3"}));
+  CHECK(j["stdout"] == "out\n");
+  CHECK(j["stderr"] == "err\n");
+  CHECK(j["exit_code"] == 3);
+  CHECK(j["status"] == "error");
+}
+
+TEST_CASE("a command that does not exist in the sandbox exits 127 with a message") {
+  TestRoot root;
+  auto id = root.create();
+  auto direct = root.nsbox({"sh", id, "--", "no-such-program", "arg"});
+  CHECK(direct.exit_code == 127);
+  CHECK(direct.err.find("command not found in the sandbox: no-such-program") != std::string::npos);
+  auto via_shell = root.sh(id, "no-such-program");
+  CHECK(via_shell.exit_code == 127);
+  CHECK(via_shell.err.find("no-such-program: command not found") != std::string::npos);
+}
+
+TEST_CASE("output arrives whole and byte-exact, large or binary") {
+  TestRoot root;
+  auto id = root.create();
+  auto big = root.sh(id, "head -c 5000000 /dev/zero | tr '\\0' a");
+  CHECK(big.out.size() == 5000000);
+  CHECK(big.out.find_first_not_of('a') == std::string::npos);
+  auto binary = root.sh(id, "printf '\\377\\000\\001\\376'");
+  CHECK(binary.out == std::string("\xff\x00\x01\xfe", 4));
+}
+
+TEST_CASE("at the deadline the command's whole process group is killed") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = root.sh(id, "sleep 100 & echo $! > /tmp/bg; sleep 100", {"--timeout", "1"});
+  CHECK(r.exit_code == 124);
+  CHECK(r.err.find("timed out after 1 s") != std::string::npos);
+  CHECK(r.seconds < 60);
+  auto bg = root.sh(id, "kill -0 $(cat /tmp/bg) 2>/dev/null && echo alive || echo gone");
+  CHECK(bg.out == "gone\n");
+}
+
+TEST_CASE("several commands run in one sandbox at once") {
+  TestRoot root;
+  auto id = root.create();
+  std::vector<std::thread> threads;
+  std::vector<ProcessResult> results(6);
+  for (int i = 0; i < 6; ++i)
+    threads.emplace_back([&, i] { results[i] = root.sh(id, "sleep 0.3; echo " + std::to_string(i)); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 6; ++i) CHECK(results[i].out == std::to_string(i) + "\n");
+}
+
+TEST_CASE("SIGKILL of the supervisor leaves nothing running, the sandbox shows as dead and rm cleans it") {
+  TestRoot root;
+  auto id = root.create();
+  REQUIRE(root.sh(id, "sleep 1000 > /dev/null 2>&1 &").exit_code == 0);
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  pid_t supervisor = info["supervisor_pid"].get<pid_t>();
+  pid_t init = info["init_pid"].get<pid_t>();
+  auto cgroup_dirs = info["cgroup"]["dirs"].get<std::vector<std::string>>();
+  REQUIRE(sandbox_user_processes() >= 2);  // init and the sleep
+
+  REQUIRE(::kill(supervisor, SIGKILL) == 0);
+  CHECK(wait_gone(supervisor));
+  CHECK(wait_gone(init));
+  for (int i = 0; i < 500 && sandbox_user_processes() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(sandbox_user_processes() == 0);
+
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "dead");
+  auto sh = root.sh(id, "true");
+  CHECK(sh.exit_code == 1);
+  CHECK(sh.err.find("is dead") != std::string::npos);
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+  for (const auto& dir : cgroup_dirs) CHECK_FALSE(std::filesystem::exists(dir));
+  CHECK_FALSE(std::filesystem::exists(root.path() + "/run/sandboxes/" + id));
+}
+
+TEST_CASE("a malformed or oversized control message gets an error and the supervisor keeps serving") {
+  TestRoot root;
+  auto id = root.create();
+  std::string socket = root.path() + "/run/sandboxes/" + id + "/control.sock";
+  using nsbox::protocol::Json;
+
+  auto a = nsbox::protocol::connect_unix(socket);
+  REQUIRE(a);
+  std::string junk = "{not json";
+  uint32_t len = htonl(static_cast<uint32_t>(junk.size()));
+  std::string frame = std::string(reinterpret_cast<char*>(&len), 4) + junk;
+  REQUIRE(::write(a->get(), frame.data(), frame.size()) == static_cast<ssize_t>(frame.size()));
+  auto reply = nsbox::protocol::recv_frame(a->get(), 1 << 20);
+  REQUIRE(reply);
+  REQUIRE(reply->has_value());
+  CHECK((*reply)->message["ok"] == false);
+  CHECK((*reply)->message["error"]["code"] == "protocol");
+  // Same connection, next message: still served.
+  REQUIRE(nsbox::protocol::send_frame(a->get(), Json{{"op", "ping"}}));
+  CHECK((*nsbox::protocol::recv_frame(a->get(), 1 << 20))->message["ok"] == true);
+  REQUIRE(nsbox::protocol::send_frame(a->get(), Json{{"op", "launch-missiles"}}));
+  CHECK((*nsbox::protocol::recv_frame(a->get(), 1 << 20))->message["error"]["message"] == "unknown request \"launch-missiles\"");
+
+  auto b = nsbox::protocol::connect_unix(socket);
+  REQUIRE(b);
+  uint32_t huge = htonl(1u << 30);
+  REQUIRE(::write(b->get(), &huge, 4) == 4);
+  auto refused = nsbox::protocol::recv_frame(b->get(), 1 << 20);
+  REQUIRE(refused);
+  REQUIRE(refused->has_value());
+  CHECK((*refused)->message["error"]["code"] == "protocol");
+  CHECK((*refused)->message["error"]["message"].get<std::string>().find("larger than the limit") != std::string::npos);
+  auto closed = nsbox::protocol::recv_frame(b->get(), 1 << 20);
+  CHECK((closed && !closed->has_value()));  // that connection is closed...
+
+  CHECK(root.sh(id, "echo served").out == "served\n");  // ...the supervisor is not
+}
+
+TEST_CASE("run is one-shot: the exit status and output of the command, and nothing left after") {
+  TestRoot root;
+  auto r = root.nsbox({"run", "--", "/bin/sh", "-c", "echo hi; id -u; exit 5"});
+  CHECK(r.exit_code == 5);
+  CHECK(r.out == "hi\n1000\n");
+  auto j = TestRoot::json(root.nsbox({"run", "--json", "--size", "large", "--", "nproc"}));
+  CHECK(j["exit_code"] == 0);
+  CHECK(root.nsbox({"run", "--", "no-such-program"}).exit_code == 127);
+  auto t = root.nsbox({"run", "--timeout", "1", "--", "sleep", "30"});
+  CHECK(t.exit_code == 124);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+  CHECK(run_process({"/bin/sh", "-c", "find /sys/fs/cgroup -maxdepth 3 -name 'run-*' | grep -c ."}).out == "0\n");
+}
+
+TEST_CASE("doctor checks the host and names the fix for what is missing") {
+  TestRoot root;
+  auto r = root.nsbox({"doctor", "--json"});
+  auto j = TestRoot::json(r);
+  CHECK(j["mode"] == "root");
+  std::set<std::string> names;
+  for (const auto& c : j["checks"]) {
+    names.insert(c["name"].get<std::string>());
+    CHECK((c["level"] == "ok" || c["level"] == "warn" || c["level"] == "fail"));
+    if (c["level"] != "ok") CHECK(c.contains("fix"));
+  }
+  for (const char* n : {"kernel", "user namespaces", "AppArmor userns restriction", "cgroups", "/dev/fuse", "seccomp"})
+    CHECK(names.count(n));
+  CHECK(r.exit_code == (j["ok"] == true ? 0 : 1));
+  CHECK(root.nsbox({"doctor"}).out.find("user namespaces") != std::string::npos);
+}

@@ -1,0 +1,70 @@
+// The rootless subset: the same sandboxes for an ordinary user (created by the test
+// fixture), with user namespaces only. Tagged [rootless]: CTest runs them after the
+// fixture made the user.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+
+TEST_CASE("rootless: an ordinary user's sandbox isolates the same way", "[rootless]") {
+  auto user = rootless_user();
+  REQUIRE(user);
+  TestRoot root(user);
+  auto created = root.nsbox({"create", "--json"});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  auto id = TestRoot::json(created)["id"].get<std::string>();
+  auto r = root.sh(id, "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t' ' '; "
+                       "unshare --user true 2>&1 | tail -c 24");
+  INFO(r.err);
+  CHECK(r.out ==
+        "1000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\nOperation not permitted\n");
+  // Files made inside belong to the invoking user on the host.
+  REQUIRE(root.sh(id, "touch /mnt/files/mine").exit_code == 0);
+  struct stat st{};
+  REQUIRE(::stat((root.files_dir(id) + "/mine").c_str(), &st) == 0);
+  CHECK(st.st_uid == user->uid);
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("rootless: without a delegated cgroup, limits fall back to rlimits, said once", "[rootless]") {
+  auto user = rootless_user();
+  REQUIRE(user);
+  TestRoot root(user);
+  auto first = root.nsbox({"create", "--json"});
+  REQUIRE(first.exit_code == 0);
+  auto info = TestRoot::json(first);
+  if (info["enforcement"] != "rlimits") {
+    SUCCEED("this host delegates a cgroup v2 subtree to the user; limits use it");
+    return;
+  }
+  CHECK(first.err.find("warning: limits fall back to rlimits") != std::string::npos);
+  auto second = root.nsbox({"create"});
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.err.find("warning") == std::string::npos);
+  auto id = info["id"].get<std::string>();
+  // The fallback still holds memory per process and the process count.
+  auto limits = root.sh(id, "ulimit -v; ulimit -u");
+  CHECK(limits.out == std::to_string((1ull << 30) / 1024) + "\n512\n");
+  auto doctor = TestRoot::json(root.nsbox({"doctor", "--json"}));
+  CHECK(doctor["mode"] == "rootless");
+  for (const auto& c : doctor["checks"])
+    if (c["name"] == "cgroups") {
+      CHECK(c["level"] == "warn");
+      CHECK(c["fix"].get<std::string>().size() > 10);
+    }
+}
+
+TEST_CASE("rootless: one-shot run works and leaves nothing", "[rootless]") {
+  auto user = rootless_user();
+  REQUIRE(user);
+  TestRoot root(user);
+  auto r = root.nsbox({"run", "--", "/bin/sh", "-c", "id -un; exit 7"});
+  INFO(r.err);
+  CHECK(r.exit_code == 7);
+  CHECK(r.out == "user\n");
+}

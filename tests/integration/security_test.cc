@@ -1,0 +1,173 @@
+// What code inside a sandbox can and cannot do: identity, capabilities, seccomp,
+// filesystem view, processes. Every check runs in a real sandbox.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "isolation/sys/files.h"
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+
+namespace {
+
+std::map<std::string, std::string> parse_pairs(const std::string& out) {
+  std::map<std::string, std::string> m;
+  std::istringstream lines(out);
+  std::string key, value;
+  while (lines >> key >> value) m[key] = value;
+  return m;
+}
+
+std::string status_field(const std::string& status, const std::string& field) {
+  std::istringstream lines(status);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.rfind(field + ":", 0) == 0) {
+      auto v = line.substr(field.size() + 1);
+      v.erase(0, v.find_first_not_of(" \t"));
+      return v;
+    }
+  return "<missing>";
+}
+
+}  // namespace
+
+TEST_CASE("code in a sandbox runs as uid 1000 with no capabilities, no_new_privs and a seccomp filter") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = root.sh(id, "cat /proc/self/status");
+  REQUIRE(r.exit_code == 0);
+  CHECK(status_field(r.out, "Uid") == "1000\t1000\t1000\t1000");
+  CHECK(status_field(r.out, "Gid") == "1000\t1000\t1000\t1000");
+  for (const char* caps : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) CHECK(status_field(r.out, caps) == "0000000000000000");
+  CHECK(status_field(r.out, "NoNewPrivs") == "1");
+  CHECK(status_field(r.out, "Seccomp") == "2");
+  auto who = root.sh(id, "id -un; echo $HOME; pwd; hostname");
+  CHECK(who.out == "user\n/home/user\n/home/user\nnsbox\n");
+}
+
+TEST_CASE("escape syscalls fail with EPERM, clone3, io_uring and unknown numbers with ENOSYS") {
+  TestRoot root;
+  auto id = root.create();
+  root.install_probe(id);
+  auto r = root.sh(id, "/mnt/files/probe syscalls");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto got = parse_pairs(r.out);
+  for (const char* call :
+       {"mount", "umount2", "pivot_root", "chroot", "unshare_user", "unshare_mount", "setns", "clone_newns", "ptrace",
+        "process_vm_readv", "kcmp", "pidfd_getfd", "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
+        "userfaultfd", "open_by_handle_at", "name_to_handle_at", "init_module", "finit_module", "delete_module",
+        "kexec_load", "reboot", "swapon", "acct", "syslog", "settimeofday", "clock_settime", "adjtimex", "sethostname",
+        "fsopen", "open_tree", "move_mount", "mount_setattr", "personality_rie", "socket_vsock", "socket_vsock_highbits",
+        "ioctl_tiocsti", "ioctl_tiocsti_highbits", "mknod_char"}) {
+    INFO(call);
+    CHECK(got[call] == "EPERM");
+  }
+  for (const char* call : {"clone3", "io_uring_setup", "unknown_1000"}) {
+    INFO(call);
+    CHECK(got[call] == "ENOSYS");
+  }
+  CHECK(got["getpid"] == "OK");
+}
+
+TEST_CASE("threads and processes still start under the filter (glibc falls back from clone3)") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = root.sh(id, "python3 -c 'import threading, subprocess; t = threading.Thread(target=print, args=(\"thread\",)); "
+                       "t.start(); t.join(); print(subprocess.run([\"echo\", \"child\"], capture_output=True, text=True).stdout, end=\"\")'");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "thread\nchild\n");
+}
+
+TEST_CASE("a syscall from another ABI kills the process and the user is told which syscall") {
+  TestRoot root;
+  auto id = root.create();
+  root.install_probe(id);
+  auto x32 = root.nsbox({"sh", "--json", id, "--", "/mnt/files/probe", "x32"});
+  auto j = TestRoot::json(x32);
+  CHECK(x32.exit_code == 137);
+  CHECK(j["status"] == "killed");
+  CHECK(j["reason"] == "seccomp");
+  CHECK(j["message"].get<std::string>().find("getpid (x32 ABI") != std::string::npos);
+  CHECK(j["stdout"] == "");  // it never got to print
+
+  auto int80 = root.nsbox({"sh", id, "--", "/mnt/files/probe", "int80"});
+  CHECK(int80.exit_code == 137);
+  CHECK(int80.err.find("killed by the seccomp filter: getpid (i386 ABI, number 20)") != std::string::npos);
+  CHECK(root.sh(id, "echo still here").out == "still here\n");
+}
+
+TEST_CASE("the host's system directories are read-only and its secrets are hidden") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = root.sh(id,
+                   "touch /usr/nsbox-x 2>&1; echo \"usr=$?\"; "
+                   "(echo 1 > /proc/sys/kernel/core_pattern) 2>&1; echo \"proc_sys=$?\"; "
+                   "(echo b > /proc/sysrq-trigger) 2>&1; echo \"sysrq=$?\"; "
+                   "touch /etc/nsbox-x 2>&1; echo \"etc=$?\"; "
+                   "touch /nsbox-x 2>&1; echo \"root_dir=$?\"; "
+                   "echo \"shadow=$(wc -c < /etc/shadow)\"; "
+                   "ls -d /root 2>&1; echo \"dotroot=$?\"; "
+                   "echo \"timer_list=$(wc -c < /proc/timer_list)\"; echo \"keys=$(wc -c < /proc/keys)\"");
+  INFO(r.out << r.err);
+  CHECK(r.out.find("touch: cannot touch '/usr/nsbox-x': Read-only file system\nusr=1") != std::string::npos);
+  CHECK(r.out.find("Read-only file system\nproc_sys=1") != std::string::npos);
+  CHECK(r.out.find("etc=1") != std::string::npos);
+  CHECK(r.out.find("root_dir=1") != std::string::npos);
+  CHECK(r.out.find("shadow=0") != std::string::npos);
+  CHECK(r.out.find("dotroot=2") != std::string::npos);
+  CHECK(r.out.find("timer_list=0") != std::string::npos);  // masked with /dev/null (runc's list)
+  CHECK(r.out.find("keys=0") != std::string::npos);
+  CHECK(nsbox::files::read_file("/etc/shadow")->size() > 0);  // and it is not empty on the host
+}
+
+TEST_CASE("host processes are invisible, the sandbox's pid 1 is its init") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = root.sh(id, "cat /proc/1/comm; ls /proc | grep -cE '^[0-9]+$'; test -e /proc/" + std::to_string(::getpid()) + "; echo $?");
+  INFO(r.out << r.err);
+  std::istringstream lines(r.out);
+  std::string comm, count, visible;
+  lines >> comm >> count >> visible;
+  CHECK(comm == "nsbox-init");
+  CHECK(std::stoi(count) <= 4);  // init, bash, grep/ls
+  if (::getpid() > 10) CHECK(visible == "1");
+}
+
+TEST_CASE("only stdin, stdout and stderr reach a command, / has no way up") {
+  TestRoot root;
+  auto id = root.create();
+  root.install_probe(id);
+  auto fds = root.sh(id, "exec /mnt/files/probe fds");
+  CHECK(fds.out == "fd 0\nfd 1\nfd 2\nfd 3\n");  // 3 is the probe's own directory handle
+  CHECK(root.sh(id, "/mnt/files/probe root").out == "root is closed\n");
+}
+
+TEST_CASE("nothing mounted for a sandbox appears in the host's mount table") {
+  auto before = nsbox::files::read_file("/proc/self/mountinfo", 16 << 20);
+  TestRoot root;
+  auto id = root.create();
+  CHECK(root.sh(id, "mount -t tmpfs none /tmp 2>&1; ls /mnt/files").exit_code == 0);
+  auto during = nsbox::files::read_file("/proc/self/mountinfo", 16 << 20);
+  CHECK(during->find(root.path()) == std::string::npos);
+  CHECK(during->find("/mnt/files") == std::string::npos);
+  CHECK(*before == *during);
+}
+
+TEST_CASE("files the sandbox writes belong on the host to an unprivileged uid, not root") {
+  TestRoot root;
+  auto id = root.create();
+  REQUIRE(root.sh(id, "echo data > /mnt/files/made-inside").exit_code == 0);
+  struct stat st{};
+  REQUIRE(::stat((root.files_dir(id) + "/made-inside").c_str(), &st) == 0);
+  CHECK(st.st_uid != 0);
+  CHECK(st.st_uid >= 1000);
+  CHECK(root.sh(id, "stat -c %U /mnt/files/made-inside").out == "user\n");
+}

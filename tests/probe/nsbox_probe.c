@@ -1,0 +1,183 @@
+// nsbox-probe: a static test binary run inside sandboxes (crun's idea: one helper with
+// named actions). Syscalls are made with invalid pointers where possible (bubblewrap's
+// try-syscall trick): a call that passes the seccomp filter then fails harmlessly with
+// EFAULT/EBADF/EINVAL, so only the policy's errno means "blocked".
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#define BAD ((void*)1)
+
+static const char* name_of(int err) {
+  const char* n = strerrorname_np(err);
+  return n ? n : "E?";
+}
+
+static void report(const char* what, long rc) {
+  if (rc == -1) printf("%s %s\n", what, name_of(errno));
+  else printf("%s OK\n", what);
+}
+
+static long raw_clone_newns(void) {
+  long pid = syscall(SYS_clone, CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
+  if (pid == 0) _exit(0);
+  if (pid > 0) waitpid((pid_t)pid, NULL, 0);
+  return pid > 0 ? 0 : -1;
+}
+
+static int syscalls(void) {
+  report("mount", syscall(SYS_mount, BAD, BAD, BAD, 0, BAD));
+  report("umount2", syscall(SYS_umount2, BAD, 0));
+  report("pivot_root", syscall(SYS_pivot_root, BAD, BAD));
+  report("chroot", syscall(SYS_chroot, BAD));
+  report("unshare_user", syscall(SYS_unshare, CLONE_NEWUSER));
+  report("unshare_mount", syscall(SYS_unshare, CLONE_NEWNS));
+  report("setns", syscall(SYS_setns, -1, 0));
+  report("clone_newns", raw_clone_newns());
+  report("clone3", syscall(SYS_clone3, BAD, 88));
+  report("ptrace", syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, 1, 0, 0));
+  report("process_vm_readv", syscall(SYS_process_vm_readv, 1, BAD, 1, BAD, 1, 0));
+  report("kcmp", syscall(SYS_kcmp, 1, 1, 0, 0, 0));
+  report("pidfd_getfd", syscall(SYS_pidfd_getfd, -1, 0, 0));
+  report("keyctl", syscall(SYS_keyctl, 0x7fff, 0, 0, 0, 0));
+  report("add_key", syscall(SYS_add_key, BAD, BAD, BAD, 0, 0));
+  report("request_key", syscall(SYS_request_key, BAD, BAD, BAD, 0));
+  report("bpf", syscall(SYS_bpf, 5 /* BPF_PROG_LOAD */, BAD, 8));
+  report("perf_event_open", syscall(SYS_perf_event_open, BAD, 0, -1, -1, 0));
+  report("userfaultfd", syscall(SYS_userfaultfd, 0xffff));
+  report("io_uring_setup", syscall(SYS_io_uring_setup, 1, BAD));
+  report("open_by_handle_at", syscall(SYS_open_by_handle_at, -1, BAD, 0));
+  report("name_to_handle_at", syscall(SYS_name_to_handle_at, -1, BAD, BAD, BAD, 0));
+  report("init_module", syscall(SYS_init_module, BAD, 0, BAD));
+  report("finit_module", syscall(SYS_finit_module, -1, BAD, 0));
+  report("delete_module", syscall(SYS_delete_module, BAD, 0));
+  report("kexec_load", syscall(SYS_kexec_load, 0, 0, BAD, 0));
+  report("reboot", syscall(SYS_reboot, 0, 0, 0, BAD));
+  report("swapon", syscall(SYS_swapon, BAD, 0));
+  report("acct", syscall(SYS_acct, BAD));
+  report("syslog", syscall(SYS_syslog, 10, BAD, 0));
+  report("settimeofday", syscall(SYS_settimeofday, BAD, BAD));
+  report("clock_settime", syscall(SYS_clock_settime, 0, BAD));
+  report("adjtimex", syscall(SYS_adjtimex, BAD));
+  report("sethostname", syscall(SYS_sethostname, BAD, 1));
+  report("fsopen", syscall(SYS_fsopen, BAD, 0));
+  report("open_tree", syscall(SYS_open_tree, -1, BAD, 0));
+  report("move_mount", syscall(SYS_move_mount, -1, BAD, -1, BAD, 0));
+  report("mount_setattr", syscall(SYS_mount_setattr, -1, BAD, 0, BAD, 0));
+  report("personality_rie", syscall(SYS_personality, READ_IMPLIES_EXEC));
+  report("socket_vsock", syscall(SYS_socket, 40 /* AF_VSOCK */, SOCK_STREAM, 0));
+  report("socket_vsock_highbits", syscall(SYS_socket, 40 | (1ul << 32), SOCK_STREAM, 0));
+  report("ioctl_tiocsti", syscall(SYS_ioctl, 0, TIOCSTI, BAD));
+  report("ioctl_tiocsti_highbits", syscall(SYS_ioctl, 0, TIOCSTI | (1ul << 32), BAD));
+  report("mknod_char", mknod("/tmp/probe-null", S_IFCHR | 0600, makedev(1, 3)));
+  report("unknown_1000", syscall(1000));
+  // Allowed calls that a filter mistake would break, made with invalid arguments.
+  report("getpid", syscall(SYS_getpid));
+  report("clone_thread_flags", syscall(SYS_clone, CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD, BAD, BAD, BAD, 0));
+  return 0;
+}
+
+static int fork_bomb(void) {
+  int gate[2];
+  if (pipe(gate) != 0) return 1;
+  int count = 0;
+  for (;;) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      char b;
+      close(gate[1]);
+      (void)!read(gate[0], &b, 1);  // every child waits until the bomb is over
+      _exit(0);
+    }
+    if (pid < 0) {
+      printf("fork %s after %d processes\n", name_of(errno), count);
+      break;
+    }
+    if (++count > 100000) break;
+  }
+  close(gate[1]);
+  while (wait(NULL) > 0) {}
+  fflush(stdout);
+  return 0;
+}
+
+static int fill(const char* path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) { printf("open %s\n", name_of(errno)); return 1; }
+  static char buf[1 << 20];
+  memset(buf, 'x', sizeof buf);
+  long long total = 0;
+  for (;;) {
+    ssize_t n = write(fd, buf, sizeof buf);
+    if (n < 0) { printf("write %s after %lld bytes\n", name_of(errno), total); break; }
+    total += n;
+  }
+  close(fd);
+  unlink(path);
+  return 0;
+}
+
+static int alloc(long mib) {
+  for (long i = 0; i < mib; ++i) {
+    char* p = malloc(1 << 20);
+    if (!p) { printf("malloc failed after %ld MiB\n", i); return 1; }
+    memset(p, 1, 1 << 20);
+  }
+  printf("allocated %ld MiB\n", mib);
+  return 0;
+}
+
+static int fds(void) {
+  DIR* d = opendir("/proc/self/fd");
+  struct dirent* e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') printf("fd %s\n", e->d_name);
+  closedir(d);
+  return 0;
+}
+
+static int root_escape(void) {
+  struct stat a, b;
+  stat("/", &a);
+  stat("/..", &b);
+  printf("%s\n", a.st_ino == b.st_ino && a.st_dev == b.st_dev ? "root is closed" : "root escapes");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc < 2) { fprintf(stderr, "usage: probe ACTION\n"); return 2; }
+  const char* a = argv[1];
+  if (!strcmp(a, "syscalls")) return syscalls();
+  if (!strcmp(a, "x32")) { syscall(0x40000000 | SYS_getpid); printf("x32 returned\n"); return 0; }
+  if (!strcmp(a, "int80")) {
+    long rc;
+    __asm__ volatile("int $0x80" : "=a"(rc) : "a"(20) : "memory");
+    printf("int80 returned %ld\n", rc);
+    return 0;
+  }
+  if (!strcmp(a, "fork-bomb")) return fork_bomb();
+  if (!strcmp(a, "fill") && argc > 2) return fill(argv[2]);
+  if (!strcmp(a, "alloc") && argc > 2) return alloc(atol(argv[2]));
+  if (!strcmp(a, "fds")) return fds();
+  if (!strcmp(a, "root")) return root_escape();
+  fprintf(stderr, "unknown action %s\n", a);
+  return 2;
+}

@@ -1,0 +1,53 @@
+// Driving the real `nsbox` binary from tests, each test with its own state root.
+//
+//   TestRoot root;                       // /tmp/nsbox-test-XXXXXX, removed with its sandboxes
+//   auto id = root.create({"--size", "medium"});
+//   auto r = root.sh(id, "id -u");       // bash -c inside the sandbox
+//   CHECK(r.out == "1000\n");
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/process.h"
+
+namespace nsbox::test {
+
+std::string nsbox_binary();
+std::string probe_binary();
+
+class TestRoot {
+ public:
+  explicit TestRoot(std::optional<RunAs> as = std::nullopt);
+  ~TestRoot();
+  TestRoot(const TestRoot&) = delete;
+  TestRoot& operator=(const TestRoot&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // nsbox --root <path> ARGS...
+  ProcessResult nsbox(const std::vector<std::string>& args, const ProcessOptions& options = {}) const;
+  // Parses stdout as the one JSON document of a --json command.
+  static nlohmann::json json(const ProcessResult& r);
+
+  // Creates a sandbox (REQUIREs success) and returns its id.
+  std::string create(const std::vector<std::string>& extra = {});
+  // Runs a bash command line in the sandbox.
+  ProcessResult sh(const std::string& id, const std::string& command_line, const std::vector<std::string>& flags = {},
+                   const ProcessOptions& options = {}) const;
+  // Copies the probe binary into the sandbox's /mnt/files (as /mnt/files/probe).
+  void install_probe(const std::string& id) const;
+  std::string files_dir(const std::string& id) const;
+
+ private:
+  std::string path_;
+  std::optional<RunAs> as_;
+};
+
+// The host-side test user for rootless tests (created by the CTest fixture).
+std::optional<RunAs> rootless_user();
+
+}  // namespace nsbox::test

@@ -1,0 +1,37 @@
+// Running a program from a test: arguments, stdin, captured output, a hard time bound
+// (a hung program is killed with its process group and the test fails), optionally as
+// another user.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nsbox::test {
+
+struct RunAs {
+  uid_t uid;
+  gid_t gid;
+};
+
+struct ProcessResult {
+  int exit_code = -1;  // 128+N when killed by signal N
+  std::string out;
+  std::string err;
+  bool timed_out = false;
+  double seconds = 0;
+};
+
+struct ProcessOptions {
+  std::string stdin_data;
+  bool stdin_is_null = true;  // /dev/null unless stdin_data is given
+  int timeout_s = 120;
+  std::optional<RunAs> as;
+  std::vector<std::string> extra_env;  // K=V added to the environment
+};
+
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});
+
+}  // namespace nsbox::test

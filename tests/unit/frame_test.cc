@@ -1,0 +1,96 @@
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/protocol/frame.h"
+
+using namespace nsbox;
+using protocol::Json;
+
+namespace {
+struct SocketPair {
+  int a = -1, b = -1;
+  SocketPair() {
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+    a = fds[0];
+    b = fds[1];
+  }
+  ~SocketPair() { ::close(a); ::close(b); }
+};
+}  // namespace
+
+TEST_CASE("a frame is a big-endian length and JSON, and carries file descriptors") {
+  SocketPair sp;
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  REQUIRE(protocol::send_frame(sp.a, {{"op", "spawn"}, {"id", 7}}, std::vector<int>{pipe_fds[1]}));
+  auto frame = protocol::recv_frame(sp.b, 1 << 20);
+  REQUIRE(frame);
+  REQUIRE(frame->has_value());
+  CHECK((*frame)->message["op"] == "spawn");
+  CHECK((*frame)->message["id"] == 7);
+  REQUIRE((*frame)->fds.size() == 1);
+  REQUIRE(::write((*frame)->fds[0].get(), "z", 1) == 1);  // the passed fd is the pipe's write end
+  char c = 0;
+  REQUIRE(::read(pipe_fds[0], &c, 1) == 1);
+  CHECK(c == 'z');
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+
+  std::string bytes = protocol::encode({{"a", 1}});
+  CHECK(bytes.substr(0, 4) == std::string("\0\0\0\x07", 4));
+}
+
+TEST_CASE("an oversized frame is refused without reading it, EOF between frames is clean") {
+  SocketPair sp;
+  uint32_t huge = htonl(64u << 20);
+  REQUIRE(::write(sp.a, &huge, 4) == 4);
+  auto frame = protocol::recv_frame(sp.b, 16u << 20);
+  REQUIRE_FALSE(frame);
+  CHECK(frame.error().code == ErrorCode::kProtocol);
+  CHECK(frame.error().message.find("larger than the limit") != std::string::npos);
+
+  SocketPair sp2;
+  ::shutdown(sp2.a, SHUT_WR);
+  auto eof = protocol::recv_frame(sp2.b, 1024);
+  REQUIRE(eof);
+  CHECK_FALSE(eof->has_value());
+}
+
+TEST_CASE("the incremental reader splits frames, reports malformed ones and goes on") {
+  SocketPair sp;
+  std::string garbage = "not json";
+  uint32_t len = htonl(static_cast<uint32_t>(garbage.size()));
+  std::string stream = std::string(reinterpret_cast<char*>(&len), 4) + garbage + protocol::encode({{"op", "ping"}});
+  REQUIRE(::write(sp.a, stream.data(), stream.size()) == static_cast<ssize_t>(stream.size()));
+  ::fcntl(sp.b, F_SETFL, O_NONBLOCK);  // as in the supervisor's event loop
+  protocol::FrameReader reader(1 << 20);
+  auto status = reader.read_available(sp.b);
+  REQUIRE(status);
+  REQUIRE(reader.has_frame());
+  auto bad = reader.next();
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.find("malformed") != std::string::npos);
+  REQUIRE(reader.has_frame());
+  auto good = reader.next();
+  REQUIRE(good);
+  CHECK(good->message["op"] == "ping");
+}
+
+TEST_CASE("output bytes survive JSON: UTF-8 as text, anything else as base64") {
+  Json a, b;
+  protocol::put_bytes(a, "héllo\n");
+  CHECK(a.contains("data"));
+  CHECK(protocol::get_bytes(a) == "héllo\n");
+  std::string binary("\xff\x00\x01\xfe", 4);
+  protocol::put_bytes(b, binary);
+  CHECK(b.contains("data_b64"));
+  CHECK(protocol::get_bytes(b) == binary);
+  for (std::string s : {"", "a", "ab", "abc", "abcd"}) CHECK(*protocol::base64_decode(protocol::base64_encode(s)) == s);
+  CHECK_FALSE(protocol::is_valid_utf8("\xc3"));
+  CHECK_FALSE(protocol::base64_decode("a*=="));
+}

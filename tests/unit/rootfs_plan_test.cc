@@ -1,0 +1,119 @@
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "isolation/rootfs.h"
+
+using namespace nsbox;
+using rootfs::StepKind;
+
+namespace {
+
+// A fake host: merged /usr (bin, lib as symlinks), /etc with secrets, no /lib32.
+struct FakeHost {
+  std::string root;
+  FakeHost() {
+    char tmpl[] = "/tmp/nsbox-test-XXXXXX";
+    root = ::mkdtemp(tmpl);
+    namespace fs = std::filesystem;
+    for (const char* d : {"usr/bin", "usr/lib", "etc/ssh", "root"}) fs::create_directories(root + "/" + d);
+    fs::create_symlink("usr/bin", root + "/bin");
+    fs::create_symlink("usr/lib", root + "/lib");
+    for (const char* f : {"etc/shadow", "etc/gshadow", "etc/passwd", "etc/ssh/ssh_host_ed25519_key",
+                          "etc/ssh/ssh_host_ed25519_key.pub"})
+      std::ofstream(root + "/" + f) << "x";
+  }
+  ~FakeHost() { std::filesystem::remove_all(root); }
+};
+
+const rootfs::Step* find(const std::vector<rootfs::Step>& steps, const std::string& target, StepKind kind) {
+  for (const auto& s : steps)
+    if (s.target == target && s.kind == kind) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("the root binds the host's system directories read-only and recreates /usr symlinks") {
+  FakeHost host;
+  rootfs::Spec spec{limits_for(SizeTier::kStandard), "/vol", "/libexec", {}, host.root};
+  auto steps = rootfs::plan(spec);
+
+  const auto* usr = find(steps, "/usr", StepKind::kBindTree);
+  REQUIRE(usr);
+  CHECK(usr->source == host.root + "/usr");
+  CHECK((usr->attrs & MOUNT_ATTR_RDONLY));
+  CHECK((usr->attrs & MOUNT_ATTR_NOSUID));
+  const auto* bin = find(steps, "/bin", StepKind::kSymlink);
+  REQUIRE(bin);
+  CHECK(bin->source == "usr/bin");
+  CHECK(find(steps, "/lib32", StepKind::kBindTree) == nullptr);  // absent on the host
+  CHECK(find(steps, "/root", StepKind::kBindTree) == nullptr);   // never part of the view
+}
+
+TEST_CASE("secrets under /etc are masked and our passwd replaces the host's") {
+  FakeHost host;
+  rootfs::Spec spec{limits_for(SizeTier::kStandard), "/vol", "/libexec", {}, host.root};
+  auto steps = rootfs::plan(spec);
+  CHECK(find(steps, "/etc/shadow", StepKind::kMaskWithNull));
+  CHECK(find(steps, "/etc/gshadow", StepKind::kMaskWithNull));
+  CHECK(find(steps, "/etc/ssh/ssh_host_ed25519_key", StepKind::kMaskWithNull));
+  CHECK_FALSE(find(steps, "/etc/ssh/ssh_host_ed25519_key.pub", StepKind::kMaskWithNull));
+  const auto* passwd = find(steps, "/etc/passwd", StepKind::kBindTree);
+  REQUIRE(passwd);
+  CHECK(passwd->source == "/libexec/etc/passwd");
+}
+
+TEST_CASE("writable places are size-capped tmpfs, /mnt/files is the volume or, for one-shots, a tmpfs") {
+  FakeHost host;
+  Limits limits = limits_for(SizeTier::kLarge);
+  rootfs::Spec spec{limits, "/vol/files", "/libexec", {}, host.root};
+  auto steps = rootfs::plan(spec);
+  const auto* tmp = find(steps, "/tmp", StepKind::kTmpfs);
+  REQUIRE(tmp);
+  CHECK(tmp->data.find("size=" + std::to_string(limits.tmp_bytes)) != std::string::npos);
+  CHECK(tmp->data.find("mode=1777") != std::string::npos);
+  const auto* home = find(steps, "/home/user", StepKind::kTmpfs);
+  REQUIRE(home);
+  CHECK(home->data.find("uid=1000") != std::string::npos);
+  const auto* files = find(steps, "/mnt/files", StepKind::kBindTree);
+  REQUIRE(files);
+  CHECK(files->source == "/vol/files");
+  CHECK_FALSE((files->attrs & MOUNT_ATTR_RDONLY));
+
+  spec.files_volume.clear();
+  CHECK(find(rootfs::plan(spec), "/mnt/files", StepKind::kTmpfs));
+}
+
+TEST_CASE("/proc follows runc's masked and read-only paths, /dev has only the safe nodes") {
+  FakeHost host;
+  rootfs::Spec spec{limits_for(SizeTier::kStandard), "/vol", "/libexec", {{"/cg/memory/x", "/sys/fs/cgroup/memory"}}, host.root};
+  auto steps = rootfs::plan(spec);
+  for (const char* f : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sysrq-trigger"})
+    CHECK(find(steps, f, StepKind::kMaskWithNull));
+  CHECK(find(steps, "/proc/acpi", StepKind::kMaskDir));
+  CHECK(find(steps, "/proc/sys", StepKind::kReadOnlyAgain));
+  int devices = 0;
+  for (const auto& s : steps)
+    if (s.kind == StepKind::kBindTree && s.target.rfind("/dev/", 0) == 0) ++devices;
+  CHECK(devices == 6);  // null zero full random urandom tty
+  CHECK(find(steps, "/dev/pts", StepKind::kDevpts));
+  const auto* cg = find(steps, "/sys/fs/cgroup/memory", StepKind::kBindTree);
+  REQUIRE(cg);
+  CHECK((cg->attrs & MOUNT_ATTR_RDONLY));
+}
+
+TEST_CASE("the /dev nodes exist before anything is masked with /dev/null") {
+  FakeHost host;
+  auto steps = rootfs::plan({limits_for(SizeTier::kStandard), "/vol", "/libexec", {}, host.root});
+  size_t null_at = 0, first_mask = steps.size();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].target == "/dev/null") null_at = i;
+    if (steps[i].kind == StepKind::kMaskWithNull && first_mask == steps.size()) first_mask = i;
+  }
+  CHECK(null_at < first_mask);
+}

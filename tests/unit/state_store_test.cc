@@ -1,0 +1,102 @@
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <set>
+
+#include "runtime/state_store.h"
+
+using namespace nsbox;
+
+namespace {
+struct TempRoot {
+  std::string path;
+  TempRoot() {
+    char tmpl[] = "/tmp/nsbox-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempRoot() { std::filesystem::remove_all(path); }
+};
+}  // namespace
+
+TEST_CASE("the --root option puts runtime and data state under one directory, and must be absolute") {
+  auto r = StateRoot::resolve(std::string("/srv/x"));
+  REQUIRE(r);
+  CHECK(r->run_dir == "/srv/x/run");
+  CHECK(r->data_dir == "/srv/x/data");
+  CHECK(r->socket_path("sbx-a") == "/srv/x/run/sandboxes/sbx-a/control.sock");
+  CHECK_FALSE(StateRoot::resolve(std::string("relative")));
+}
+
+TEST_CASE("ids are sbx- and 6 base36 characters, and differ") {
+  StateStore store(StateRoot{"/x/run", "/x/data"});
+  std::set<std::string> ids;
+  for (int i = 0; i < 100; ++i) {
+    auto id = store.new_id();
+    CHECK(id.size() == 10);
+    CHECK(id.rfind("sbx-", 0) == 0);
+    ids.insert(id);
+  }
+  CHECK(ids.size() > 95);
+}
+
+TEST_CASE("names are validated, unique, and resolve to their sandbox") {
+  TempRoot tmp;
+  StateStore store(StateRoot{tmp.path + "/run", tmp.path + "/data"});
+  REQUIRE(store.ensure_dirs());
+  for (const std::string& bad : std::vector<std::string>{"", "-x", "a/b", "..", "UPPER", "sbx-abc", std::string(64, 'a')})
+    CHECK_FALSE(StateStore::validate_name(bad));
+  CHECK(StateStore::validate_name("etl-2.v1_x"));
+
+  SandboxRecord rec;
+  rec.id = "sbx-aaaaaa";
+  rec.name = "etl";
+  REQUIRE(std::filesystem::create_directories(store.root().sandbox_dir(rec.id)));
+  REQUIRE(store.save(rec));
+  REQUIRE(store.reserve_name("etl", rec.id));
+  auto dup = store.reserve_name("etl", "sbx-bbbbbb");
+  REQUIRE_FALSE(dup);
+  CHECK(dup.error().code == ErrorCode::kAlreadyExists);
+  CHECK(*store.resolve("etl") == rec.id);
+  CHECK(*store.resolve(rec.id) == rec.id);
+  CHECK(store.resolve("nope").error().code == ErrorCode::kNotFound);
+  CHECK(store.resolve("../etc").error().code == ErrorCode::kNotFound);
+
+  // A name whose sandbox is gone is free again.
+  std::filesystem::remove_all(store.root().sandbox_dir(rec.id));
+  CHECK(store.reserve_name("etl", "sbx-cccccc"));
+}
+
+TEST_CASE("a record round-trips through JSON without any env value") {
+  SandboxRecord rec;
+  rec.id = "sbx-abcdef";
+  rec.size = SizeTier::kXlarge;
+  rec.net = network::Mode::kHost;
+  rec.enforcement = Enforcement::kCgroupV1;
+  rec.cgroup = {"v1", {"/sys/fs/cgroup/memory/nsbox/sbx-abcdef"}, {"memory"}};
+  rec.env_names = {"API_KEY"};
+  auto j = rec.to_json();
+  CHECK(j.dump().find("secret") == std::string::npos);
+  auto back = SandboxRecord::from_json(j);
+  REQUIRE(back);
+  CHECK(back->size == SizeTier::kXlarge);
+  CHECK(back->net == network::Mode::kHost);
+  CHECK(back->cgroup.dirs == rec.cgroup.dirs);
+  CHECK(back->env_names == rec.env_names);
+  CHECK_FALSE(SandboxRecord::from_json({{"id", "x"}}));
+}
+
+TEST_CASE("the sandbox lock tells a live supervisor from a dead one") {
+  TempRoot tmp;
+  StateStore store(StateRoot{tmp.path + "/run", tmp.path + "/data"});
+  REQUIRE(store.ensure_dirs());
+  REQUIRE(std::filesystem::create_directories(store.root().sandbox_dir("sbx-lockme")));
+  CHECK_FALSE(store.supervisor_alive("sbx-lockme"));
+  {
+    auto lock = store.lock_sandbox("sbx-lockme");
+    REQUIRE(lock);
+    CHECK(store.supervisor_alive("sbx-lockme"));
+    CHECK(store.lock_sandbox("sbx-lockme").error().code == ErrorCode::kBusy);
+  }
+  CHECK_FALSE(store.supervisor_alive("sbx-lockme"));
+}
