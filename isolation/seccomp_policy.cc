@@ -19,8 +19,9 @@
 namespace nsbox::seccomp {
 namespace {
 
-// Bump when the policy below changes: it keys the on-disk cache.
-constexpr std::string_view kPolicyVersion = "nsbox-seccomp-4";
+// Bump when the rule-building code below changes; the tables are hashed into the cache key
+// by policy_fingerprint(), so editing a list invalidates cached programs by itself.
+constexpr std::string_view kPolicyVersion = "nsbox-seccomp-5";
 
 // Docker's default allowlist, minus the calls that need a capability we never grant
 // (chroot, the *_module family, ...), minus name_to_handle_at (half of "Shocker"),
@@ -111,7 +112,7 @@ int add_conditional_rules(scmp_filter_ctx ctx) {
 // Numbers libseccomp's table does not name (newer than it, or holes) answer ENOSYS, as
 // the kernel would for a syscall it lacks, so that callers fall back. Beyond
 // kSyscallRange nothing exists on any arch nsbox runs on; those get EPERM.
-constexpr int kSyscallRange = 1024;
+constexpr int kSyscallRange = 512;
 
 int add_unknown_rules(scmp_filter_ctx ctx) {
   for (int nr = 0; nr < kSyscallRange; ++nr) {
@@ -174,10 +175,30 @@ Result<Program> compile() {
   return program;
 }
 
-Result<Program> compile_cached(const std::string& cache_dir) {
+namespace {
+
+// FNV-1a over everything the program is built from.
+std::string policy_fingerprint() {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::string_view s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  };
+  mix(kPolicyVersion);
+  for (const char* n : kAllowed) mix(n);
+  for (const char* n : kNotImplemented) mix(n);
+  mix(std::to_string(kSyscallRange) + "/" + std::to_string(kNamespaceFlags));
   const scmp_version* v = seccomp_version();
-  std::string key = std::string(kPolicyVersion) + "-libseccomp" + std::to_string(v->major) + "." +
-                    std::to_string(v->minor) + "." + std::to_string(v->micro);
+  mix(std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->micro));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace
+
+Result<Program> compile_cached(const std::string& cache_dir) {
+  std::string key = "seccomp-" + policy_fingerprint();
   std::string path = cache_dir + "/" + key + ".bpf";
   if (auto cached = files::read_file(path, 1 << 20);
       cached && !cached->empty() && cached->size() % sizeof(sock_filter) == 0) {
