@@ -69,8 +69,9 @@ class Driver {
   virtual std::vector<View> views() const = 0;
 };
 
-// Chooses the cgroup for sandbox `id`. Root: a `nsbox/<id>` directory in each hierarchy.
-// Rootless: a delegated cgroup v2 subtree next to our own cgroup. Fails with kUnsupported
+// Chooses the cgroup for sandbox `id`: `nsbox-<id>` at the top of each hierarchy (root),
+// or next to our own cgroup in a delegated v2 subtree (rootless). No shared parent: one
+// would cost a mkdir and an rmdir per sandbox, and would outlive the last one. Fails with kUnsupported
 // (and a hint) when limits cannot be set this way; the caller then falls back to rlimits.
 Result<std::unique_ptr<Driver>> for_new_sandbox(const std::string& id);
 std::unique_ptr<Driver> from_placement(const Placement& placement);

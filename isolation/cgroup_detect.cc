@@ -98,7 +98,7 @@ Result<std::unique_ptr<Driver>> v1_for_new_sandbox(const std::string& id) {
       return fail(sys_error("cgroup v1 hierarchy " + found->mount_point + " is not writable")
                       .with_hint("v1 hierarchies cannot be delegated: run as root, or use a "
                                  "cgroup v2 host with a delegated subtree"));
-    p.dirs.push_back(found->mount_point + "/nsbox/" + id);
+    p.dirs.push_back(found->mount_point + "/nsbox-" + id);
     p.controllers.emplace_back(controller);
   }
   return make_v1_driver(std::move(p));
@@ -106,7 +106,7 @@ Result<std::unique_ptr<Driver>> v1_for_new_sandbox(const std::string& id) {
 
 Result<std::unique_ptr<Driver>> v2_for_new_sandbox(const std::string& id) {
   const std::string root = "/sys/fs/cgroup";
-  if (::geteuid() == 0) return make_v2_driver(Placement{"v2", {root + "/nsbox/" + id}, {}});
+  if (::geteuid() == 0) return make_v2_driver(Placement{"v2", {root + "/nsbox-" + id}, {}});
   // Rootless: cgroup v2 only lets us move our own processes between cgroups whose common
   // ancestor we may write. Our own cgroup holds other processes (the shell), so the
   // sandbox's cgroup goes next to it, under our parent, which must be delegated to us.

@@ -53,8 +53,6 @@ Result<void> make_cgroup_dir(const std::string& dir) {
 
 namespace {
 
-std::string parent_of(const std::string& dir) { return dir.substr(0, dir.rfind('/')); }
-
 class CgroupV1 final : public Driver {
  public:
   explicit CgroupV1(Placement p) : placement_(std::move(p)) {}
@@ -62,17 +60,7 @@ class CgroupV1 final : public Driver {
   const Placement& placement() const override { return placement_; }
 
   Result<void> create() override {
-    for (const auto& dir : placement_.dirs) {
-      // The shared `nsbox` parent may be removed by another sandbox's teardown between
-      // our two mkdirs; retry the pair a few times.
-      Result<void> made;
-      for (int attempt = 0; attempt < 5; ++attempt) {
-        NSBOX_CHECK(make_cgroup_dir(parent_of(dir)));
-        made = make_cgroup_dir(dir);
-        if (made || made.error().sys_errno != ENOENT) break;
-      }
-      NSBOX_CHECK(made);
-    }
+    for (const auto& dir : placement_.dirs) NSBOX_CHECK(make_cgroup_dir(dir));
     return {};
   }
 
@@ -91,9 +79,8 @@ class CgroupV1 final : public Driver {
     if (!growing && has_memsw) NSBOX_CHECK(write_limit(memsw, bytes));
     NSBOX_CHECK(write_limit(mem + "/memory.swappiness", "0"));
     NSBOX_CHECK(write_limit(dir_of("pids") + "/pids.max", std::to_string(limits.pids)));
-    const std::string& cpu = dir_of("cpu");
-    NSBOX_CHECK(write_limit(cpu + "/cpu.cfs_period_us", "100000"));
-    NSBOX_CHECK(write_limit(cpu + "/cpu.cfs_quota_us", std::to_string(100000ull * limits.vcpus)));
+    // Quota per the default 100 ms period of a new cgroup: N vCPUs = N periods' worth.
+    NSBOX_CHECK(write_limit(dir_of("cpu") + "/cpu.cfs_quota_us", std::to_string(100000ull * limits.vcpus)));
     return {};
   }
 
@@ -119,11 +106,8 @@ class CgroupV1 final : public Driver {
 
   Result<void> destroy() override {
     Result<void> result;
-    for (const auto& dir : placement_.dirs) {
+    for (const auto& dir : placement_.dirs)
       if (auto r = kill_and_remove(dir); !r && result) result = r;
-      // The shared parent goes when the last sandbox does; EBUSY means others remain.
-      ::rmdir(parent_of(dir).c_str());
-    }
     return result;
   }
 

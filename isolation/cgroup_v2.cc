@@ -42,20 +42,11 @@ class CgroupV2 final : public Driver {
   const Placement& placement() const override { return placement_; }
 
   Result<void> create() override {
+    // The parent (the root cgroup, or the delegated subtree) holds no process of ours
+    // and may enable controllers for its children (the "no internal processes" rule);
+    // on systemd hosts they are enabled already and this writes nothing.
     const std::string& dir = placement_.dirs.front();
-    std::string parent = dir.substr(0, dir.rfind('/'));
-    if (::geteuid() == 0) {
-      // Root: /sys/fs/cgroup/nsbox/<id>; `nsbox` holds no process, so it may enable
-      // controllers for its children (the "no internal processes" rule).
-      std::string top = parent.substr(0, parent.rfind('/'));
-      NSBOX_CHECK(enable_controllers(top));
-      for (int attempt = 0; attempt < 5; ++attempt) {
-        NSBOX_CHECK(make_cgroup_dir(parent));
-        if (enable_controllers(parent)) break;
-      }
-    } else {
-      NSBOX_CHECK(enable_controllers(parent));
-    }
+    NSBOX_CHECK(enable_controllers(dir.substr(0, dir.rfind('/'))));
     return make_cgroup_dir(dir);
   }
 
@@ -89,9 +80,7 @@ class CgroupV2 final : public Driver {
     const std::string& dir = placement_.dirs.front();
     // cgroup.kill (5.14+) kills the whole subtree atomically, even a process forking fast.
     if (files::exists(dir + "/cgroup.kill")) (void)files::write_file(dir + "/cgroup.kill", "1");
-    NSBOX_CHECK(kill_and_remove(dir));
-    if (::geteuid() == 0) ::rmdir(dir.substr(0, dir.rfind('/')).c_str());
-    return {};
+    return kill_and_remove(dir);
   }
 
   std::vector<View> views() const override { return {{placement_.dirs.front(), "/sys/fs/cgroup"}}; }

@@ -83,9 +83,11 @@ Result<void> arrange_fds(int control_fd, int sync_fd) {
   if (!null_fd) return fail(sys_error("open /dev/null in the sandbox"));
   for (int std_fd = 0; std_fd < 3; ++std_fd)
     if (::dup2(null_fd.get(), std_fd) < 0) return fail(sys_error("dup2 /dev/null"));
-  if (control_fd != kInitControlFd && ::dup2(control_fd, kInitControlFd) < 0)
-    return fail(sys_error("dup2 the control socket to fd 3"));
-  if (::fcntl(kInitControlFd, F_SETFD, 0) != 0) return fail(sys_error("clear FD_CLOEXEC on fd 3"));
+  if (control_fd >= 0) {
+    if (control_fd != kInitControlFd && ::dup2(control_fd, kInitControlFd) < 0)
+      return fail(sys_error("dup2 the control socket to fd 3"));
+    if (::fcntl(kInitControlFd, F_SETFD, 0) != 0) return fail(sys_error("clear FD_CLOEXEC on fd 3"));
+  }
   // Everything else closes at exec (the sync socket must live until then), so no host fd
   // reaches init (the CVE-2024-21626 class).
   if (sys::close_range(kInitControlFd + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
@@ -120,6 +122,12 @@ Result<void> join_cgroup(const cgroup::Join& join) {
   step(set_parent_death_signal(sync_fd));
   if (::setsid() < 0) child_fail(sync_fd, sys_error("setsid"));
   step(rlimits::apply_in_child(spec.limits, spec.cgroup == nullptr));
+  // A one-shot command's stdio may be our own 0-2 (the caller's terminal): keep them
+  // above the range arrange_fds resets. Close-on-exec: only the command's exec sees them.
+  std::optional<command_pid1::Command> command = spec.command;
+  if (command)
+    for (int* fd : {&command->stdin_fd, &command->stdout_fd, &command->stderr_fd})
+      if (*fd >= 0 && (*fd = ::fcntl(*fd, F_DUPFD_CLOEXEC, 10)) < 0) child_fail(sync_fd, sys_error("dup the command's stdio"));
   step(arrange_fds(spec.control_fd, sync_fd));
   if (::chdir("/home/user") != 0) child_fail(sync_fd, sys_error("chdir /home/user"));
   step(capabilities::drop_all_in_child());
@@ -127,14 +135,16 @@ Result<void> join_cgroup(const cgroup::Join& join) {
   if (!listener) child_fail(sync_fd, listener.error());
   step(send_fd(sync_fd, *listener));
   ::close(*listener);
+  if (command) command_pid1::run(*command, sync_fd);
   auto argv = c_strings(spec.init_argv);
   auto envp = c_strings(spec.init_env);
   ::execve(spec.init_path.c_str(), argv.data(), envp.data());
   child_fail(sync_fd, sys_error("execve " + spec.init_path));
 }
 
-// Reads what the child sends: the listener fd, then EOF once exec succeeded; or a failure.
-Result<UniqueFd> await_child(int sync_fd) {
+// Reads what the child sends: the listener fd, then EOF once exec succeeded (or, for a
+// one-shot command, nothing more: its pid 1 keeps the socket for reports); or a failure.
+Result<UniqueFd> await_child(int sync_fd, bool one_shot) {
   UniqueFd listener;
   for (;;) {
     ChildFailure f{};
@@ -155,6 +165,7 @@ Result<UniqueFd> await_child(int sync_fd) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
       listener.reset(fd);
+      if (one_shot) return listener;
       continue;
     }
     if (static_cast<size_t>(n) == sizeof f) {
@@ -223,9 +234,10 @@ Result<Sandbox> launch(const Spec& spec) {
   };
   if (auto r = userns::write_maps(sb.init_pid, userns::host_ids()); !r) return abort_child(r.error());
   if (::write(parent_end.get(), "G", 1) != 1) return abort_child(sys_error("start the sandbox setup"));
-  auto listener = await_child(parent_end.get());
+  auto listener = await_child(parent_end.get(), spec.command.has_value());
   if (!listener) return abort_child(listener.error());
   sb.seccomp_listener = std::move(*listener);
+  if (spec.command) sb.reports = std::move(parent_end);
   return sb;
 }
 

@@ -24,10 +24,12 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "isolation/cgroup.h"
+#include "isolation/command_pid1.h"
 #include "isolation/network.h"
 #include "isolation/rootfs.h"
 #include "isolation/seccomp_policy.h"
@@ -47,12 +49,16 @@ struct Spec {
   std::vector<std::string> init_argv;
   std::vector<std::string> init_env;
   int control_fd = -1;  // becomes fd 3 in init
+  // One-shot sandboxes: pid 1 runs this one command (command_pid1.h) instead of exec'ing
+  // init; control_fd is then unused and its reports arrive on Sandbox::reports.
+  std::optional<command_pid1::Command> command;
 };
 
 struct Sandbox {
   pid_t init_pid = -1;  // in the host's pid namespace
   UniqueFd pidfd;
   UniqueFd seccomp_listener;
+  UniqueFd reports;  // with Spec::command: command_pid1::Report structs
 };
 
 // Returns once init has been exec'd (or the setup failed, with the child reaped).

@@ -28,12 +28,14 @@ Result<void> set_attrs(int dfd, const char* path, unsigned flags, unsigned attrs
   return {};
 }
 
+// mkdir -p, trying the deepest directory first: its parents usually exist already.
 Result<void> make_dirs_in_child(const std::string& path) {
-  for (size_t pos = 1; pos != std::string::npos;) {
-    pos = path.find('/', pos + 1);
-    std::string part = path.substr(0, pos);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + part));
-  }
+  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return {};
+  if (errno != ENOENT) return fail(sys_error("mkdir " + path));
+  auto slash = path.rfind('/');
+  if (slash == 0 || slash == std::string::npos) return fail(sys_error("mkdir " + path));
+  NSBOX_CHECK(make_dirs_in_child(path.substr(0, slash)));
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + path));
   return {};
 }
 

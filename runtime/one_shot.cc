@@ -1,8 +1,10 @@
 // Runtime::run: `nsbox run`, a sandbox for a single command, with no supervisor daemon:
 // this process plays the supervisor for the command's life, then removes everything.
+// The sandbox's pid 1 runs the command itself (isolation/command_pid1.h).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,8 +18,8 @@
 namespace nsbox {
 namespace {
 
-using protocol::Json;
 using Clock = std::chrono::steady_clock;
+using command_pid1::Report;
 
 constexpr int kKillGraceMs = 5000;
 
@@ -57,32 +59,40 @@ void relay(UniqueFd& pipe, bool is_stdout, const OutputCallback& cb) {
   }
 }
 
+// Applies one report of pid 1 to `end`; true when the command is over.
+bool apply_report(const Report& r, CommandEnd& end) {
+  switch (r.kind) {
+    case Report::kStarted: return false;
+    case Report::kExecFailed: end.spawn_errno = r.value; return true;
+    case Report::kExited:
+      if (WIFEXITED(r.value)) end.exit_code = WEXITSTATUS(r.value);
+      if (WIFSIGNALED(r.value)) end.signal = WTERMSIG(r.value);
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<CommandResult> Runtime::run(const RunOptions& o) const {
   if (o.command.argv.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no command to run"));
   NSBOX_CHECK(files::make_dirs(store_.root().cache_dir(), 0700));
-  // /mnt/files is a tmpfs: a one-shot sandbox keeps nothing, so it costs no disk work.
-  InstanceOptions options{one_shot_id(), o.size, o.net, /*files_dir=*/"", layout_.sandbox_dir(), store_.root().cache_dir()};
-  auto instance = NSBOX_TRY(SandboxInstance::start(options));
-
   std::optional<CapturePipes> pipes;
   if (o.on_output) pipes = NSBOX_TRY(make_capture_pipes());
-  std::vector<int> fds;
-  Json names = Json::array();
-  if (o.stdin_fd >= 0) {
-    fds.push_back(o.stdin_fd);
-    names.push_back("stdin");
-  }
-  fds.push_back(pipes ? pipes->out_w.get() : o.stdout_fd);
-  names.push_back("stdout");
-  fds.push_back(pipes ? pipes->err_w.get() : o.stderr_fd);
-  names.push_back("stderr");
-  Json spawn = {{"op", "spawn"}, {"id", 1}, {"argv", o.command.argv},
-                {"env", command_environment(o.env, o.command.env)}, {"cwd", o.command.cwd}, {"fds", names}};
+
+  command_pid1::Command command;
+  command.argv = o.command.argv;
+  command.env = command_environment(o.env, o.command.env);
+  command.cwd = o.command.cwd;
+  command.stdin_fd = o.stdin_fd;
+  command.stdout_fd = pipes ? pipes->out_w.get() : o.stdout_fd;
+  command.stderr_fd = pipes ? pipes->err_w.get() : o.stderr_fd;
+  // /mnt/files is a tmpfs: a one-shot sandbox keeps nothing, so it costs no disk work.
+  InstanceOptions options{one_shot_id(), o.size, o.net, /*files_dir=*/"", layout_.sandbox_dir(),
+                          store_.root().cache_dir(), command};
   const auto started = Clock::now();
+  auto instance = NSBOX_TRY(SandboxInstance::start(options));
   const uint64_t oom_before = instance->oom_kills();
-  NSBOX_CHECK(protocol::send_frame(instance->control_fd(), spawn, fds));
   if (pipes) {
     pipes->out_w.reset();
     pipes->err_w.reset();
@@ -94,39 +104,36 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   while (!ended) {
     auto now = Clock::now();
     if (now >= deadline) {
-      if (end.timed_out) break;  // init did not report the kill within the grace period
+      if (end.timed_out) break;  // pid 1 did not go within the grace period
+      // Killing pid 1 takes everything in the sandbox with it.
       end.timed_out = true;
-      (void)protocol::send_frame(instance->control_fd(), {{"op", "signal"}, {"id", 1}, {"signal", SIGKILL}});
+      ::syscall(SYS_pidfd_send_signal, instance->pidfd(), SIGKILL, nullptr, 0);
       deadline = now + std::chrono::milliseconds(kKillGraceMs);
       continue;
     }
     int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
-    pollfd p[5] = {{instance->control_fd(), POLLIN, 0}, {instance->seccomp_listener_fd(), POLLIN, 0},
-                   {instance->pidfd(), POLLIN, 0}, {pipes && pipes->out_r ? pipes->out_r.get() : -1, POLLIN, 0},
+    pollfd p[4] = {{instance->reports_fd(), POLLIN, 0}, {instance->seccomp_listener_fd(), POLLIN, 0},
+                   {pipes && pipes->out_r ? pipes->out_r.get() : -1, POLLIN, 0},
                    {pipes && pipes->err_r ? pipes->err_r.get() : -1, POLLIN, 0}};
-    if (sys::retry_eintr([&] { return ::poll(p, 5, wait_ms); }) < 0) return fail(sys_error("poll"));
+    if (sys::retry_eintr([&] { return ::poll(p, 4, wait_ms); }) < 0) return fail(sys_error("poll"));
     if (p[1].revents & POLLIN)
       if (auto v = instance->take_seccomp_violation())
         end.seccomp_kills.push_back(v->syscall + " (pid " + std::to_string(v->sandbox_pid) + " in the sandbox)");
-    if (pipes && (p[3].revents | p[4].revents)) {
+    if (pipes && (p[2].revents | p[3].revents)) {
       relay(pipes->out_r, true, o.on_output);
       relay(pipes->err_r, false, o.on_output);
     }
     if (p[0].revents & (POLLIN | POLLHUP)) {
-      auto frame = protocol::recv_frame(instance->control_fd(), protocol::kMaxInitFrame);
-      if (!frame || !*frame) return fail(make_error(ErrorCode::kSandboxDead, "the sandbox's init exited"));
-      const Json& m = (*frame)->message;
-      std::string event = m.value("event", "");
-      if (event == "spawn_failed") {
-        end.spawn_errno = m.value("errno", ENOENT);
+      Report r{};
+      ssize_t n = sys::retry_eintr([&] { return ::read(instance->reports_fd(), &r, sizeof r); });
+      if (n == sizeof r) {
+        ended = apply_report(r, end);
+      } else if (end.timed_out) {
+        end.signal = SIGKILL;  // killed at the deadline: pid 1 could not report
         ended = true;
-      } else if (event == "exited") {
-        if (m.contains("exit_code")) end.exit_code = m["exit_code"].get<int>();
-        if (m.contains("signal")) end.signal = m["signal"].get<int>();
-        ended = true;
+      } else {
+        return fail(make_error(ErrorCode::kSandboxDead, "the sandbox's pid 1 exited without a report"));
       }
-    } else if (p[2].revents & POLLIN) {
-      return fail(make_error(ErrorCode::kSandboxDead, "the sandbox's init exited"));
     }
   }
   if (pipes) {

@@ -50,9 +50,13 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   }
 
   auto program = NSBOX_TRY(seccomp::compile_cached(options.cache_dir));
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair for init"));
-  UniqueFd ours(pair[0]), theirs(pair[1]);
+  UniqueFd ours, theirs;
+  if (!options.command) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair for init"));
+    ours.reset(pair[0]);
+    theirs.reset(pair[1]);
+  }
 
   launcher::Spec spec;
   spec.rootfs.limits = limits;
@@ -66,12 +70,14 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   spec.init_argv = {"nsbox-init"};
   spec.init_env = {"PATH=/usr/bin:/bin"};
   spec.control_fd = theirs.get();
+  spec.command = options.command;
   auto launched = NSBOX_TRY(launcher::launch(spec));
   self->init_pid_ = launched.init_pid;
   self->pidfd_ = std::move(launched.pidfd);
   self->listener_ = std::move(launched.seccomp_listener);
+  self->reports_ = std::move(launched.reports);
   self->control_ = std::move(ours);
-  NSBOX_CHECK(await_ready(self->control_.get(), self->pidfd_.get()));
+  if (!options.command) NSBOX_CHECK(await_ready(self->control_.get(), self->pidfd_.get()));
   return self;
 }
 
@@ -128,6 +134,7 @@ Result<void> SandboxInstance::destroy() {
     init_pid_ = -1;
   }
   control_.reset();
+  reports_.reset();
   listener_.reset();
   pidfd_.reset();
   if (cgroup_) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "isolation/cgroup.h"
+#include "isolation/command_pid1.h"
 #include "isolation/network.h"
 #include "isolation/seccomp_violation.h"
 #include "isolation/size_tier.h"
@@ -27,6 +28,9 @@ struct InstanceOptions {
   std::string files_dir;        // bound at /mnt/files
   std::string sandbox_libexec;  // bound at /opt/nsbox
   std::string cache_dir;        // compiled seccomp program
+  // One-shot: pid 1 runs this command itself (no init, no control channel); its
+  // command_pid1::Report structs arrive on reports_fd().
+  std::optional<command_pid1::Command> command;
 };
 
 class SandboxInstance {
@@ -35,6 +39,7 @@ class SandboxInstance {
   ~SandboxInstance();
 
   int control_fd() const { return control_.get(); }
+  int reports_fd() const { return reports_.get(); }
   int seccomp_listener_fd() const { return listener_.get(); }
   int pidfd() const { return pidfd_.get(); }
   pid_t init_pid() const { return init_pid_; }
@@ -67,6 +72,7 @@ class SandboxInstance {
   UniqueFd pidfd_;
   UniqueFd control_;
   UniqueFd listener_;
+  UniqueFd reports_;
 };
 
 }  // namespace nsbox

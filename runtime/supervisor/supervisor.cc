@@ -56,7 +56,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
                                                       const std::string& sandbox_libexec) {
   std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
   const StateRoot& root = store.root();
-  InstanceOptions options{spec.id, spec.size, spec.net, root.files_dir(spec.id), sandbox_libexec, root.cache_dir()};
+  InstanceOptions options{spec.id, spec.size, spec.net, root.files_dir(spec.id), sandbox_libexec, root.cache_dir(), {}};
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(spec.id)));
 

@@ -257,7 +257,7 @@ TEST_CASE("run is one-shot: the exit status and output of the command, and nothi
   auto t = root.nsbox({"run", "--timeout", "1", "--", "sleep", "30"});
   CHECK(t.exit_code == 124);
   CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
-  CHECK(run_process({"/bin/sh", "-c", "find /sys/fs/cgroup -maxdepth 3 -name 'run-*' | grep -c ."}).out == "0\n");
+  CHECK(run_process({"/bin/sh", "-c", "find /sys/fs/cgroup -maxdepth 3 -name 'nsbox-run-*' | grep -c ."}).out == "0\n");
 }
 
 TEST_CASE("doctor checks the host and names the fix for what is missing") {
