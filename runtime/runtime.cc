@@ -200,13 +200,30 @@ Result<SandboxInfo> Runtime::resize(const std::string& id_or_name, SizeTier size
   return info_for(id);
 }
 
+void Runtime::stop_supervisor(const std::string& id) const {
+  auto sock = protocol::connect_unix(store_.root().socket_path(id));
+  if (sock) {
+    set_receive_timeout(sock->get(), kRequestTimeoutMs);
+    if (protocol::send_frame(sock->get(), {{"op", "shutdown"}})) {
+      // The answer, then EOF: the supervisor answers, then exits, and its exit closes the
+      // socket after its lock (a lower fd), so EOF means the lock is free.
+      for (int frames = 0; frames < 2; ++frames) {
+        auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
+        if (!frame || !*frame) break;
+      }
+    }
+  }
+  // Bounded (~1 s), for a supervisor that hangs: then lock_sandbox says "busy".
+  auto pause = std::chrono::microseconds(100);
+  for (int i = 0; i < 20 && store_.supervisor_alive(id); ++i) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(100000));
+  }
+}
+
 Result<void> Runtime::remove(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  if (store_.supervisor_alive(id)) {
-    (void)request(id, {{"op", "shutdown"}}, kRequestTimeoutMs);
-    // The supervisor exits right after answering; its lock goes with it.
-    for (int i = 0; i < 1000 && store_.supervisor_alive(id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  if (store_.supervisor_alive(id)) stop_supervisor(id);
   auto lock = NSBOX_TRY(store_.lock_sandbox(id));
   auto record = store_.load(id);
   if (record && !record->cgroup.dirs.empty())

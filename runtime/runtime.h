@@ -87,6 +87,7 @@ class Runtime {
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
   Result<void> prepare_files_dir(const std::string& dir) const;
   void remove_leftovers(const std::string& id, const std::string& name) const;
+  void stop_supervisor(const std::string& id) const;
 
   StateStore store_;
   InstallLayout layout_;

@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
   detach_stdio();
 
   auto served = (*supervisor)->serve();
+  // The sandbox is gone now. Free the lock before the client sockets close (in the
+  // supervisor's destructor): a client that sees EOF then finds the lock free at once.
+  lock->reset();
   if (!served) {
     std::cerr << "nsbox-supervisor: " << served.error().message << "\n";
     return 1;
