@@ -1,6 +1,7 @@
 #include "tests/support/nsbox_cli.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,11 +13,42 @@ namespace nsbox::test {
 std::string nsbox_binary() { return NSBOX_TEST_BIN; }
 std::string probe_binary() { return NSBOX_TEST_PROBE; }
 
-TestRoot::TestRoot(std::optional<RunAs> as) : as_(as) {
+namespace {
+
+// The build tree may sit where another user cannot go (a checkout under /root): give the
+// rootless tests their own world-readable copy of the installed layout.
+std::string stage_install_copy(const std::string& root) {
+  namespace fs = std::filesystem;
+  fs::path bin = fs::path(nsbox_binary());
+  fs::path libexec = bin.parent_path().parent_path() / "libexec" / "nsbox";
+  fs::path dest = fs::path(root) / "install";
+  fs::create_directories(dest / "bin");
+  fs::create_directories(dest / "libexec");
+  fs::copy_file(bin, dest / "bin" / "nsbox");
+  fs::copy(libexec, dest / "libexec" / "nsbox", fs::copy_options::recursive);
+  for (const auto& e : fs::recursive_directory_iterator(dest))
+    fs::permissions(e.path(), e.is_directory() || (e.status().permissions() & fs::perms::owner_exec) != fs::perms::none
+                                  ? fs::perms(0755) : fs::perms(0644));
+  fs::permissions(dest, fs::perms(0755));
+  return dest / "bin" / "nsbox";
+}
+
+}  // namespace
+
+TestRoot::TestRoot(std::optional<RunAs> as) : as_(as), binary_(nsbox_binary()) {
   char tmpl[] = "/tmp/nsbox-test-XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
   path_ = tmpl;
-  if (as_) REQUIRE(::chown(path_.c_str(), as_->uid, as_->gid) == 0);
+  if (!as_) return;
+  try {
+    REQUIRE(::chmod(path_.c_str(), 0755) == 0);
+    binary_ = stage_install_copy(path_);
+    REQUIRE(::chown(path_.c_str(), as_->uid, as_->gid) == 0);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);  // no destructor runs for a failed constructor
+    throw;
+  }
 }
 
 TestRoot::~TestRoot() {
@@ -32,7 +64,7 @@ TestRoot::~TestRoot() {
 }
 
 ProcessResult TestRoot::nsbox(const std::vector<std::string>& args, const ProcessOptions& options) const {
-  std::vector<std::string> argv = {nsbox_binary(), "--root", path_};
+  std::vector<std::string> argv = {binary_, "--root", path_};
   argv.insert(argv.end(), args.begin(), args.end());
   ProcessOptions o = options;
   if (as_ && !o.as) o.as = as_;

@@ -45,6 +45,7 @@ class TestRoot {
  private:
   std::string path_;
   std::optional<RunAs> as_;
+  std::string binary_;  // nsbox_binary(), or a copy the other user can reach
 };
 
 // The host-side test user for rootless tests (created by the CTest fixture).
