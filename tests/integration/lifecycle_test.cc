@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "isolation/sys/files.h"
@@ -34,14 +35,25 @@ bool wait_gone(pid_t pid, int timeout_ms = 5000) {
   return false;
 }
 
-// Host processes running as the root-mode sandbox user.
-int sandbox_user_processes() {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    struct stat st{};
-    if (std::isdigit(e.path().filename().string()[0]) && ::stat(e.path().c_str(), &st) == 0 && st.st_uid == 1800000000) ++n;
+// The pids in a sandbox's cgroup directory (only this sandbox's processes).
+std::vector<pid_t> cgroup_pids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  auto text = nsbox::files::read_file(dir + "/cgroup.procs");
+  if (!text) return pids;
+  std::istringstream s(*text);
+  for (pid_t p; s >> p;) pids.push_back(p);
+  return pids;
+}
+
+// One-shot cgroups, on a v1 (memory hierarchy) or v2 host.
+std::set<std::string> one_shot_cgroups() {
+  std::set<std::string> names;
+  for (const char* top : {"/sys/fs/cgroup", "/sys/fs/cgroup/memory"}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(top, ec))
+      if (e.path().filename().string().rfind("nsbox-run-", 0) == 0) names.insert(e.path());
   }
-  return n;
+  return names;
 }
 
 }  // namespace
@@ -191,13 +203,15 @@ TEST_CASE("SIGKILL of the supervisor leaves nothing running, the sandbox shows a
   pid_t supervisor = info["supervisor_pid"].get<pid_t>();
   pid_t init = info["init_pid"].get<pid_t>();
   auto cgroup_dirs = info["cgroup"]["dirs"].get<std::vector<std::string>>();
-  REQUIRE(sandbox_user_processes() >= 2);  // init and the sleep
+  REQUIRE_FALSE(cgroup_dirs.empty());
+  auto inside = cgroup_pids(cgroup_dirs.front());
+  REQUIRE(inside.size() >= 2);  // init and the sleep
 
   REQUIRE(::kill(supervisor, SIGKILL) == 0);
   CHECK(wait_gone(supervisor));
   CHECK(wait_gone(init));
-  for (int i = 0; i < 500 && sandbox_user_processes() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(sandbox_user_processes() == 0);
+  for (pid_t pid : inside) CHECK(wait_gone(pid));
+  CHECK(cgroup_pids(cgroup_dirs.front()).empty());
 
   CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "dead");
   auto sh = root.sh(id, "true");
@@ -247,6 +261,7 @@ TEST_CASE("a malformed or oversized control message gets an error and the superv
 }
 
 TEST_CASE("run is one-shot: the exit status and output of the command, and nothing left after") {
+  auto cgroups_before = one_shot_cgroups();
   TestRoot root;
   auto r = root.nsbox({"run", "--", "/bin/sh", "-c", "echo hi; id -u; exit 5"});
   CHECK(r.exit_code == 5);
@@ -257,7 +272,10 @@ TEST_CASE("run is one-shot: the exit status and output of the command, and nothi
   auto t = root.nsbox({"run", "--timeout", "1", "--", "sleep", "30"});
   CHECK(t.exit_code == 124);
   CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
-  CHECK(run_process({"/bin/sh", "-c", "find /sys/fs/cgroup -maxdepth 3 -name 'nsbox-run-*' | grep -c ."}).out == "0\n");
+  std::set<std::string> left;
+  for (const auto& name : one_shot_cgroups())
+    if (!cgroups_before.count(name)) left.insert(name);
+  CHECK(left.empty());
 }
 
 TEST_CASE("doctor checks the host and names the fix for what is missing") {
