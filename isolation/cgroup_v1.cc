@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "isolation/cgroup_drivers.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/syscall.h"
 
 namespace nsbox::cgroup {
 
@@ -25,6 +27,20 @@ Result<std::vector<pid_t>> read_procs(const std::string& dir) {
   return pids;
 }
 
+// SIGKILLs the processes of `dir`. A pid read from cgroup.procs may be reused by the time
+// we act on it: open a pidfd first, then act only on pids still listed afterwards (a pid
+// reused by a host process is not in our cgroup).
+void kill_members(const std::string& dir, const std::vector<pid_t>& pids) {
+  std::vector<std::pair<pid_t, UniqueFd>> opened;
+  for (pid_t pid : pids)
+    if (UniqueFd fd(sys::pidfd_open(pid, 0)); fd) opened.emplace_back(pid, std::move(fd));
+  auto still = read_procs(dir);
+  if (!still) return;
+  for (auto& [pid, fd] : opened)
+    if (std::find(still->begin(), still->end(), pid) != still->end())
+      ::syscall(SYS_pidfd_send_signal, fd.get(), SIGKILL, nullptr, 0);
+}
+
 Result<void> kill_and_remove(const std::string& dir) {
   if (!files::exists(dir)) return {};
   // Bounded: a sandbox that cannot be emptied in 10 s is reported, never waited on forever.
@@ -34,8 +50,7 @@ Result<void> kill_and_remove(const std::string& dir) {
   for (;;) {
     auto pids = read_procs(dir);
     if (pids && pids->empty() && ::rmdir(dir.c_str()) == 0) return {};
-    if (pids)
-      for (pid_t pid : *pids) ::kill(pid, SIGKILL);
+    if (pids) kill_members(dir, *pids);
     if (!pids && pids.error().sys_errno == ENOENT) return {};
     if (steady_clock::now() > deadline) {
       int err = errno;

@@ -6,6 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "isolation/sys/syscall.h"
 
 namespace nsbox::command_pid1 {
@@ -28,9 +31,11 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   int stdio[3] = {c.stdin_fd, c.stdout_fd, c.stderr_fd};
   for (int target = 0; target < 3; ++target) ::dup2(stdio[target] >= 0 ? stdio[target] : null_fd, target);
+  // A fresh signal state: the caller may ignore SIGPIPE or SIGINT; the command must not.
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
   int err = 0;
   if (::chdir(c.cwd.c_str()) == 0) {
     auto argv = c_strings(c.argv);
@@ -42,9 +47,33 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
   ::_exit(err == ENOENT ? 127 : 126);
 }
 
+// This process is a copy of its caller: its argv and environment (an embedding program's
+// API keys, say) are in memory, and /proc/1/cmdline shows argv to the sandbox. Overwrite
+// both ranges, whose bounds /proc/self/stat gives (fields 48-51).
+void wipe_inherited_strings() {
+  char buf[1024];
+  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return;
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command name may contain spaces
+  if (!p) return;
+  unsigned long field[52] = {};
+  int index = 2;  // the next field after ") " is field 3
+  for (char* tok = ::strtok(const_cast<char*>(p + 1), " "); tok && index < 51; tok = ::strtok(nullptr, " "))
+    field[++index] = std::strtoul(tok, nullptr, 10);
+  for (int start : {48, 50}) {
+    unsigned long from = field[start], to = field[start + 1];
+    if (from && to > from && to - from < (16ul << 20)) std::memset(reinterpret_cast<void*>(from), 0, to - from);
+  }
+}
+
 }  // namespace
 
 void run(const Command& command, int report_fd) {
+  wipe_inherited_strings();
   // Non-dumpable: the sandbox's code (same uid) cannot read this process's memory, a copy
   // of the caller's, through /proc/1/mem or /proc/1/environ.
   ::prctl(PR_SET_DUMPABLE, 0);

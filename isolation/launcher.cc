@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "isolation/capabilities.h"
@@ -20,6 +21,8 @@
 
 namespace nsbox::launcher {
 namespace {
+
+constexpr int kSetupTimeoutMs = 30000;
 
 // What a failing child sends back.
 struct ChildFailure {
@@ -78,22 +81,35 @@ Result<void> set_parent_death_signal(int sync_fd) {
   return {};
 }
 
-Result<void> arrange_fds(int control_fd, int sync_fd) {
+// Leaves open exactly: 0-2 on /dev/null, the control socket as fd 3 (init only), and the
+// fds in `keep` (renumbered above 10, close-on-exec). Every other fd is closed, not just
+// marked close-on-exec: a one-shot's pid 1 never execs, and no host fd may reach the
+// sandbox (the CVE-2024-21626 class) or stay held open by it.
+Result<void> arrange_fds(int control_fd, std::vector<int*> keep) {
+  constexpr int kHigh = 10;
+  if (control_fd >= 0) keep.push_back(&control_fd);
+  for (int* fd : keep)
+    if (*fd >= 0 && (*fd = ::fcntl(*fd, F_DUPFD_CLOEXEC, kHigh)) < 0) return fail(sys_error("renumber an fd above 10"));
   UniqueFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!null_fd) return fail(sys_error("open /dev/null in the sandbox"));
   for (int std_fd = 0; std_fd < 3; ++std_fd)
     if (::dup2(null_fd.get(), std_fd) < 0) return fail(sys_error("dup2 /dev/null"));
+  null_fd.reset();
   if (control_fd >= 0) {
-    if (control_fd != kInitControlFd && ::dup2(control_fd, kInitControlFd) < 0)
-      return fail(sys_error("dup2 the control socket to fd 3"));
-    if (::fcntl(kInitControlFd, F_SETFD, 0) != 0) return fail(sys_error("clear FD_CLOEXEC on fd 3"));
+    if (::dup2(control_fd, kInitControlFd) < 0) return fail(sys_error("dup2 the control socket to fd 3"));
+    keep.pop_back();  // its renumbered copy goes with the rest
   }
-  // Everything else closes at exec (the sync socket must live until then), so no host fd
-  // reaches init (the CVE-2024-21626 class).
-  if (sys::close_range(kInitControlFd + 1, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
-    for (int fd = kInitControlFd + 1; fd < 1024; ++fd)
-      if (fd != sync_fd) ::close(fd);
+  std::vector<int> open_fds;
+  for (int* fd : keep)
+    if (*fd >= 0) open_fds.push_back(*fd);
+  std::sort(open_fds.begin(), open_fds.end());
+  unsigned next = control_fd >= 0 ? kInitControlFd + 1 : kInitControlFd;
+  for (int fd : open_fds) {
+    if (static_cast<unsigned>(fd) > next && sys::close_range(next, static_cast<unsigned>(fd) - 1, 0) != 0)
+      return fail(sys_error("close_range"));
+    next = static_cast<unsigned>(fd) + 1;
   }
+  if (sys::close_range(next, ~0U, 0) != 0) return fail(sys_error("close_range"));
   return {};
 }
 
@@ -105,7 +121,7 @@ Result<void> join_cgroup(const cgroup::Join& join) {
 }
 
 [[noreturn]] void child_main(const Spec& spec, const std::vector<rootfs::Step>& steps, const cgroup::Join& join,
-                             int sync_fd) {
+                             int sync_fd) {  // sync_fd is renumbered by arrange_fds
   auto step = [&](Result<void> r) {
     if (!r) child_fail(sync_fd, r.error());
   };
@@ -122,13 +138,10 @@ Result<void> join_cgroup(const cgroup::Join& join) {
   step(set_parent_death_signal(sync_fd));
   if (::setsid() < 0) child_fail(sync_fd, sys_error("setsid"));
   step(rlimits::apply_in_child(spec.limits, spec.cgroup == nullptr));
-  // A one-shot command's stdio may be our own 0-2 (the caller's terminal): keep them
-  // above the range arrange_fds resets. Close-on-exec: only the command's exec sees them.
   std::optional<command_pid1::Command> command = spec.command;
-  if (command)
-    for (int* fd : {&command->stdin_fd, &command->stdout_fd, &command->stderr_fd})
-      if (*fd >= 0 && (*fd = ::fcntl(*fd, F_DUPFD_CLOEXEC, 10)) < 0) child_fail(sync_fd, sys_error("dup the command's stdio"));
-  step(arrange_fds(spec.control_fd, sync_fd));
+  std::vector<int*> keep = {&sync_fd};
+  if (command) keep.insert(keep.end(), {&command->stdin_fd, &command->stdout_fd, &command->stderr_fd});
+  step(arrange_fds(spec.control_fd, keep));
   if (::chdir("/home/user") != 0) child_fail(sync_fd, sys_error("chdir /home/user"));
   step(capabilities::drop_all_in_child());
   auto listener = seccomp::install(*spec.seccomp);
@@ -147,6 +160,10 @@ Result<void> join_cgroup(const cgroup::Join& join) {
 Result<UniqueFd> await_child(int sync_fd, bool one_shot) {
   UniqueFd listener;
   for (;;) {
+    // Bounded: a child stuck in set-up (say, open_tree on a hung network mount) is killed.
+    pollfd p{sync_fd, POLLIN, 0};
+    int ready = sys::retry_eintr([&] { return ::poll(&p, 1, kSetupTimeoutMs); });
+    if (ready == 0) return fail(make_error(ErrorCode::kTimeout, "sandbox setup did not finish within 30 s"));
     ChildFailure f{};
     iovec io{&f, sizeof f};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
@@ -199,9 +216,6 @@ long clone_sandbox(const Spec& spec, const cgroup::Join& join, int* pidfd) {
 Result<Sandbox> launch(const Spec& spec) {
   if (!spec.seccomp) return fail(make_error(ErrorCode::kInternal, "launch without a seccomp program"));
   const std::vector<rootfs::Step> steps = rootfs::plan(spec.rootfs);
-  // Root's supplementary groups would follow the child into the namespace (setgroups is
-  // denied there), giving it group access to host files. Drop them first.
-  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups(0) before clone"));
 
   cgroup::Join join;
   if (spec.cgroup) join = NSBOX_TRY(spec.cgroup->open_join());

@@ -56,9 +56,10 @@ Result<void> make_mount_point(const std::string& path, bool directory) {
 // Clones every host source before anything is mounted: nothing mounted later (the staging
 // tmpfs included) can hide or replace a source.
 Result<SourceTrees> clone_sources_in_child(const std::vector<Step>& steps) {
-  // Nothing we mount propagates back to the host; host mount events still reach shared
-  // subtrees below our binds.
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return fail(sys_error("make / rslave"));
+  // Private, both ways: nothing we mount reaches the host, and nothing the host mounts
+  // later under a bound tree (a writable mount under /usr, say) reaches the sandbox
+  // without our read-only/nosuid/nodev flags.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return fail(sys_error("make / rprivate"));
   SourceTrees trees(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];

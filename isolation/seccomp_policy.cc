@@ -3,14 +3,17 @@
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "isolation/sys/files.h"
@@ -195,13 +198,25 @@ std::string policy_fingerprint() {
   return hex;
 }
 
+// The cached program is installed as the sandbox's filter: use it only if it is a regular
+// file of ours that nobody else may write (the cache directory is checked the same way
+// by the state store). Anything else is ignored and the policy compiled afresh.
+std::optional<std::string> read_trusted_cache(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st{};
+  if (!fd || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) || st.st_size > (1 << 20)) return std::nullopt;
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  if (::pread(fd.get(), data.data(), data.size(), 0) != st.st_size) return std::nullopt;
+  return data;
+}
+
 }  // namespace
 
 Result<Program> compile_cached(const std::string& cache_dir) {
   std::string key = "seccomp-" + policy_fingerprint();
   std::string path = cache_dir + "/" + key + ".bpf";
-  if (auto cached = files::read_file(path, 1 << 20);
-      cached && !cached->empty() && cached->size() % sizeof(sock_filter) == 0) {
+  if (auto cached = read_trusted_cache(path); cached && !cached->empty() && cached->size() % sizeof(sock_filter) == 0) {
     Program p;
     p.code.resize(cached->size() / sizeof(sock_filter));
     std::memcpy(p.code.data(), cached->data(), cached->size());

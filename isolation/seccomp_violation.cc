@@ -11,19 +11,19 @@
 
 #include "isolation/seccomp_policy.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/syscall.h"
+#include "isolation/sys/unique_fd.h"
 
 namespace nsbox::seccomp {
 namespace {
 
-// "NSpid:\t4242\t7" -> 7 (the innermost pid namespace comes last).
-pid_t sandbox_pid_of(pid_t host_pid) {
-  auto status = files::read_file("/proc/" + std::to_string(host_pid) + "/status");
-  if (!status) return 0;
-  std::istringstream lines(*status);
+// "NSpid:\t4242\t7" -> 7 (the innermost pid namespace comes last); same for NSpgid.
+pid_t innermost(const std::string& status, std::string_view field) {
+  std::istringstream lines(status);
   std::string line;
   while (std::getline(lines, line)) {
-    if (line.rfind("NSpid:", 0) != 0) continue;
-    std::istringstream fields(line.substr(6));
+    if (line.rfind(field, 0) != 0) continue;
+    std::istringstream fields(line.substr(field.size()));
     pid_t pid = 0, last = 0;
     while (fields >> pid) last = pid;
     return last;
@@ -44,10 +44,18 @@ Result<Violation> take_violation(int listener_fd) {
 
   Violation v;
   v.host_pid = static_cast<pid_t>(req->pid);
-  v.sandbox_pid = sandbox_pid_of(v.host_pid);
   v.syscall = describe_syscall(req->data.arch, req->data.nr);
-  // The process dies before the call is answered, so it never runs another instruction.
-  ::kill(v.host_pid, SIGKILL);
+  // Kill through a pidfd, and only once the notification is known to be still pending:
+  // then the pidfd is the notifying process, not a later one that reused its pid.
+  UniqueFd pidfd(sys::pidfd_open(v.host_pid, 0));
+  if (pidfd && ::ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0) {
+    if (auto status = files::read_file("/proc/" + std::to_string(v.host_pid) + "/status")) {
+      v.sandbox_pid = innermost(*status, "NSpid:");
+      v.sandbox_pgid = innermost(*status, "NSpgid:");
+    }
+    // The process dies before the call is answered: it never runs another instruction.
+    ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+  }
   auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_buf.data());
   resp->id = req->id;
   resp->error = -EPERM;

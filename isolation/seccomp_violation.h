@@ -13,7 +13,8 @@ namespace nsbox::seccomp {
 
 struct Violation {
   pid_t host_pid = 0;
-  pid_t sandbox_pid = 0;  // as seen inside the sandbox
+  pid_t sandbox_pid = 0;   // as seen inside the sandbox
+  pid_t sandbox_pgid = 0;  // its process group, inside the sandbox
   std::string syscall;    // "getpid (i386 ABI, number 20)"
 };
 

@@ -76,7 +76,8 @@ bool apply_report(const Report& r, CommandEnd& end) {
 
 Result<CommandResult> Runtime::run(const RunOptions& o) const {
   if (o.command.argv.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no command to run"));
-  NSBOX_CHECK(files::make_dirs(store_.root().cache_dir(), 0700));
+  NSBOX_CHECK(files::ensure_private_dir(store_.root().run_dir));
+  NSBOX_CHECK(files::ensure_private_dir(store_.root().cache_dir()));
   std::optional<CapturePipes> pipes;
   if (o.on_output) pipes = NSBOX_TRY(make_capture_pipes());
 

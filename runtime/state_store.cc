@@ -1,7 +1,6 @@
 #include "runtime/state_store.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,8 +82,9 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
 }
 
 Result<void> StateStore::ensure_dirs() const {
-  for (const auto& d : {root_.run_dir + "/sandboxes", root_.names_dir(), root_.cache_dir(), root_.data_dir + "/sandboxes"})
-    NSBOX_CHECK(files::make_dirs(d, 0700));
+  for (const auto& d : {root_.run_dir, root_.run_dir + "/sandboxes", root_.names_dir(), root_.cache_dir(), root_.data_dir,
+                        root_.data_dir + "/sandboxes"})
+    NSBOX_CHECK(files::ensure_private_dir(d));
   return {};
 }
 
@@ -167,20 +167,29 @@ Result<std::vector<std::string>> StateStore::ids() const {
   return out;
 }
 
+// Open-file-description locks: released when the holder's fd closes (its process dies),
+// and testable with F_OFD_GETLK without taking them, so that `nsbox ls` never makes a
+// concurrent `nsbox rm` find the sandbox busy.
 bool StateStore::supervisor_alive(const std::string& id) const {
   UniqueFd fd(::open(root_.lock_file(id).c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return false;
-  if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return false;
-  return errno == EWOULDBLOCK;
+  struct flock probe{};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  if (::fcntl(fd.get(), F_OFD_GETLK, &probe) != 0) return false;
+  return probe.l_type != F_UNLCK;
 }
 
 Result<UniqueFd> StateStore::lock_sandbox(const std::string& id) const {
   UniqueFd fd(::open(root_.lock_file(id).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!fd) return fail(sys_error("open " + root_.lock_file(id)));
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK)
+  struct flock lock{};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (::fcntl(fd.get(), F_OFD_SETLK, &lock) != 0) {
+    if (errno == EAGAIN || errno == EACCES)
       return fail(make_error(ErrorCode::kBusy, "sandbox " + id + " is in use by its supervisor or another nsbox command"));
-    return fail(sys_error("flock " + root_.lock_file(id)));
+    return fail(sys_error("lock " + root_.lock_file(id)));
   }
   return fd;
 }

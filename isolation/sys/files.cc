@@ -88,6 +88,25 @@ Result<void> make_dirs(const std::string& path, mode_t mode) {
   return {};
 }
 
+Result<void> ensure_private_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (errno != ENOENT) return fail(sys_error("mkdir " + path));
+    NSBOX_CHECK(make_dirs(path.substr(0, path.rfind('/')), 0755));
+    if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + path));
+  }
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) return fail(sys_error("stat " + path));
+  std::string problem;
+  if (S_ISLNK(st.st_mode)) problem = "it is a symlink";
+  else if (!S_ISDIR(st.st_mode)) problem = "it is not a directory";
+  else if (st.st_uid != ::geteuid()) problem = "it belongs to uid " + std::to_string(st.st_uid);
+  else if (st.st_mode & 022) problem = "others may write to it";
+  if (!problem.empty())
+    return fail(make_error(ErrorCode::kPermissionDenied, "refusing to keep state in " + path + ": " + problem,
+                           "remove it, or choose another place with --root DIR (or XDG_RUNTIME_DIR)"));
+  return {};
+}
+
 namespace {
 
 Result<void> remove_entries(int dirfd, const std::string& shown, dev_t dev) {
@@ -112,6 +131,8 @@ Result<void> remove_entries(int dirfd, const std::string& shown, dev_t dev) {
       }
       UniqueFd sub(::openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!sub) { result = fail(sys_error("open " + child)); continue; }
+      // Code in a sandbox may leave a directory read-only; its owner may open it again.
+      if ((st.st_mode & 0700) != 0700) ::fchmod(sub.get(), 0700);
       if (auto r = remove_entries(sub.get(), child, dev); !r) { result = r; continue; }
       if (::unlinkat(dirfd, e->d_name, AT_REMOVEDIR) != 0) result = fail(sys_error("rmdir " + child));
     } else if (::unlinkat(dirfd, e->d_name, 0) != 0) {

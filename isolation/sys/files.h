@@ -20,6 +20,10 @@ Result<void> write_all(int fd, std::string_view data, std::string_view what);
 Result<void> atomic_write(const std::string& path, std::string_view data, mode_t mode = 0600);
 
 Result<void> make_dirs(const std::string& path, mode_t mode = 0755);
+// Creates `path` (mode 0700) if missing, then insists it is ours alone: a directory, not a
+// symlink, owned by our euid, writable by nobody else. State directories go through it,
+// so that a directory someone else made in advance (in /tmp, say) is refused.
+Result<void> ensure_private_dir(const std::string& path);
 // Removes a tree without following symlinks and without crossing into other mounts.
 Result<void> remove_tree(const std::string& path);
 

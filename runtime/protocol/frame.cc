@@ -127,7 +127,12 @@ Result<std::optional<Frame>> recv_frame(int sock, size_t max_bytes) {
 Result<FrameReader::Status> FrameReader::read_available(int sock) {
   char buf[65536];
   for (;;) {
-    ssize_t n = recv_some(sock, buf, sizeof buf, pending_fds_);
+    std::vector<UniqueFd> fds;
+    ssize_t n = recv_some(sock, buf, sizeof buf, fds);
+    if (n > 0)
+      for (auto& fd : fds) pending_fds_.push_back({buffer_offset_ + buffer_.size() + static_cast<uint64_t>(n) - 1, std::move(fd)});
+    if (pending_fds_.size() > static_cast<size_t>(kMaxFdsPerFrame) * 4)
+      return fail(make_error(ErrorCode::kProtocol, "too many file descriptors sent without a complete message"));
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == ECONNRESET) return Status::kClosed;
@@ -152,11 +157,17 @@ void FrameReader::extract_frames() {
   while (buffer_.size() - pos >= 4) {
     uint32_t len = read_be32(buffer_.data() + pos);
     if (len > max_bytes_ || buffer_.size() - pos - 4 < len) break;
-    ready_.push_back(parse(std::string_view(buffer_).substr(pos + 4, len), std::move(pending_fds_)));
-    pending_fds_.clear();
+    uint64_t end = buffer_offset_ + pos + 4 + len;  // one past the frame's last byte
+    std::vector<UniqueFd> fds;
+    while (!pending_fds_.empty() && pending_fds_.front().offset < end) {
+      fds.push_back(std::move(pending_fds_.front().fd));
+      pending_fds_.erase(pending_fds_.begin());
+    }
+    ready_.push_back(parse(std::string_view(buffer_).substr(pos + 4, len), std::move(fds)));
     pos += 4 + len;
   }
   buffer_.erase(0, pos);
+  buffer_offset_ += pos;
 }
 
 Result<Frame> FrameReader::next() {

@@ -54,9 +54,16 @@ class FrameReader {
   Result<Frame> next();
 
  private:
+  // A recvmsg that returns fds stops right after the bytes sent with them (the kernel
+  // does not read past them), so they belong to the frame holding the last byte read.
+  struct PendingFd {
+    uint64_t offset;  // stream offset of that byte
+    UniqueFd fd;
+  };
   size_t max_bytes_;
   std::string buffer_;
-  std::vector<UniqueFd> pending_fds_;
+  uint64_t buffer_offset_ = 0;  // stream offset of buffer_[0]
+  std::vector<PendingFd> pending_fds_;
   std::deque<Result<Frame>> ready_;
   void extract_frames();
 };

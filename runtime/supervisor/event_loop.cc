@@ -15,19 +15,26 @@ Result<EventLoop> EventLoop::create() {
   return loop;
 }
 
+namespace {
+uint64_t pack(int fd, uint32_t generation) { return (uint64_t{generation} << 32) | static_cast<uint32_t>(fd); }
+}  // namespace
+
 Result<void> EventLoop::add(int fd, uint32_t events, Callback cb) {
+  uint32_t generation = next_generation_++;
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = pack(fd, generation);
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return fail(sys_error("epoll_ctl ADD fd " + std::to_string(fd)));
-  callbacks_[fd] = std::make_shared<Callback>(std::move(cb));
+  callbacks_[fd] = {generation, std::make_shared<Callback>(std::move(cb))};
   return {};
 }
 
 Result<void> EventLoop::modify(int fd, uint32_t events) {
+  auto it = callbacks_.find(fd);
+  if (it == callbacks_.end()) return fail(make_error(ErrorCode::kInternal, "modify an unregistered fd"));
   epoll_event ev{};
   ev.events = events;
-  ev.data.fd = fd;
+  ev.data.u64 = pack(fd, it->second.generation);
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) return fail(sys_error("epoll_ctl MOD fd " + std::to_string(fd)));
   return {};
 }
@@ -69,11 +76,16 @@ Result<void> EventLoop::run() {
       return fail(sys_error("epoll_wait"));
     }
     for (int i = 0; i < n && !stopped_; ++i) {
-      auto it = callbacks_.find(events[i].data.fd);
-      if (it == callbacks_.end()) continue;  // removed by an earlier callback in this batch
-      auto cb = it->second;                  // stays alive even if the callback removes itself
+      int fd = static_cast<int>(events[i].data.u64 & 0xffffffffu);
+      auto it = callbacks_.find(fd);
+      // Removed by an earlier callback in this batch, or the number now belongs to another.
+      if (it == callbacks_.end() || it->second.generation != events[i].data.u64 >> 32) continue;
+      auto cb = it->second.callback;  // stays alive even if the callback removes itself
       (*cb)(events[i].events);
     }
+    auto deferred = std::move(deferred_);
+    deferred_.clear();
+    for (auto& fn : deferred) fn();
   }
   return {};
 }

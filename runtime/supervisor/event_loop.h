@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
@@ -26,14 +27,26 @@ class EventLoop {
   Result<int> add_timer(uint64_t after_ms, std::function<void()> cb);
   void cancel_timer(int timer_id);
 
+  // Runs `fn` after the callbacks of the current batch of events: for releasing objects
+  // that callbacks further up the stack may still refer to.
+  void defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
+
   // Runs until stop(); callbacks may add and remove fds.
   Result<void> run();
   void stop() { stopped_ = true; }
 
  private:
+  struct Registration {
+    uint32_t generation;
+    std::shared_ptr<Callback> callback;
+  };
   UniqueFd epoll_;
-  std::map<int, std::shared_ptr<Callback>> callbacks_;
+  // Events carry the fd and a generation, so that an event queued for an fd that was
+  // closed earlier in the same batch never reaches a new registration of that number.
+  std::map<int, Registration> callbacks_;
+  uint32_t next_generation_ = 1;
   std::map<int, UniqueFd> timers_;
+  std::vector<std::function<void()>> deferred_;
   bool stopped_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <cstdio>
 #include <unistd.h>
 
 #include "isolation/sys/syscall.h"
@@ -23,6 +24,13 @@ constexpr size_t kOutputHighWater = 1u << 20;
 constexpr size_t kOutputLowWater = 256u << 10;
 constexpr size_t kReadChunk = 64u << 10;
 constexpr uint64_t kKillGraceMs = 5000;
+// After a command exits, at most this much more output is taken from each pipe: a
+// process it left in the background may keep writing forever.
+constexpr size_t kDrainLimit = 256u << 10;
+// Bounds on what clients can make the supervisor hold (each command holds three fds).
+constexpr size_t kMaxClients = 256;
+constexpr size_t kMaxCommands = 256;
+constexpr uint64_t kAcceptRetryMs = 100;
 
 Json error_json(const Error& e) {
   Json j = {{"code", error_code_name(e.code)}, {"message", e.message}};
@@ -89,7 +97,7 @@ Result<void> Supervisor::register_handlers() {
   int control = instance_->control_fd();
   ::fcntl(control, F_SETFL, ::fcntl(control, F_GETFL) | O_NONBLOCK);
   NSBOX_CHECK(loop_->add(listen_fd_.get(), EPOLLIN, [this](uint32_t) { accept_clients(); }));
-  NSBOX_CHECK(loop_->add(control, EPOLLIN, [this](uint32_t) { on_init_message(); }));
+  NSBOX_CHECK(loop_->add(control, EPOLLIN, [this](uint32_t) { on_init_messages(); }));
   NSBOX_CHECK(loop_->add(instance_->pidfd(), EPOLLIN, [this](uint32_t) { on_init_death(); }));
   NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN, [this](uint32_t) { on_seccomp_violation(); }));
   NSBOX_CHECK(loop_->add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { shutdown(nullptr); }));
@@ -106,35 +114,59 @@ Result<void> Supervisor::serve() {
 
 void Supervisor::accept_clients() {
   for (;;) {
-    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
-    Client& c = clients_[fd];
-    c.fd.reset(fd);
-    if (!loop_->add(fd, EPOLLIN, [this, fd](uint32_t ev) { on_client_event(fd, ev); })) clients_.erase(fd);
+    UniqueFd fd(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!fd) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) accept_later();
+      return;
+    }
+    if (clients_.size() >= kMaxClients) {
+      (void)::send(fd.get(), protocol::encode({{"ok", false}, {"error", error_json(make_error(
+                   ErrorCode::kBusy, "the sandbox has " + std::to_string(kMaxClients) + " connections open"))}}).c_str(),
+                   0, MSG_NOSIGNAL);  // best effort; the connection closes either way
+      continue;
+    }
+    int raw = fd.get();
+    Client& c = clients_[raw];
+    c.fd = std::move(fd);
+    if (!loop_->add(raw, EPOLLIN, [this, raw](uint32_t ev) { on_client_event(raw, ev); })) clients_.erase(raw);
   }
+}
+
+// Out of fds: a level-triggered listening socket would wake us in a loop. Stop watching
+// it for a moment.
+void Supervisor::accept_later() {
+  (void)loop_->modify(listen_fd_.get(), 0);
+  (void)loop_->add_timer(kAcceptRetryMs, [this] { (void)loop_->modify(listen_fd_.get(), EPOLLIN); });
 }
 
 void Supervisor::on_client_event(int fd, uint32_t events) {
   auto it = clients_.find(fd);
-  if (it == clients_.end()) return;
+  if (it == clients_.end() || it->second.closed) return;
   Client& c = it->second;
   if (events & EPOLLOUT) flush(c);
-  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c.close_after_flush) return;
+  if (c.closed || !(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c.close_after_flush) return;
   auto status = c.reader.read_available(fd);
   if (!status) {
     // An oversized or unreadable message: the stream cannot be resynchronised. Answer,
     // then close this connection; the supervisor and every other client go on.
-    reply_error(c, status.error());
     c.close_after_flush = true;
-    flush(c);
+    reply_error(c, status.error());
     return;
   }
-  while (clients_.count(fd) && c.reader.has_frame()) {
+  while (!c.closed && c.reader.has_frame()) {
     auto frame = c.reader.next();
-    if (!frame) reply_error(c, frame.error());
-    else handle_request(c, std::move(*frame));
+    if (!frame) {
+      reply_error(c, frame.error());
+      continue;
+    }
+    // A field of the wrong type (nlohmann throws) is the client's error, not our crash.
+    try {
+      handle_request(c, std::move(*frame));
+    } catch (const protocol::Json::exception& e) {
+      reply_error(c, make_error(ErrorCode::kInvalidArgument, std::string("malformed request: ") + e.what()));
+    }
   }
-  if (*status == protocol::FrameReader::Status::kClosed && clients_.count(fd)) close_client(fd);
+  if (*status == protocol::FrameReader::Status::kClosed) close_client(fd);
 }
 
 void Supervisor::handle_request(Client& client, protocol::Frame frame) {
@@ -161,6 +193,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
 }
 
 void Supervisor::reply(Client& client, const Json& message) {
+  if (client.closed) return;
   client.out += protocol::encode(message);
   flush(client);
 }
@@ -168,6 +201,7 @@ void Supervisor::reply(Client& client, const Json& message) {
 void Supervisor::reply_error(Client& client, const Error& error) { reply(client, {{"ok", false}, {"error", error_json(error)}}); }
 
 void Supervisor::flush(Client& client) {
+  if (client.closed) return;
   while (!client.out.empty()) {
     ssize_t n = ::send(client.fd.get(), client.out.data(), client.out.size(), MSG_NOSIGNAL);
     if (n < 0) {
@@ -197,7 +231,8 @@ void Supervisor::set_output_paused(Client& client, bool paused) {
 
 void Supervisor::close_client(int fd) {
   auto it = clients_.find(fd);
-  if (it == clients_.end()) return;
+  if (it == clients_.end() || it->second.closed) return;
+  it->second.closed = true;
   // A client that goes away takes its running commands with it (like an interrupted
   // `docker exec`): nothing keeps running for nobody.
   for (uint64_t id : it->second.commands) {
@@ -206,13 +241,23 @@ void Supervisor::close_client(int fd) {
     c->second.client = -1;
     (void)protocol::send_frame(instance_->control_fd(), {{"op", "signal"}, {"id", id}, {"signal", SIGKILL}});
   }
+  it->second.commands.clear();
   loop_->remove(fd);
-  clients_.erase(it);
+  // Erased (and its fd closed, so the number cannot be reused) once no caller holds it.
+  loop_->defer([this, fd] {
+    auto again = clients_.find(fd);
+    if (again != clients_.end() && again->second.closed) clients_.erase(again);
+  });
 }
 
 void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   auto request = CommandRequest::from_json(frame.message);
   if (!request) return reply_error(client, request.error());
+  if (commands_.size() >= kMaxCommands)
+    return reply_error(client, make_error(ErrorCode::kBusy, std::to_string(kMaxCommands) + " commands are running in this sandbox",
+                                          "wait for some to finish"));
+  auto stdin_flag = frame.message.find("stdin");
+  bool with_stdin = stdin_flag != frame.message.end() && stdin_flag->is_boolean() && stdin_flag->get<bool>();
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return reply_error(client, sys_error("pipe2 for stdout"));
   UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
@@ -224,7 +269,7 @@ void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   uint64_t id = next_command_id_++;
   std::vector<int> fds;
   Json names = Json::array();
-  if (frame.message.value("stdin", false) && !frame.fds.empty()) {
+  if (with_stdin && !frame.fds.empty()) {
     fds.push_back(frame.fds[0].get());
     names.push_back("stdin");
   }
@@ -271,33 +316,43 @@ bool Supervisor::relay_chunk(Command& c, bool is_stdout) {
   }
   buf.resize(static_cast<size_t>(n));
   auto client = clients_.find(c.client);
-  if (client == clients_.end()) return true;  // nobody listens; the command is being killed
+  if (client == clients_.end() || client->second.closed) return true;  // nobody listens; it is being killed
   Json event = {{"event", "output"}, {"exec_id", c.id}, {"stream", is_stdout ? "stdout" : "stderr"}};
   protocol::put_bytes(event, buf);
   reply(client->second, event);
   return true;
 }
 
-void Supervisor::on_init_message() {
+void Supervisor::on_init_messages() {
   auto status = init_reader_.read_available(instance_->control_fd());
   while (init_reader_.has_frame()) {
     auto frame = init_reader_.next();
     if (!frame) continue;
-    const Json& m = frame->message;
-    std::string event = m.value("event", "");
-    auto it = commands_.find(m.value("id", uint64_t{0}));
-    if (it == commands_.end()) continue;
-    Command& c = it->second;
-    if (event == "spawn_failed") {
-      c.end.spawn_errno = m.value("errno", ENOENT);
-      finish_command(c.id);
-    } else if (event == "exited") {
-      if (m.contains("exit_code")) c.end.exit_code = m["exit_code"].get<int>();
-      if (m.contains("signal")) c.end.signal = m["signal"].get<int>();
-      finish_command(c.id);
+    // init runs inside the sandbox: its messages are untrusted input like a client's.
+    try {
+      on_init_message(frame->message);
+    } catch (const Json::exception& e) {
+      std::fprintf(stderr, "nsbox-supervisor: ignored a malformed message from init: %s\n", e.what());
     }
   }
   if (!status || *status == protocol::FrameReader::Status::kClosed) on_init_death();
+}
+
+void Supervisor::on_init_message(const Json& m) {
+  std::string event = m.value("event", "");
+  auto it = commands_.find(m.value("id", uint64_t{0}));
+  if (it == commands_.end()) return;
+  Command& c = it->second;
+  if (event == "started") {
+    c.sandbox_pid = m.value("pid", 0);
+  } else if (event == "spawn_failed") {
+    c.end.spawn_errno = m.value("errno", ENOENT);
+    finish_command(c.id);
+  } else if (event == "exited") {
+    if (m.contains("exit_code")) c.end.exit_code = m["exit_code"].get<int>();
+    if (m.contains("signal")) c.end.signal = m["signal"].get<int>();
+    finish_command(c.id);
+  }
 }
 
 void Supervisor::on_deadline(uint64_t id) {
@@ -318,7 +373,7 @@ void Supervisor::finish_command(uint64_t id) {
   // Whatever the command wrote before it exited is in the pipes now; later writes by
   // processes it left behind are not waited for (docs/semantics.md).
   for (bool is_stdout : {true, false}) {
-    while (relay_chunk(c, is_stdout)) {}
+    for (size_t taken = 0; taken < kDrainLimit && relay_chunk(c, is_stdout); taken += kReadChunk) {}
     UniqueFd& pipe = is_stdout ? c.out : c.err;
     if (pipe) loop_->remove(pipe.get());
     pipe.reset();
@@ -331,7 +386,7 @@ void Supervisor::finish_command(uint64_t id) {
   int client_fd = c.client;
   commands_.erase(it);
   auto client = clients_.find(client_fd);
-  if (client == clients_.end()) return;
+  if (client == clients_.end() || client->second.closed) return;
   client->second.commands.erase(id);
   reply(client->second, {{"ok", true}, {"exec_id", id}, {"result", result.to_json()}});
 }
@@ -340,7 +395,11 @@ void Supervisor::on_seccomp_violation() {
   auto v = instance_->take_seccomp_violation();
   if (!v) return;
   std::string what = v->syscall + " (pid " + std::to_string(v->sandbox_pid) + " in the sandbox)";
-  for (auto& [id, c] : commands_) c.end.seccomp_kills.push_back(what);
+  std::fprintf(stderr, "nsbox-supervisor: killed by the seccomp filter: %s\n", what.c_str());
+  // Each command is a process group of its own: the violation belongs to the one whose
+  // group the process was in.
+  for (auto& [id, c] : commands_)
+    if (c.sandbox_pid && c.sandbox_pid == v->sandbox_pgid) c.end.seccomp_kills.push_back(what);
 }
 
 void Supervisor::on_init_death() {
@@ -348,7 +407,7 @@ void Supervisor::on_init_death() {
                           "remove it with `nsbox rm " + record_.id + "`");
   for (auto& [id, c] : commands_) {
     auto client = clients_.find(c.client);
-    if (client != clients_.end()) reply_error(client->second, dead);
+    if (client != clients_.end()) reply_error(client->second, dead);  // no-op when closed
   }
   commands_.clear();
   shutdown(nullptr);
@@ -356,14 +415,13 @@ void Supervisor::on_init_death() {
 
 void Supervisor::shutdown(Client* requester) {
   (void)instance_->destroy();
-  if (requester) {
-    // The answer must reach the client before we exit: flush it, bounded.
+  if (requester && !requester->closed) {
+    // The answer must reach the client before we exit: flush it, bounded (2 s).
     reply(*requester, {{"ok", true}});
-    int fd = requester->fd.get();
-    for (int i = 0; i < 100 && clients_.count(fd) && !clients_[fd].out.empty(); ++i) {
-      pollfd p{fd, POLLOUT, 0};
+    for (int i = 0; i < 100 && !requester->closed && !requester->out.empty(); ++i) {
+      pollfd p{requester->fd.get(), POLLOUT, 0};
       ::poll(&p, 1, 20);
-      flush(clients_[fd]);
+      flush(*requester);
     }
   }
   loop_->stop();

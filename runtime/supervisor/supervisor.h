@@ -52,11 +52,15 @@ class Supervisor {
     std::string out;         // frames not yet written
     bool close_after_flush = false;
     bool output_paused = false;  // its commands' pipes are not read while it catches up
+    // Closed clients stay in clients_ until the current batch of events is done (callers
+    // up the stack may hold a reference); nothing is sent to them any more.
+    bool closed = false;
     std::set<uint64_t> commands;
   };
   struct Command {
     uint64_t id = 0;
     int client = -1;
+    pid_t sandbox_pid = 0;  // the command's pid (and process group) inside the sandbox
     CommandRequest request;
     UniqueFd out, err;
     std::chrono::steady_clock::time_point started;
@@ -80,12 +84,14 @@ class Supervisor {
   void start_command(Client& client, protocol::Frame& frame);
   void on_output(uint64_t id, bool is_stdout);
   bool relay_chunk(Command& c, bool is_stdout);  // true if it relayed bytes
-  void on_init_message();
+  void on_init_messages();
   void on_deadline(uint64_t id);
   void finish_command(uint64_t id);
   void set_output_paused(Client& client, bool paused);
 
+  void on_init_message(const protocol::Json& message);
   void on_init_death();
+  void accept_later();
   void on_seccomp_violation();
   void shutdown(Client* requester);
 
