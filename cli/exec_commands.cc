@@ -18,8 +18,13 @@ std::vector<std::string> to_argv(const std::vector<std::string>& command) {
 // sandbox read the user's keystrokes, and would leave an unattended command waiting.
 int stdin_for_command() { return ::isatty(STDIN_FILENO) ? -1 : STDIN_FILENO; }
 
+// --json keeps the first kCaptureLimit bytes of each stream in memory and counts the
+// rest: a command printing gigabytes must not take the CLI's memory with it.
+constexpr size_t kCaptureLimit = 1u << 20;
+
 struct Captured {
   std::string out, err;
+  uint64_t out_bytes = 0, err_bytes = 0;
 };
 
 OutputCallback stream_to_terminal() {
@@ -29,19 +34,29 @@ OutputCallback stream_to_terminal() {
 }
 
 OutputCallback capture_into(Captured& c) {
-  return [&c](bool is_stdout, std::string_view bytes) { (is_stdout ? c.out : c.err).append(bytes); };
+  return [&c](bool is_stdout, std::string_view bytes) {
+    std::string& kept = is_stdout ? c.out : c.err;
+    (is_stdout ? c.out_bytes : c.err_bytes) += bytes.size();
+    if (kept.size() < kCaptureLimit) kept.append(bytes.substr(0, kCaptureLimit - kept.size()));
+  };
+}
+
+// "stdout": text, or "stdout_b64" when the bytes are not UTF-8; with sizes and truncation.
+void put_stream(nlohmann::json& j, const std::string& name, const std::string& kept, uint64_t total) {
+  protocol::Json bytes;
+  protocol::put_bytes(bytes, kept);
+  if (bytes.contains("data")) j[name] = bytes["data"];
+  else j[name + "_b64"] = bytes["data_b64"];
+  j[name + "_bytes"] = total;
+  j[name + "_truncated"] = total > kept.size();
 }
 
 int finish(const Output& out, const Result<CommandResult>& result, const Captured& captured) {
   if (!result) return out.error(result.error());
   if (out.json) {
     nlohmann::json j = result->to_json();
-    protocol::Json tmp;
-    protocol::put_bytes(tmp, captured.out);
-    j[tmp.contains("data") ? "stdout" : "stdout_b64"] = tmp.contains("data") ? tmp["data"] : tmp["data_b64"];
-    protocol::Json tmp2;
-    protocol::put_bytes(tmp2, captured.err);
-    j[tmp2.contains("data") ? "stderr" : "stderr_b64"] = tmp2.contains("data") ? tmp2["data"] : tmp2["data_b64"];
+    put_stream(j, "stdout", captured.out, captured.out_bytes);
+    put_stream(j, "stderr", captured.err, captured.err_bytes);
     out.document(j);
   } else if (!result->message.empty()) {
     out.note(result->message);

@@ -76,6 +76,10 @@ class Driver {
 Result<std::unique_ptr<Driver>> for_new_sandbox(const std::string& id);
 std::unique_ptr<Driver> from_placement(const Placement& placement);
 
+// Removes the cgroups named `nsbox-<prefix><pid>-...` whose creating process <pid> is gone
+// (a one-shot `nsbox run` that was SIGKILLed could not clean up).
+void remove_orphans(const std::string& prefix);
+
 // Pure parsing, exposed for tests.
 struct MountEntry {
   std::string mount_point;

@@ -1,9 +1,11 @@
 // Mode detection, mount table parsing and the choice of placement for a new sandbox.
+#include <signal.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
 #include <linux/magic.h>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "isolation/cgroup.h"
@@ -130,6 +132,23 @@ Result<std::unique_ptr<Driver>> for_new_sandbox(const std::string& id) {
   Mode mode = NSBOX_TRY(detect_mode());
   if (mode == Mode::kUnified) return v2_for_new_sandbox(id);
   return v1_for_new_sandbox(id);
+}
+
+void remove_orphans(const std::string& prefix) {
+  auto probe = for_new_sandbox(prefix + "probe");
+  if (!probe) return;
+  const std::string name_prefix = "nsbox-" + prefix;
+  for (const auto& probe_dir : (*probe)->placement().dirs) {
+    std::string parent = probe_dir.substr(0, probe_dir.rfind('/'));
+    auto names = files::list_dir(parent);
+    if (!names) continue;
+    for (const auto& name : *names) {
+      if (name.rfind(name_prefix, 0) != 0) continue;
+      pid_t owner = static_cast<pid_t>(std::strtol(name.c_str() + name_prefix.size(), nullptr, 10));
+      if (owner <= 0 || ::kill(owner, 0) == 0 || errno != ESRCH) continue;  // alive (or a reused pid: keep)
+      (void)kill_and_remove(parent + "/" + name);
+    }
+  }
 }
 
 std::unique_ptr<Driver> from_placement(const Placement& placement) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "isolation/sys/syscall.h"
 #include "runtime/runtime.h"
 #include "runtime/sandbox_instance.h"
+#include "runtime/stdin_pump.h"
 
 namespace nsbox {
 namespace {
@@ -23,30 +25,48 @@ using command_pid1::Report;
 
 constexpr int kKillGraceMs = 5000;
 
+// "run-<our pid>-<random>": the pid lets a later run remove what a killed one left.
 std::string one_shot_id() {
   static constexpr char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
   std::random_device rd;
-  std::string id = "run-";
-  for (int i = 0; i < 6; ++i) id += kAlphabet[rd() % 36];
+  std::string id = "run-" + std::to_string(::getpid()) + "-";
+  for (int i = 0; i < 4; ++i) id += kAlphabet[rd() % 36];
   return id;
 }
 
-struct CapturePipes {
-  UniqueFd out_r, out_w, err_r, err_w;
+struct Pipe {
+  UniqueFd read_end, write_end;
 };
 
-Result<CapturePipes> make_capture_pipes() {
-  CapturePipes p;
-  int a[2], b[2];
-  if (::pipe2(a, O_CLOEXEC) != 0 || ::pipe2(b, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
-  p.out_r.reset(a[0]);
-  p.out_w.reset(a[1]);
-  p.err_r.reset(b[0]);
-  p.err_w.reset(b[1]);
-  ::fcntl(p.out_r.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(p.err_r.get(), F_SETFL, O_NONBLOCK);
-  return p;
+Result<Pipe> output_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
+
+// SIGINT, SIGTERM and SIGHUP arrive on a signalfd while the sandbox exists, so that an
+// interrupted `nsbox run` still removes it; the caller's mask comes back afterwards.
+class InterruptSignals {
+ public:
+  InterruptSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+    fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  }
+  ~InterruptSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  int fd() const { return fd_.get(); }
+  int take() {
+    signalfd_siginfo info{};
+    return ::read(fd_.get(), &info, sizeof info) == sizeof info ? static_cast<int>(info.ssi_signo) : 0;
+  }
+
+ private:
+  sigset_t old_;
+  UniqueFd fd_;
+};
 
 // Reads what is there now; closes the pipe at EOF.
 void relay(UniqueFd& pipe, bool is_stdout, const OutputCallback& cb) {
@@ -78,71 +98,93 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   if (o.command.argv.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no command to run"));
   NSBOX_CHECK(files::ensure_private_dir(store_.root().run_dir));
   NSBOX_CHECK(files::ensure_private_dir(store_.root().cache_dir()));
-  std::optional<CapturePipes> pipes;
-  if (o.on_output) pipes = NSBOX_TRY(make_capture_pipes());
+  cgroup::remove_orphans("run-");
+
+  // The sandbox gets pipes only, never our fds (docs/decisions.md: a terminal or a file
+  // handed over could be read or reopened for writing).
+  OutputCallback sink = o.on_output ? o.on_output : [&o](bool is_stdout, std::string_view bytes) {
+    (void)files::write_all(is_stdout ? o.stdout_fd : o.stderr_fd, bytes, "output");
+  };
+  Pipe out = NSBOX_TRY(output_pipe()), err = NSBOX_TRY(output_pipe());
+  std::optional<StdinPump> pump;
+  if (o.stdin_fd >= 0) pump = NSBOX_TRY(StdinPump::open(o.stdin_fd));
 
   command_pid1::Command command;
   command.argv = o.command.argv;
   command.env = command_environment(o.env, o.command.env);
   command.cwd = o.command.cwd;
-  command.stdin_fd = o.stdin_fd;
-  command.stdout_fd = pipes ? pipes->out_w.get() : o.stdout_fd;
-  command.stderr_fd = pipes ? pipes->err_w.get() : o.stderr_fd;
+  command.stdin_fd = pump ? pump->sandbox_end() : -1;
+  command.stdout_fd = out.write_end.get();
+  command.stderr_fd = err.write_end.get();
   // /mnt/files is a tmpfs: a one-shot sandbox keeps nothing, so it costs no disk work.
   InstanceOptions options{one_shot_id(), o.size, o.net, /*files_dir=*/"", layout_.sandbox_dir(),
                           store_.root().cache_dir(), command};
+  InterruptSignals interrupts;
   const auto started = Clock::now();
   auto instance = NSBOX_TRY(SandboxInstance::start(options));
   const uint64_t oom_before = instance->oom_kills();
-  if (pipes) {
-    pipes->out_w.reset();
-    pipes->err_w.reset();
-  }
+  out.write_end.reset();
+  err.write_end.reset();
+  if (pump) pump->release_sandbox_end();
 
   CommandEnd end;
+  int interrupted_by = 0;
   bool ended = false;
   auto deadline = started + std::chrono::milliseconds(static_cast<int64_t>(o.command.timeout_s * 1000));
+  auto kill_sandbox = [&] { ::syscall(SYS_pidfd_send_signal, instance->pidfd(), SIGKILL, nullptr, 0); };
   while (!ended) {
     auto now = Clock::now();
     if (now >= deadline) {
-      if (end.timed_out) break;  // pid 1 did not go within the grace period
-      // Killing pid 1 takes everything in the sandbox with it.
-      end.timed_out = true;
-      ::syscall(SYS_pidfd_send_signal, instance->pidfd(), SIGKILL, nullptr, 0);
+      if (end.timed_out || interrupted_by) break;  // pid 1 did not go within the grace period
+      end.timed_out = true;  // killing pid 1 takes everything in the sandbox with it
+      kill_sandbox();
       deadline = now + std::chrono::milliseconds(kKillGraceMs);
       continue;
     }
     int wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
-    pollfd p[4] = {{instance->reports_fd(), POLLIN, 0}, {instance->seccomp_listener_fd(), POLLIN, 0},
-                   {pipes && pipes->out_r ? pipes->out_r.get() : -1, POLLIN, 0},
-                   {pipes && pipes->err_r ? pipes->err_r.get() : -1, POLLIN, 0}};
-    if (sys::retry_eintr([&] { return ::poll(p, 4, wait_ms); }) < 0) return fail(sys_error("poll"));
+    pollfd p[7] = {{instance->reports_fd(), POLLIN, 0}, {instance->seccomp_listener_fd(), POLLIN, 0},
+                   {out.read_end ? out.read_end.get() : -1, POLLIN, 0}, {err.read_end ? err.read_end.get() : -1, POLLIN, 0},
+                   {interrupts.fd(), POLLIN, 0}, pump ? pump->source_poll() : pollfd{-1, 0, 0},
+                   pump ? pump->sink_poll() : pollfd{-1, 0, 0}};
+    if (sys::retry_eintr([&] { return ::poll(p, 7, wait_ms); }) < 0) return fail(sys_error("poll"));
     if (p[1].revents & POLLIN)
       if (auto v = instance->take_seccomp_violation())
         end.seccomp_kills.push_back(v->syscall + " (pid " + std::to_string(v->sandbox_pid) + " in the sandbox)");
-    if (pipes && (p[2].revents | p[3].revents)) {
-      relay(pipes->out_r, true, o.on_output);
-      relay(pipes->err_r, false, o.on_output);
+    if (p[2].revents | p[3].revents) {
+      relay(out.read_end, true, sink);
+      relay(err.read_end, false, sink);
+    }
+    if (pump) pump->pump(p[5].revents, p[6].revents);
+    if ((p[4].revents & POLLIN) && !interrupted_by) {
+      interrupted_by = interrupts.take();
+      kill_sandbox();
+      deadline = Clock::now() + std::chrono::milliseconds(kKillGraceMs);
     }
     if (p[0].revents & (POLLIN | POLLHUP)) {
       Report r{};
       ssize_t n = sys::retry_eintr([&] { return ::read(instance->reports_fd(), &r, sizeof r); });
       if (n == sizeof r) {
         ended = apply_report(r, end);
-      } else if (end.timed_out) {
-        end.signal = SIGKILL;  // killed at the deadline: pid 1 could not report
+      } else if (end.timed_out || interrupted_by) {
+        end.signal = SIGKILL;  // we killed pid 1: it could not report
         ended = true;
       } else {
         return fail(make_error(ErrorCode::kSandboxDead, "the sandbox's pid 1 exited without a report"));
       }
     }
   }
-  if (pipes) {
-    relay(pipes->out_r, true, o.on_output);
-    relay(pipes->err_r, false, o.on_output);
-  }
+  if (pump) pump->stop();
+  relay(out.read_end, true, sink);
+  relay(err.read_end, false, sink);
   end.oom_killed = instance->oom_kills() > oom_before;
   CommandResult result = classify(end, o.command.argv.front(), instance->limits(), size_tier_name(o.size), o.command.timeout_s);
+  if (interrupted_by) {
+    result.status = "killed";
+    result.reason = "interrupted";
+    result.exit_code = 128 + interrupted_by;
+    result.message = std::string("interrupted by SIG") + (sigabbrev_np(interrupted_by) ? sigabbrev_np(interrupted_by) : "?") +
+                     "; the sandbox was removed";
+  }
   result.duration_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
   NSBOX_CHECK(instance->destroy());
   return result;

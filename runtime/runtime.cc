@@ -12,7 +12,9 @@
 #include "isolation/cgroup.h"
 #include "isolation/sys/files.h"
 #include "isolation/userns.h"
+#include "isolation/sys/syscall.h"
 #include "runtime/protocol/unix_socket.h"
+#include "runtime/stdin_pump.h"
 #include "runtime/supervisor/supervisor.h"
 #include "runtime/supervisor_process.h"
 
@@ -168,28 +170,45 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
   if (!store_.supervisor_alive(id)) return fail(dead_error(id));
   auto sock = protocol::connect_unix(store_.root().socket_path(id));
   if (!sock) return fail(dead_error(id));
-  // The supervisor enforces the deadline; this only bounds a supervisor that hangs.
-  set_receive_timeout(sock->get(), static_cast<int>(request.timeout_s * 1000) + 30000);
+  // Bounds a supervisor that stops mid-message; the deadline below bounds one that is silent.
+  set_receive_timeout(sock->get(), kRequestTimeoutMs);
+  std::optional<StdinPump> pump;
+  if (stdin_fd >= 0) pump = NSBOX_TRY(StdinPump::open(stdin_fd));
   Json message = request.to_json();
   message["op"] = "exec";
   std::vector<int> fds;
-  if (stdin_fd >= 0) {
+  if (pump) {
     message["stdin"] = true;
-    fds.push_back(stdin_fd);
+    fds.push_back(pump->sandbox_end());
   }
   NSBOX_CHECK(protocol::send_frame(sock->get(), message, fds));
+  if (pump) pump->release_sandbox_end();
+
+  // The supervisor enforces the command's deadline; this only bounds one that hangs.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(request.timeout_s * 1000) + 30000);
   for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return fail(make_error(ErrorCode::kTimeout, "sandbox " + id + " did not report the command's end"));
+    pollfd p[3] = {{sock->get(), POLLIN, 0}, pump ? pump->source_poll() : pollfd{-1, 0, 0}, pump ? pump->sink_poll() : pollfd{-1, 0, 0}};
+    if (sys::retry_eintr([&] { return ::poll(p, 3, static_cast<int>(left)); }) < 0) return fail(sys_error("poll"));
+    if (pump) pump->pump(p[1].revents, p[2].revents);
+    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
     if (!frame) return fail(std::move(frame.error()).context("wait for the command"));
     if (!*frame) return fail(dead_error(id));
     const Json& m = (*frame)->message;
-    if (m.value("event", "") == "output") {
-      if (on_output) on_output(m.value("stream", "") == "stdout", protocol::get_bytes(m));
-      continue;
+    try {
+      if (m.value("event", "") == "output") {
+        if (on_output) on_output(m.value("stream", "") == "stdout", protocol::get_bytes(m));
+        continue;
+      }
+      if (!m.contains("ok")) continue;
+      if (pump) pump->stop();
+      if (!m["ok"].get<bool>()) return fail(error_from_json(m));
+      return CommandResult::from_json(m.value("result", Json::object()));
+    } catch (const Json::exception& e) {
+      return fail(make_error(ErrorCode::kProtocol, std::string("malformed answer from the supervisor: ") + e.what()));
     }
-    if (!m.contains("ok")) continue;
-    if (!m["ok"].get<bool>()) return fail(error_from_json(m));
-    return CommandResult::from_json(m.value("result", Json::object()));
   }
 }
 

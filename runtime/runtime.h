@@ -76,7 +76,11 @@ class Runtime {
   Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
   // Stops the sandbox if it runs, removes its cgroup, state and files volume.
   Result<void> remove(const std::string& id_or_name) const;
-  // create + exec + remove in one process, without a supervisor daemon.
+  // create + exec + remove in one process, without a supervisor daemon. It clones the
+  // calling process without exec'ing (that is what makes it fast): call it from a
+  // single-threaded program, or one whose other threads hold no locks; multi-threaded
+  // embedders use create + exec + remove. SIGINT, SIGTERM and SIGHUP are held while it
+  // runs; one that arrives removes the sandbox and ends the command ("interrupted").
   Result<CommandResult> run(const RunOptions& options) const;
 
   const StateStore& store() const { return store_; }

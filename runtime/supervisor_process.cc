@@ -65,8 +65,13 @@ Result<protocol::Json> spawn_supervisor(const std::string& supervisor_path, cons
   out_w.reset();
   ::waitpid(child, nullptr, 0);  // the intermediate exits at once
 
-  ::signal(SIGPIPE, SIG_IGN);
+  // A supervisor that died at once must not take the caller down with SIGPIPE; the
+  // caller's own disposition comes back afterwards (library code changes no globals).
+  struct sigaction ignore{}, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous);
   auto written = files::write_all(in_w.get(), spec.dump(), "the supervisor's stdin");
+  ::sigaction(SIGPIPE, &previous, nullptr);
   in_w.reset();
   auto line = NSBOX_TRY(read_line_bounded(out_r.get()));
   if (line.empty()) {

@@ -16,7 +16,7 @@
 
 #include <cstring>
 #include <map>
-#include <set>
+#include <vector>
 #include <string>
 #include <vector>
 
@@ -32,10 +32,10 @@ constexpr int kControlFd = 3;
 
 struct Spawned {
   uint64_t id;
+  int exec_report = -1;  // read end of the close-on-exec pipe until exec is settled
+  bool exec_failed = false;  // reported as spawn_failed; its exit is not reported
 };
 std::map<pid_t, Spawned> g_children;
-// Spawns whose exec failed: already reported, their exit is not.
-std::set<uint64_t> g_failed_spawns;
 
 void send(const Json& message) {
   // A failed send means the supervisor is gone; the next read sees EOF and we exit.
@@ -114,16 +114,24 @@ void spawn(const Json& req, std::vector<UniqueFd>& fds) {
     send({{"event", "spawn_failed"}, {"id", id}, {"errno", err}, {"message", "fork"}});
     return;
   }
+  // Whether exec worked is read in the main loop, not here: code in the sandbox could stop
+  // the child before its exec (kill -STOP -1) and would wedge a blocking read.
+  g_children[pid] = {id, report[0]};
+}
+
+// The child's exec pipe has news: EOF (exec done) or an errno. When exec failed, the
+// spawn_failed report stands for the whole command and its exit is not reported.
+void settle_exec(pid_t pid, Spawned& child) {
   int err = 0;
-  ssize_t n = sys::retry_eintr([&] { return ::read(report[0], &err, sizeof err); });
-  ::close(report[0]);
-  g_children[pid] = {id};
+  ssize_t n = sys::retry_eintr([&] { return ::read(child.exec_report, &err, sizeof err); });
+  ::close(child.exec_report);
+  child.exec_report = -1;
   if (n == sizeof err) {
-    g_failed_spawns.insert(id);  // the child exits 126/127; reaped without a second report
-    send({{"event", "spawn_failed"}, {"id", id}, {"errno", err}, {"message", std::strerror(err)}});
+    child.exec_failed = true;
+    send({{"event", "spawn_failed"}, {"id", child.id}, {"errno", err}, {"message", std::strerror(err)}});
     return;
   }
-  send({{"event", "started"}, {"id", id}, {"pid", pid}});
+  send({{"event", "started"}, {"id", child.id}, {"pid", pid}});
 }
 
 void signal_command(const Json& req) {
@@ -144,8 +152,10 @@ void reap() {
     auto it = g_children.find(pid);
     if (it == g_children.end()) continue;  // an orphan that was reparented to us
     uint64_t id = it->second.id;
+    if (it->second.exec_report >= 0) settle_exec(pid, it->second);  // its pipe is final now
+    bool failed = it->second.exec_failed;
     g_children.erase(it);
-    if (g_failed_spawns.erase(id)) continue;
+    if (failed) continue;
     Json exited = {{"event", "exited"}, {"id", id}, {"pid", pid}};
     if (WIFEXITED(status)) exited["exit_code"] = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) {
@@ -168,11 +178,22 @@ int run() {
   send({{"event", "ready"}, {"pid", ::getpid()}});
 
   for (;;) {
-    pollfd p[2] = {{kControlFd, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0) {
+    std::vector<pollfd> p = {{kControlFd, POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+    std::vector<pid_t> settling;
+    for (const auto& [pid, child] : g_children)
+      if (child.exec_report >= 0) {
+        p.push_back({child.exec_report, POLLIN, 0});
+        settling.push_back(pid);
+      }
+    if (::poll(p.data(), p.size(), -1) < 0) {
       if (errno == EINTR) continue;
       return 1;
     }
+    for (size_t i = 0; i < settling.size(); ++i)
+      if (p[2 + i].revents) {
+        auto it = g_children.find(settling[i]);
+        if (it != g_children.end() && it->second.exec_report >= 0) settle_exec(it->first, it->second);
+      }
     if (p[1].revents & POLLIN) {
       signalfd_siginfo info;
       while (::read(sigfd.get(), &info, sizeof info) == sizeof info) {}

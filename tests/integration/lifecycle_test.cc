@@ -24,7 +24,14 @@ using nlohmann::json;
 
 namespace {
 
-bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+// Running: exists and is not a zombie (orphans are reaped by the host's pid 1, which may
+// take a while).
+bool process_exists(pid_t pid) {
+  auto stat = nsbox::files::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  auto close = stat->rfind(')');
+  return close != std::string::npos && close + 2 < stat->size() && (*stat)[close + 2] != 'Z';
+}
 
 // Bounded wait for a process to be gone.
 bool wait_gone(pid_t pid, int timeout_ms = 5000) {
@@ -258,6 +265,64 @@ TEST_CASE("a malformed or oversized control message gets an error and the superv
   CHECK((closed && !closed->has_value()));  // that connection is closed...
 
   CHECK(root.sh(id, "echo served").out == "served\n");  // ...the supervisor is not
+}
+
+TEST_CASE("a reader that goes away early does not hurt the sandbox") {
+  TestRoot root;
+  auto id = root.create();
+  // `head` exits after a megabyte; nsbox then dies of SIGPIPE with output still queued.
+  auto r = run_process({"/bin/sh", "-c", nsbox_binary() + " --root " + root.path() + " sh " + id + " -- yes | head -c 1000000 | wc -c"});
+  CHECK(r.out == "1000000\n");
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "running");
+  CHECK(root.sh(id, "echo alive").out == "alive\n");
+}
+
+TEST_CASE("requests with fields of the wrong type get an error, and the supervisor serves on") {
+  TestRoot root;
+  auto id = root.create();
+  std::string socket = root.path() + "/run/sandboxes/" + id + "/control.sock";
+  using nsbox::protocol::Json;
+  for (const Json& bad : {Json{{"op", 5}}, Json{{"op", "resize"}, {"size", 7}}, Json{{"op", "exec"}, {"argv", "ls"}},
+                          Json{{"op", "exec"}, {"argv", {"true"}}, {"timeout_s", "soon"}}}) {
+    auto c = nsbox::protocol::connect_unix(socket);
+    REQUIRE(c);
+    REQUIRE(nsbox::protocol::send_frame(c->get(), bad));
+    auto reply = nsbox::protocol::recv_frame(c->get(), 1 << 20);
+    REQUIRE(reply);
+    REQUIRE(reply->has_value());
+    CHECK((*reply)->message["ok"] == false);
+    CHECK((*reply)->message["error"]["code"] == "invalid_argument");
+  }
+  CHECK(root.sh(id, "echo served").out == "served\n");
+}
+
+TEST_CASE("JSON output is bounded: the first MiB is kept, the rest counted") {
+  TestRoot root;
+  auto j = TestRoot::json(root.nsbox({"run", "--json", "--", "head", "-c", "3000000", "/dev/zero"}));
+  CHECK(j["stdout_bytes"] == 3000000);
+  CHECK(j["stdout_truncated"] == true);
+  CHECK(j["stdout"].get<std::string>().size() == 1u << 20);
+  auto id = root.create();
+  auto sh = TestRoot::json(root.nsbox({"sh", "--json", id, "--", "head -c 10 /dev/zero | tr '\\0' x"}));
+  CHECK(sh["stdout"] == "xxxxxxxxxx");
+  CHECK(sh["stdout_truncated"] == false);
+}
+
+TEST_CASE("an interrupted run removes its sandbox, and one killed outright is cleaned by the next") {
+  TestRoot root;
+  auto before = one_shot_cgroups();
+  // SIGINT to nsbox itself (the shell's $!), a second after it started.
+  auto r = run_process({"/bin/sh", "-c", nsbox_binary() + " --root " + root.path() + " run -- sleep 60 & pid=$!; "
+                        "sleep 1; kill -INT $pid; wait $pid; echo \"exit=$?\""});
+  CHECK(r.out == "exit=130\n");
+  CHECK(r.err.find("interrupted by SIGINT; the sandbox was removed") != std::string::npos);
+  // SIGKILL leaves the cgroup behind; the next run removes it.
+  run_process({"/bin/sh", "-c", nsbox_binary() + " --root " + root.path() + " run -- sleep 60 & pid=$!; sleep 1; kill -KILL $pid; wait $pid"});
+  CHECK(root.nsbox({"run", "--", "true"}).exit_code == 0);
+  std::set<std::string> left;
+  for (const auto& name : one_shot_cgroups())
+    if (!before.count(name)) left.insert(name);
+  CHECK(left.empty());
 }
 
 TEST_CASE("run is one-shot: the exit status and output of the command, and nothing left after") {

@@ -94,3 +94,26 @@ TEST_CASE("output bytes survive JSON: UTF-8 as text, anything else as base64") {
   CHECK_FALSE(protocol::is_valid_utf8("\xc3"));
   CHECK_FALSE(protocol::base64_decode("a*=="));
 }
+
+TEST_CASE("fds sent with the second of two queued frames belong to the second") {
+  SocketPair sp;
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  REQUIRE(protocol::send_frame(sp.a, {{"n", 1}}));
+  REQUIRE(protocol::send_frame(sp.a, {{"n", 2}}, std::vector<int>{pipe_fds[0]}));
+  ::fcntl(sp.b, F_SETFL, O_NONBLOCK);
+  protocol::FrameReader reader(1 << 20);
+  REQUIRE(reader.read_available(sp.b));
+  while (!reader.has_frame()) REQUIRE(reader.read_available(sp.b));
+  auto first = reader.next();
+  REQUIRE(first);
+  CHECK(first->message["n"] == 1);
+  CHECK(first->fds.empty());
+  while (!reader.has_frame()) REQUIRE(reader.read_available(sp.b));
+  auto second = reader.next();
+  REQUIRE(second);
+  CHECK(second->message["n"] == 2);
+  CHECK(second->fds.size() == 1);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}

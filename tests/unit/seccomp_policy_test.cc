@@ -1,4 +1,5 @@
 #include <linux/audit.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <filesystem>
 
 #include "isolation/seccomp_policy.h"
+#include "isolation/sys/files.h"
 
 using namespace nsbox;
 
@@ -36,4 +38,23 @@ TEST_CASE("dangerous syscalls are not on the allowlist") {
 TEST_CASE("a killed syscall is named with its ABI") {
   CHECK(seccomp::describe_syscall(AUDIT_ARCH_I386, 20) == "getpid (i386 ABI, number 20)");
   CHECK(seccomp::describe_syscall(AUDIT_ARCH_X86_64, 0x40000000 | 39) == "getpid (x32 ABI, number 1073741863)");
+}
+
+TEST_CASE("a cached program that others could have written is not trusted") {
+  char tmpl[] = "/tmp/nsbox-test-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  auto good = seccomp::compile_cached(dir);
+  REQUIRE(good);
+  // Replace the cache with "allow everything", writable by all: it must be ignored.
+  std::string cached;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) cached = e.path();
+  REQUIRE_FALSE(cached.empty());
+  sock_filter allow_all{0x06, 0, 0, 0x7fff0000};
+  REQUIRE(nsbox::files::write_file(cached, std::string_view(reinterpret_cast<char*>(&allow_all), sizeof allow_all)));
+  REQUIRE(::truncate(cached.c_str(), sizeof allow_all) == 0);
+  REQUIRE(::chmod(cached.c_str(), 0666) == 0);
+  auto again = seccomp::compile_cached(dir);
+  REQUIRE(again);
+  CHECK(again->code.size() == good->code.size());
+  std::filesystem::remove_all(dir);
 }

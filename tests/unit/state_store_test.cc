@@ -1,9 +1,11 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <set>
 
+#include "isolation/sys/files.h"
 #include "runtime/state_store.h"
 
 using namespace nsbox;
@@ -99,4 +101,29 @@ TEST_CASE("the sandbox lock tells a live supervisor from a dead one") {
     CHECK(store.lock_sandbox("sbx-lockme").error().code == ErrorCode::kBusy);
   }
   CHECK_FALSE(store.supervisor_alive("sbx-lockme"));
+}
+
+TEST_CASE("state directories must be ours alone: a symlink, a foreign or a shared one is refused") {
+  TempRoot tmp;
+  std::string mine = tmp.path + "/mine";
+  REQUIRE(files::ensure_private_dir(mine));
+  struct stat st{};
+  REQUIRE(::stat(mine.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+
+  std::string shared = tmp.path + "/shared";
+  REQUIRE(::mkdir(shared.c_str(), 0777) == 0);
+  REQUIRE(::chmod(shared.c_str(), 0777) == 0);
+  auto r = files::ensure_private_dir(shared);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "refusing to keep state in " + shared + ": others may write to it");
+
+  std::string foreign = tmp.path + "/foreign";
+  REQUIRE(::mkdir(foreign.c_str(), 0700) == 0);
+  REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0);
+  CHECK(files::ensure_private_dir(foreign).error().message.find("belongs to uid 65534") != std::string::npos);
+
+  std::string link = tmp.path + "/link";
+  REQUIRE(::symlink(mine.c_str(), link.c_str()) == 0);
+  CHECK(files::ensure_private_dir(link).error().message.find("symlink") != std::string::npos);
 }
