@@ -86,7 +86,9 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
       if (!tree) return {};  // optional and missing
       struct stat st{};
       if (::fstat(tree.get(), &st) != 0) return fail(sys_error("fstat clone of " + s.source));
-      NSBOX_CHECK(make_mount_point(path, S_ISDIR(st.st_mode)));
+      auto made = make_mount_point(path, S_ISDIR(st.st_mode));
+      if (!made && s.optional && made.error().sys_errno == EROFS) return {};  // inside a read-only bind
+      NSBOX_CHECK(made);
       if (::move_mount(tree.get(), "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) != 0)
         return fail(sys_error("move_mount " + s.source + " to " + s.target));
       return {};

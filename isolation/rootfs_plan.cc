@@ -62,9 +62,11 @@ void add_etc_masks(const Spec& spec, std::vector<Step>& steps) {
     }
     ::globfree(&g);
   }
-  // Who the sandbox user is: our passwd/group/hosts over the host's.
+  // Who the sandbox user is: our passwd/group/hosts over the host's. A minimal host may
+  // lack one (a debootstrap has no /etc/hosts), and nothing can be created in the
+  // read-only /etc: then that one is skipped.
   for (const char* f : {"passwd", "group", "hosts"})
-    steps.push_back({StepKind::kBindTree, spec.sandbox_libexec + "/etc/" + f, std::string("/etc/") + f, {}, kReadOnly});
+    steps.push_back({StepKind::kBindTree, spec.sandbox_libexec + "/etc/" + f, std::string("/etc/") + f, {}, kReadOnly, true});
 }
 
 void add_dev(const Spec& spec, std::vector<Step>& steps) {

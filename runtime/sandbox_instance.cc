@@ -93,6 +93,15 @@ cgroup::Placement SandboxInstance::placement() const { return cgroup_ ? cgroup_-
 Result<void> SandboxInstance::resize(SizeTier size) {
   const Limits next = limits_for(size);
   if (cgroup_) {
+    // Refused before anything is written: on cgroup v2 a memory.max below the usage makes
+    // the kernel reclaim and then OOM-kill (tmpfs pages cannot be reclaimed, so it would
+    // kill everything, init too); v1 would answer EBUSY.
+    if (auto used = cgroup_->memory_usage(); used && *used > next.memory_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded,
+                             "resize to " + std::string(size_tier_name(size)) + ": the sandbox uses " +
+                                 std::to_string(*used >> 20) + " MiB, more than the " + format_bytes(next.memory_bytes) +
+                                 " of " + std::string(size_tier_name(size)),
+                             "free memory first (files in /tmp and /home/user count)"));
     if (auto r = cgroup_->apply(next); !r) {
       Error e = r.error();
       (void)cgroup_->apply(limits_for(size_));
