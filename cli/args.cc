@@ -17,11 +17,12 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& words, const FlagS
       out.command.assign(words.begin() + static_cast<long>(i) + 1, words.end());
       break;
     }
-    if (w.size() < 3 || w.compare(0, 2, "--") != 0) {
+    bool short_flag = w.size() == 2 && w[0] == '-' && w[1] != '-';  // -c VALUE
+    if (!short_flag && (w.size() < 3 || w.compare(0, 2, "--") != 0)) {
       out.positionals.push_back(w);
       continue;
     }
-    std::string flag = w.substr(2), value;
+    std::string flag = w.substr(short_flag ? 1 : 2), value;
     bool inline_value = false;
     if (auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
@@ -33,12 +34,13 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& words, const FlagS
       out.switches.insert(flag);
     } else if (flag == "root" || spec.with_value.count(flag)) {
       if (!inline_value) {
-        if (i + 1 >= words.size() || words[i + 1] == "--") return usage("--" + flag + " needs a value");
+        if (i + 1 >= words.size() || words[i + 1] == "--")
+          return usage(std::string(short_flag ? "-" : "--") + flag + " needs a value");
         value = words[++i];
       }
       out.values[flag].push_back(value);
     } else {
-      return usage("unknown option --" + flag);
+      return usage(std::string("unknown option ") + (short_flag ? "-" : "--") + flag);
     }
   }
   return out;

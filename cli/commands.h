@@ -24,6 +24,9 @@ int cmd_run(const Invocation& inv);
 int cmd_resize(const Invocation& inv);
 int cmd_rm(const Invocation& inv);
 int cmd_doctor(const Invocation& inv);
+int cmd_exec(const Invocation& inv);
+int cmd_interrupt(const Invocation& inv);
+int cmd_restart(const Invocation& inv);
 
 // Shared by the commands: parse, settle --json/--root, open the runtime.
 struct CommandContext;

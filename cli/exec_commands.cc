@@ -55,8 +55,10 @@ int finish(const Output& out, const Result<CommandResult>& result, const Capture
   if (!result) return out.error(result.error());
   if (out.json) {
     nlohmann::json j = result->to_json();
-    put_stream(j, "stdout", captured.out, captured.out_bytes);
-    put_stream(j, "stderr", captured.err, captured.err_bytes);
+    if (!j.contains("stdout_bytes")) {  // a one-shot: what we captured ourselves
+      put_stream(j, "stdout", captured.out, captured.out_bytes);
+      put_stream(j, "stderr", captured.err, captured.err_bytes);
+    }
     out.document(j);
   } else if (!result->message.empty()) {
     out.note(result->message);
@@ -85,7 +87,9 @@ int cmd_sh(const Invocation& inv) {
   auto req = command_request(ctx->args, true);
   if (!req) return ctx->out.error(req.error());
   Captured captured;
-  auto sink = ctx->out.json ? capture_into(captured) : stream_to_terminal();
+  // --json: the supervisor's capture is the result (stdout cut at 64 KiB, the rest in a
+  // file); no output is streamed.
+  OutputCallback sink = ctx->out.json ? OutputCallback() : stream_to_terminal();
   auto result = ctx->runtime->exec(ctx->args.positionals.front(), *req, sink, stdin_for_command());
   return finish(ctx->out, result, captured);
 }

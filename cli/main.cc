@@ -15,6 +15,9 @@ usage: nsbox [--root DIR] [--json] COMMAND [ARGS]
   create [--size S] [--name N] [--net none|host] [--env K=V]...   start a sandbox, print its id
   ls                                                             list sandboxes
   inspect ID                                                     show one sandbox
+  exec ID (-c CODE | -f FILE | -) [--timeout S]                 run a cell of Python (state persists)
+  interrupt ID                                                   interrupt the running cell
+  restart ID                                                     a fresh Python interpreter
   sh ID [--timeout S] [--env K=V]... -- CMD...                   run a command in a sandbox
   run [--size S] [--net M] [--timeout S] [--env K=V]... -- CMD...  one-shot: create, run, remove
   resize ID --size S                                             change a running sandbox's size
@@ -34,7 +37,8 @@ constexpr Route kRoutes[] = {
     {"create", nsbox::cli::cmd_create}, {"ls", nsbox::cli::cmd_ls},         {"list", nsbox::cli::cmd_ls},
     {"inspect", nsbox::cli::cmd_inspect}, {"sh", nsbox::cli::cmd_sh},       {"exec-command", nsbox::cli::cmd_sh},
     {"run", nsbox::cli::cmd_run},       {"resize", nsbox::cli::cmd_resize}, {"rm", nsbox::cli::cmd_rm},
-    {"doctor", nsbox::cli::cmd_doctor},
+    {"doctor", nsbox::cli::cmd_doctor},   {"exec", nsbox::cli::cmd_exec},     {"interrupt", nsbox::cli::cmd_interrupt},
+    {"restart", nsbox::cli::cmd_restart},
 };
 
 }  // namespace

@@ -77,6 +77,7 @@ std::vector<std::string> command_environment(const EnvList& sandbox_env, const E
 }
 
 protocol::Json CommandResult::to_json() const {
+  if (raw.is_object() && !raw.empty()) return raw;
   protocol::Json j = {{"status", status}, {"reason", reason}, {"exit_code", exit_code}, {"duration_ms", duration_ms}};
   j["signal"] = signal ? protocol::Json(*signal) : protocol::Json(nullptr);
   if (!message.empty()) j["message"] = message;
@@ -91,6 +92,7 @@ CommandResult CommandResult::from_json(const protocol::Json& j) {
   if (auto s = j.find("signal"); s != j.end() && s->is_number_integer()) r.signal = s->get<int>();
   r.message = j.value("message", "");
   r.duration_ms = j.value("duration_ms", uint64_t{0});
+  r.raw = j;
   return r;
 }
 

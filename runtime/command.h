@@ -51,6 +51,9 @@ struct CommandResult {
   std::optional<int> signal;
   std::string message;  // one line when status is not ok
   uint64_t duration_ms = 0;
+  // As the supervisor sent it: also stdout/stderr (the first 64 KiB), their byte and line
+  // counts, truncation and file paths (docs/semantics.md). Empty for a one-shot run.
+  protocol::Json raw;
 
   protocol::Json to_json() const;
   static CommandResult from_json(const protocol::Json& j);

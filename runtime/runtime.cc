@@ -176,6 +176,7 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
   if (stdin_fd >= 0) pump = NSBOX_TRY(StdinPump::open(stdin_fd));
   Json message = request.to_json();
   message["op"] = "exec";
+  message["stream"] = static_cast<bool>(on_output);
   std::vector<int> fds;
   if (pump) {
     message["stdin"] = true;
@@ -210,6 +211,65 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
       return fail(make_error(ErrorCode::kProtocol, std::string("malformed answer from the supervisor: ") + e.what()));
     }
   }
+}
+
+Result<CellResult> Runtime::execute(const std::string& id_or_name, const CellOptions& cell, const OutputCallback& on_output,
+                                    const ProgressCallback& on_progress) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  auto sock = protocol::connect_unix(store_.root().socket_path(id));
+  if (!sock) return fail(dead_error(id));
+  set_receive_timeout(sock->get(), kRequestTimeoutMs);
+  Json message = {{"op", "execute"}, {"timeout_s", cell.timeout_s}, {"output_limit", cell.output_limit},
+                  {"stream", static_cast<bool>(on_output) || static_cast<bool>(on_progress)}};
+  if (protocol::is_valid_utf8(cell.code)) message["code"] = cell.code;
+  else message["code_b64"] = protocol::base64_encode(cell.code);
+  NSBOX_CHECK(protocol::send_frame(sock->get(), message));
+  // Cells queue: the wait is for those ahead too. Bounded only by a silent supervisor:
+  // every cell has its own deadline there.
+  for (;;) {
+    pollfd p{sock->get(), POLLIN, 0};
+    int ready = sys::retry_eintr([&] { return ::poll(&p, 1, 24 * 3600 * 1000); });
+    if (ready == 0) return fail(make_error(ErrorCode::kTimeout, "sandbox " + id + " did not answer for a day"));
+    auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
+    if (!frame) return fail(std::move(frame.error()).context("wait for the cell"));
+    if (!*frame) return fail(dead_error(id));
+    const Json& m = (*frame)->message;
+    try {
+      std::string event = m.value("event", "");
+      if (event == "output") {
+        if (on_output) on_output(m.value("stream", "") == "stdout", protocol::get_bytes(m));
+        continue;
+      }
+      if (event == "progress") {
+        if (on_progress)
+          on_progress(m.value("current_step", ""),
+                      m.contains("current_step_metric") && m["current_step_metric"].is_string() ? m["current_step_metric"].get<std::string>() : "");
+        continue;
+      }
+      if (!m.contains("ok")) continue;
+      if (!m["ok"].get<bool>()) return fail(error_from_json(m));
+      CellResult r;
+      r.raw = m.value("result", Json::object());
+      r.status = r.raw.value("status", "error");
+      r.state_lost = r.raw.value("state_lost", false);
+      return r;
+    } catch (const Json::exception& e) {
+      return fail(make_error(ErrorCode::kProtocol, std::string("malformed answer from the supervisor: ") + e.what()));
+    }
+  }
+}
+
+Result<void> Runtime::interrupt(const std::string& id_or_name) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  NSBOX_CHECK(request(id, {{"op", "interrupt"}}, kRequestTimeoutMs));
+  return {};
+}
+
+Result<void> Runtime::restart(const std::string& id_or_name) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  NSBOX_CHECK(request(id, {{"op", "restart"}}, kRequestTimeoutMs));
+  return {};
 }
 
 Result<SandboxInfo> Runtime::resize(const std::string& id_or_name, SizeTier size) const {

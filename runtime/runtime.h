@@ -49,6 +49,23 @@ struct SandboxInfo {
 // Receives a command's output as it arrives.
 using OutputCallback = std::function<void(bool is_stdout, std::string_view bytes)>;
 
+// A cell of Python for the sandbox's kernel (`nsbox exec`).
+struct CellOptions {
+  std::string code;  // bytes; need not be valid UTF-8 (then the result is a SyntaxError)
+  double timeout_s = kDefaultTimeoutS;
+  size_t output_limit = 64 << 10;  // per stream inline; the rest goes to a file
+};
+
+// Everything a cell reports (docs/semantics.md, "Cells"); `raw` holds every field.
+struct CellResult {
+  std::string status;  // ok | error | timeout | interrupted | killed
+  bool state_lost = false;
+  protocol::Json raw;
+};
+
+// Progress reported by set_progress(current_step, current_step_metric) in a cell.
+using ProgressCallback = std::function<void(const std::string& step, const std::string& metric)>;
+
 struct RunOptions {
   SizeTier size = SizeTier::kStandard;
   network::Mode net = network::Mode::kNone;
@@ -73,6 +90,12 @@ class Runtime {
   // passed to the command.
   Result<CommandResult> exec(const std::string& id_or_name, const CommandRequest& request,
                              const OutputCallback& on_output, int stdin_fd = -1) const;
+  // Runs a cell in the sandbox's kernel. Cells run one at a time, in the order they come.
+  // With callbacks, output and progress arrive while the cell runs.
+  Result<CellResult> execute(const std::string& id_or_name, const CellOptions& cell, const OutputCallback& on_output = {},
+                             const ProgressCallback& on_progress = {}) const;
+  Result<void> interrupt(const std::string& id_or_name) const;  // the running cell
+  Result<void> restart(const std::string& id_or_name) const;    // a fresh interpreter
   Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
   // Stops the sandbox if it runs, removes its cgroup, state and files volume.
   Result<void> remove(const std::string& id_or_name) const;

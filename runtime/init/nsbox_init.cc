@@ -53,8 +53,9 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
 // one; no controlling terminal), the given stdio, default signal state, then exec.
 [[noreturn]] void exec_child(const Json& req, const std::vector<int>& stdio, int report_fd) {
   ::setsid();
-  for (int target = 0; target < 3; ++target) {
+  for (int target = 0; target < static_cast<int>(stdio.size()); ++target) {
     int fd = stdio[target];
+    if (fd < 0 && target > 2) continue;  // fd 3 only when one was given
     if (fd < 0) fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (fd < 0 || ::dup2(fd, target) < 0) {
       int err = errno;
@@ -85,11 +86,12 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
 void spawn(const Json& req, std::vector<UniqueFd>& fds) {
   uint64_t id = req.value("id", uint64_t{0});
   auto names = req.value("fds", std::vector<std::string>{});
-  std::vector<int> stdio = {-1, -1, -1};
+  std::vector<int> stdio = {-1, -1, -1, -1};  // 0-2, and 3 for the kernel's control socket
   for (size_t i = 0; i < names.size() && i < fds.size(); ++i) {
     if (names[i] == "stdin") stdio[0] = fds[i].get();
     if (names[i] == "stdout") stdio[1] = fds[i].get();
     if (names[i] == "stderr") stdio[2] = fds[i].get();
+    if (names[i] == "fd3") stdio[3] = fds[i].get();
   }
   if (req.value("argv", Json::array()).empty()) {
     send({{"event", "spawn_failed"}, {"id", id}, {"errno", EINVAL}, {"message", "empty command"}});
@@ -137,10 +139,11 @@ void settle_exec(pid_t pid, Spawned& child) {
 void signal_command(const Json& req) {
   uint64_t id = req.value("id", uint64_t{0});
   int sig = req.value("signal", SIGKILL);
+  bool group = req.value("group", true);
   for (const auto& [pid, child] : g_children)
     if (child.id == id) {
-      ::kill(-pid, sig);  // the whole process group
-      ::kill(pid, sig);   // in case it left its group
+      if (group) ::kill(-pid, sig);  // the whole process group
+      ::kill(pid, sig);              // and the process, in case it left its group
     }
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "isolation/sys/syscall.h"
+#include "isolation/userns.h"
 #include "runtime/protocol/unix_socket.h"
 
 namespace nsbox {
@@ -80,6 +81,11 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.cgroup = self->instance_->placement();
   for (const auto& [k, v] : spec.env) r.env_names.push_back(k);
   r.files_dir = root.files_dir(spec.id);
+  auto ids = userns::host_ids();
+  auto volume = FilesVolume::open(r.files_dir, ids.uid, ids.gid);
+  if (volume) self->volume_.emplace(std::move(*volume));
+  else std::fprintf(stderr, "nsbox-supervisor: long output will not be kept in files: %s\n", volume.error().message.c_str());
+  self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self));
   NSBOX_CHECK(store.save(r));
   return self;
 }
@@ -101,6 +107,7 @@ Result<void> Supervisor::register_handlers() {
   NSBOX_CHECK(loop_->add(instance_->pidfd(), EPOLLIN, [this](uint32_t) { on_init_death(); }));
   NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN, [this](uint32_t) { on_seccomp_violation(); }));
   NSBOX_CHECK(loop_->add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { shutdown(nullptr); }));
+  kernel_->start();  // at once, so that the first cell finds it (nearly) ready
   return {};
 }
 
@@ -172,10 +179,23 @@ void Supervisor::on_client_event(int fd, uint32_t events) {
 void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   const std::string op = frame.message.value("op", "");
   if (op == "exec") return start_command(client, frame);
+  if (op == "execute") {
+    auto cell = CellRequest::from_json(frame.message);
+    if (!cell) return reply_error(client, cell.error());
+    return kernel_->submit(client.fd.get(), std::move(*cell));
+  }
+  if (op == "interrupt") {
+    kernel_->interrupt();
+    return reply(client, {{"ok", true}});
+  }
+  if (op == "restart") {
+    kernel_->restart();
+    return reply(client, {{"ok", true}});
+  }
   if (op == "ping") return reply(client, {{"ok", true}});
   if (op == "status") {
     Json status = {{"ok", true}, {"record", record_.to_json()}, {"oom_kills", instance_->oom_kills()},
-                   {"running_commands", commands_.size()}};
+                   {"running_commands", commands_.size()}, {"kernel", kernel_->status()}};
     if (auto used = instance_->memory_usage()) status["memory_usage_bytes"] = *used;
     return reply(client, status);
   }
@@ -189,7 +209,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   }
   if (op == "shutdown") return shutdown(&client);
   reply_error(client, make_error(ErrorCode::kInvalidArgument, "unknown request \"" + op + "\"",
-                                 "requests are exec, status, resize, shutdown and ping"));
+                                 "requests are exec, execute, interrupt, restart, status, resize, shutdown and ping"));
 }
 
 void Supervisor::reply(Client& client, const Json& message) {
@@ -242,6 +262,7 @@ void Supervisor::close_client(int fd) {
     (void)protocol::send_frame(instance_->control_fd(), {{"op", "signal"}, {"id", id}, {"signal", SIGKILL}});
   }
   it->second.commands.clear();
+  kernel_->client_gone(fd);
   loop_->remove(fd);
   // Erased (and its fd closed, so the number cannot be reused) once no caller holds it.
   loop_->defer([this, fd] {
@@ -286,6 +307,11 @@ void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   c.id = id;
   c.client = client.fd.get();
   c.request = std::move(*request);
+  auto stream_flag = frame.message.find("stream");
+  c.stream = stream_flag == frame.message.end() || !stream_flag->is_boolean() || stream_flag->get<bool>();
+  std::string prefix = "command-" + std::to_string(id);
+  c.out_capture = std::make_unique<OutputCapture>(OutputCapture::kDefaultInlineLimit, files_volume(), prefix + "-stdout.txt");
+  c.err_capture = std::make_unique<OutputCapture>(OutputCapture::kDefaultInlineLimit, files_volume(), prefix + "-stderr.txt");
   c.out = std::move(out_r);
   c.err = std::move(err_r);
   c.started = std::chrono::steady_clock::now();
@@ -315,8 +341,10 @@ bool Supervisor::relay_chunk(Command& c, bool is_stdout) {
     return false;
   }
   buf.resize(static_cast<size_t>(n));
+  (is_stdout ? c.out_capture : c.err_capture)->append(buf);
   auto client = clients_.find(c.client);
   if (client == clients_.end() || client->second.closed) return true;  // nobody listens; it is being killed
+  if (!c.stream) return true;
   Json event = {{"event", "output"}, {"exec_id", c.id}, {"stream", is_stdout ? "stdout" : "stderr"}};
   protocol::put_bytes(event, buf);
   reply(client->second, event);
@@ -340,6 +368,16 @@ void Supervisor::on_init_messages() {
 
 void Supervisor::on_init_message(const Json& m) {
   std::string event = m.value("event", "");
+  if (kernel_->owns(m.value("id", uint64_t{0}))) {
+    if (event == "spawn_failed") kernel_->on_spawn_failed(m.value("errno", ENOENT));
+    if (event == "exited") {
+      std::optional<int> code, signal;
+      if (m.contains("exit_code")) code = m["exit_code"].get<int>();
+      if (m.contains("signal")) signal = m["signal"].get<int>();
+      kernel_->on_exited(code, signal);
+    }
+    return;
+  }
   auto it = commands_.find(m.value("id", uint64_t{0}));
   if (it == commands_.end()) return;
   Command& c = it->second;
@@ -383,12 +421,15 @@ void Supervisor::finish_command(uint64_t id) {
                                   size_tier_name(instance_->size()), c.request.timeout_s);
   result.duration_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                  std::chrono::steady_clock::now() - c.started).count());
+  Json result_json = result.to_json();
+  c.out_capture->put(result_json, "stdout");
+  c.err_capture->put(result_json, "stderr");
   int client_fd = c.client;
   commands_.erase(it);
   auto client = clients_.find(client_fd);
   if (client == clients_.end() || client->second.closed) return;
   client->second.commands.erase(id);
-  reply(client->second, {{"ok", true}, {"exec_id", id}, {"result", result.to_json()}});
+  reply(client->second, {{"ok", true}, {"exec_id", id}, {"result", result_json}});
 }
 
 void Supervisor::on_seccomp_violation() {
@@ -414,6 +455,7 @@ void Supervisor::on_init_death() {
 }
 
 void Supervisor::shutdown(Client* requester) {
+  kernel_->shutdown();
   (void)instance_->destroy();
   if (requester && !requester->closed) {
     // The answer must reach the client before we exit: flush it, bounded (2 s).
@@ -425,6 +467,40 @@ void Supervisor::shutdown(Client* requester) {
     }
   }
   loop_->stop();
+}
+
+}  // namespace nsbox
+
+namespace nsbox {
+
+Result<uint64_t> Supervisor::spawn_in_sandbox(const std::vector<std::string>& argv,
+                                              const std::vector<std::pair<std::string, int>>& fds) {
+  uint64_t id = next_command_id_++;
+  Json names = Json::array();
+  std::vector<int> raw;
+  for (const auto& [name, fd] : fds) {
+    names.push_back(name);
+    raw.push_back(fd);
+  }
+  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(spec_.env, {})},
+                {"cwd", "/home/user"}, {"fds", names}};
+  NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, raw));
+  return id;
+}
+
+void Supervisor::signal_in_sandbox(uint64_t command_id, int signal, bool whole_group) {
+  (void)protocol::send_frame(instance_->control_fd(),
+                             {{"op", "signal"}, {"id", command_id}, {"signal", signal}, {"group", whole_group}});
+}
+
+std::string Supervisor::oom_message() const {
+  return "killed by the OOM killer: the sandbox's memory limit is " + format_bytes(instance_->limits().memory_bytes) +
+         " (size " + std::string(size_tier_name(instance_->size())) + ")";
+}
+
+void Supervisor::send_to_client(int client_fd, const Json& message) {
+  auto it = clients_.find(client_fd);
+  if (it != clients_.end()) reply(it->second, message);  // reply() ignores closed clients
 }
 
 }  // namespace nsbox

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -17,7 +18,10 @@
 #include "runtime/protocol/frame.h"
 #include "runtime/sandbox_instance.h"
 #include "runtime/state_store.h"
+#include "mounts/files_volume.h"
 #include "runtime/supervisor/event_loop.h"
+#include "runtime/supervisor/kernel_session.h"
+#include "runtime/supervisor/output_capture.h"
 
 namespace nsbox {
 
@@ -34,7 +38,7 @@ struct SupervisorSpec {
   static Result<SupervisorSpec> from_json(const protocol::Json& j);
 };
 
-class Supervisor {
+class Supervisor final : private KernelHost {
  public:
   // Starts the sandbox and binds the control socket; the returned record is saved.
   static Result<std::unique_ptr<Supervisor>> start(const StateStore& store, const SupervisorSpec& spec,
@@ -62,7 +66,9 @@ class Supervisor {
     int client = -1;
     pid_t sandbox_pid = 0;  // the command's pid (and process group) inside the sandbox
     CommandRequest request;
+    bool stream = false;    // relay output to the client as it comes
     UniqueFd out, err;
+    std::unique_ptr<OutputCapture> out_capture, err_capture;
     std::chrono::steady_clock::time_point started;
     int timer = -1;
     uint64_t oom_before = 0;
@@ -95,6 +101,16 @@ class Supervisor {
   void on_seccomp_violation();
   void shutdown(Client* requester);
 
+  // KernelHost: what the kernel session asks of us.
+  Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
+                                    const std::vector<std::pair<std::string, int>>& fds) override;
+  void signal_in_sandbox(uint64_t command_id, int signal, bool whole_group) override;
+  EventLoop& loop() override { return *loop_; }
+  uint64_t oom_kills() const override { return instance_->oom_kills(); }
+  std::string oom_message() const override;
+  FilesVolume* files_volume() override { return volume_ ? &*volume_ : nullptr; }
+  void send_to_client(int client_fd, const protocol::Json& message) override;
+
   const StateStore& store_;
   SupervisorSpec spec_;
   SandboxRecord record_;
@@ -106,6 +122,8 @@ class Supervisor {
   std::map<int, Client> clients_;
   std::map<uint64_t, Command> commands_;
   uint64_t next_command_id_ = 1;
+  std::optional<FilesVolume> volume_;
+  std::unique_ptr<KernelSession> kernel_;
 };
 
 }  // namespace nsbox

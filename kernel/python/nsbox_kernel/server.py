@@ -1,0 +1,61 @@
+"""The kernel's main loop: announce readiness, then run each cell the supervisor sends, in
+the main thread (so that SIGINT lands in it), one at a time, in one persistent namespace."""
+import base64
+import builtins
+import os
+import signal
+import sys
+
+from . import cell, display
+from .channel import Channel
+from .helpers import Helpers
+
+
+def _no_input(prompt=""):
+    raise EOFError("input() is not available: a cell runs without stdin; "
+                   "put the data in the code or in a file under /mnt/files")
+
+
+def _on_sigint(signum, frame):
+    # The watchdog's interrupt: a KeyboardInterrupt in the cell, nothing between cells.
+    if cell.Interruptible.active:
+        raise KeyboardInterrupt
+
+
+def serve(fd):
+    channel = Channel(fd)
+    running = {"cell": 0}
+    namespace = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
+    Helpers(channel, lambda: running["cell"]).install(namespace)
+    builtins.input = _no_input
+    sys.argv = [""]
+    os.environ.setdefault("MPLBACKEND", "module://nsbox_kernel.mpl_backend")
+    signal.signal(signal.SIGINT, _on_sigint)
+    channel.send({"event": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
+
+    executed = 0
+    while True:
+        request = channel.requests.get()
+        if request is None:
+            return 0  # the supervisor is gone
+        if request.get("op") != "execute":
+            continue
+        number = request["cell"]
+        running["cell"] = number
+        source = request["code"] if "code" in request else base64.b64decode(request.get("code_b64", ""))
+        output_dir = request.get("output_dir", "/mnt/files/.nsbox/output")
+        executed += 1
+        display.begin_cell(output_dir, number)
+        result = cell.run(source, number, namespace, output_dir, request.get("results_limit"))
+        try:
+            result["display"] = display.end_cell()
+        except Exception as e:
+            result["display"] = []
+            print(f"nsbox: could not save the figures: {e}", file=sys.stderr)
+        result["execution_count"] = executed
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        channel.send(dict(result, event="result", cell=number))

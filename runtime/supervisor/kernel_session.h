@@ -1,0 +1,114 @@
+// The sandbox's Python kernel, from the supervisor's side (DESIGN.md §5).
+//
+// One kernel process per sandbox (kernel/nsbox_kernel.cc), started through init with the
+// sandbox, talking frames on its fd 3; its stdout and stderr are pipes read here and
+// attributed to the running cell. Cells queue and run one at a time, in order. Each has a
+// deadline: at the deadline the kernel gets SIGINT (a KeyboardInterrupt in the cell, its
+// variables kept); if the cell has not ended after the grace period, the kernel and its
+// processes are killed and a fresh kernel started, and the result says state_lost. A
+// kernel that dies (OOM, crash, os._exit) is restarted the same way. The next cell never
+// queues behind a dead one.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "isolation/sys/unique_fd.h"
+#include "mounts/files_volume.h"
+#include "runtime/command.h"
+#include "runtime/protocol/frame.h"
+#include "runtime/supervisor/event_loop.h"
+#include "runtime/supervisor/output_capture.h"
+
+namespace nsbox {
+
+struct CellRequest {
+  std::string code;  // bytes, as sent (the kernel decodes them)
+  double timeout_s = kDefaultTimeoutS;
+  size_t output_limit = OutputCapture::kDefaultInlineLimit;
+  bool stream = false;  // send output and progress events while the cell runs
+
+  static Result<CellRequest> from_json(const protocol::Json& j);
+};
+
+// What the kernel session needs from the supervisor that owns it.
+class KernelHost {
+ public:
+  virtual ~KernelHost() = default;
+  // Starts a process in the sandbox through init; `fds` are named ("stdout", "fd3", ...).
+  virtual Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
+                                            const std::vector<std::pair<std::string, int>>& fds) = 0;
+  virtual void signal_in_sandbox(uint64_t command_id, int signal, bool whole_group) = 0;
+  virtual EventLoop& loop() = 0;
+  virtual uint64_t oom_kills() const = 0;
+  virtual std::string oom_message() const = 0;
+  virtual FilesVolume* files_volume() = 0;
+  virtual void send_to_client(int client_fd, const protocol::Json& message) = 0;  // no-op if gone
+};
+
+class KernelSession {
+ public:
+  static constexpr uint64_t kGraceMs = 5000;
+
+  explicit KernelSession(KernelHost& host) : host_(host) {}
+
+  void start();
+  void submit(int client_fd, CellRequest request);
+  void interrupt();  // the running cell, if any
+  void restart();    // a fresh interpreter; a running cell ends with state_lost
+  void shutdown();   // the sandbox is going: no more restarts
+  void client_gone(int client_fd);
+  protocol::Json status() const;
+
+  // init's reports about the kernel's process.
+  bool owns(uint64_t command_id) const { return command_id != 0 && command_id == command_id_; }
+  void on_spawn_failed(int err);
+  void on_exited(std::optional<int> exit_code, std::optional<int> signal);
+
+ private:
+  enum class State { kStopped, kStarting, kIdle, kBusy };
+  struct Cell {
+    uint64_t number = 0;
+    int client = -1;
+    CellRequest request;
+    std::unique_ptr<OutputCapture> out, err;
+    std::chrono::steady_clock::time_point started;
+    int timer = -1;
+    bool timed_out = false;
+    bool interrupted = false;
+    bool restarted = false;
+    uint64_t oom_before = 0;
+  };
+
+  void dispatch();
+  void on_kernel_messages();
+  void on_kernel_message(const protocol::Json& m);
+  void on_output(bool is_stdout);
+  bool relay(bool is_stdout);
+  void on_deadline();
+  void on_grace_over();
+  void kill_kernel();
+  void finish(protocol::Json result);
+  protocol::Json base_result(const Cell& cell) const;
+  void fail_queued(const Error& e);
+  void close_kernel_fds();
+
+  KernelHost& host_;
+  State state_ = State::kStopped;
+  bool shutting_down_ = false;
+  bool restart_wanted_ = false;
+  int failed_starts_ = 0;
+  uint64_t command_id_ = 0;
+  UniqueFd control_, out_, err_;
+  protocol::FrameReader reader_{protocol::kMaxClientFrame};
+  std::deque<std::unique_ptr<Cell>> queue_;
+  std::unique_ptr<Cell> running_;
+  uint64_t next_cell_ = 1;
+  std::string stray_out_, stray_err_;  // output while no cell ran: given to the next one
+};
+
+}  // namespace nsbox
