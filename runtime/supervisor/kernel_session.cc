@@ -100,7 +100,8 @@ void KernelSession::submit(int client_fd, CellRequest request) {
 }
 
 void KernelSession::dispatch() {
-  if (state_ != State::kIdle || queue_.empty()) return;
+  // Not to a kernel that is being replaced: the fresh one takes the queue when ready.
+  if (state_ != State::kIdle || restart_wanted_ || queue_.empty()) return;
   running_ = std::move(queue_.front());
   queue_.pop_front();
   Cell& c = *running_;

@@ -417,6 +417,10 @@ void Supervisor::finish_command(uint64_t id) {
     pipe.reset();
   }
   c.end.oom_killed = instance_->oom_kills() > c.oom_before;
+  if (auto kills = seccomp_kills_.find(c.sandbox_pid); c.sandbox_pid && kills != seccomp_kills_.end()) {
+    c.end.seccomp_kills = std::move(kills->second);
+    seccomp_kills_.erase(kills);
+  }
   CommandResult result = classify(c.end, c.request.argv.front(), instance_->limits(),
                                   size_tier_name(instance_->size()), c.request.timeout_s);
   result.duration_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -438,9 +442,9 @@ void Supervisor::on_seccomp_violation() {
   std::string what = v->syscall + " (pid " + std::to_string(v->sandbox_pid) + " in the sandbox)";
   std::fprintf(stderr, "nsbox-supervisor: killed by the seccomp filter: %s\n", what.c_str());
   // Each command is a process group of its own: the violation belongs to the one whose
-  // group the process was in.
-  for (auto& [id, c] : commands_)
-    if (c.sandbox_pid && c.sandbox_pid == v->sandbox_pgid) c.end.seccomp_kills.push_back(what);
+  // group the process was in, matched when that command ends.
+  if (seccomp_kills_.size() >= 256) seccomp_kills_.erase(seccomp_kills_.begin());
+  seccomp_kills_[v->sandbox_pgid].push_back(what);
 }
 
 void Supervisor::on_init_death() {

@@ -123,6 +123,9 @@ class Supervisor final : private KernelHost {
   std::map<uint64_t, Command> commands_;
   uint64_t next_command_id_ = 1;
   std::optional<FilesVolume> volume_;
+  // Seccomp kills by the process group they happened in (a command's pid): one may come
+  // before init has told us which pid the command has. Bounded.
+  std::map<pid_t, std::vector<std::string>> seccomp_kills_;
   std::unique_ptr<KernelSession> kernel_;
 };
 

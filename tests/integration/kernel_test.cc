@@ -1,0 +1,280 @@
+// Stateful Python cells through `nsbox exec`: persistence, the watchdog, output, results,
+// errors, helpers, and bad input. Every test drives a real sandbox and its kernel.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <thread>
+
+#include "isolation/sys/files.h"
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+using nlohmann::json;
+
+namespace {
+
+// `nsbox exec --json ID -c CODE [flags]`: the cell's result.
+json cell(const TestRoot& root, const std::string& id, const std::string& code, std::vector<std::string> flags = {}) {
+  std::vector<std::string> args = {"exec", "--json", id, "-c", code};
+  args.insert(args.end(), flags.begin(), flags.end());
+  auto r = root.nsbox(args, {.timeout_s = 120});
+  INFO("cell: " << code << "\nstderr: " << r.err);
+  return TestRoot::json(r);
+}
+
+}  // namespace
+
+TEST_CASE("globals, imports and objects persist from one cell to the next") {
+  TestRoot root;
+  auto id = root.create();
+  CHECK(cell(root, id, "import json\nrows = [{'a': 1}]\nclass Box: pass\nb = Box(); b.v = 7")["status"] == "ok");
+  auto r = cell(root, id, "rows.append({'a': 2}); json.dumps(rows) + ' ' + str(b.v)");
+  CHECK(r["status"] == "ok");
+  CHECK(r["results"] == "'[{\"a\": 1}, {\"a\": 2}] 7'");
+  CHECK(r["execution_count"] == 2);
+  CHECK(r["state_lost"] == false);
+  // `output` wins over the last expression; a string is shown as is.
+  CHECK(cell(root, id, "output = 'the answer'\n41 + 1")["results"] == "the answer");
+  CHECK(cell(root, id, "x = 1")["results"].is_null());
+}
+
+TEST_CASE("a cell past its deadline is interrupted and keeps its globals") {
+  TestRoot root;
+  auto id = root.create();
+  cell(root, id, "kept = 'yes'");
+  auto r = cell(root, id, "import time\nprogress = 0\nwhile True:\n    progress += 1\n    time.sleep(0.01)", {"--timeout", "1"});
+  CHECK(r["status"] == "timeout");
+  CHECK(r["state_lost"] == false);
+  CHECK(r["error"]["ename"] == "KeyboardInterrupt");
+  CHECK(r["message"].get<std::string>().find("deadline of 1 s") != std::string::npos);
+  auto after = cell(root, id, "kept, progress > 10");
+  CHECK(after["results"] == "('yes', True)");
+}
+
+TEST_CASE("a cell that ignores the interrupt is killed, a fresh kernel starts, and the next cell runs at once") {
+  TestRoot root;
+  auto id = root.create();
+  cell(root, id, "lost = 'soon'");
+  cell(root, id, "open('/tmp/survives', 'w').write('tmp'); open('/mnt/files/survives', 'w').write('files')");
+  // sum() over a huge range is one C call that never checks for signals.
+  auto r = cell(root, id, "sum(range(10**13))", {"--timeout", "1"});
+  CHECK(r["status"] == "timeout");
+  CHECK(r["state_lost"] == true);
+  CHECK(r["message"].get<std::string>().find("kernel was restarted") != std::string::npos);
+  auto next = cell(root, id, "'lost' in globals(), open('/tmp/survives').read(), open('/mnt/files/survives').read()");
+  CHECK(next["status"] == "ok");
+  CHECK(next["results"] == "(False, 'tmp', 'files')");
+  CHECK(next["execution_count"] == 1);  // a new interpreter
+}
+
+TEST_CASE("a cell that exhausts memory is reported as OOM, and the sandbox lives on") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id, "b = bytearray(2 << 30); b[::4096] = b'x' * len(b[::4096])");
+  CHECK(r["status"] == "killed");
+  CHECK(r["reason"] == "oom");
+  CHECK(r["state_lost"] == true);
+  CHECK(r["message"].get<std::string>().find("memory limit is 1 GiB (size standard)") != std::string::npos);
+  CHECK(cell(root, id, "1 + 1")["results"] == "2");
+}
+
+TEST_CASE("output from print, C-level writes and subprocesses lands in the cell in order") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id,
+                "import os, subprocess, ctypes, sys\n"
+                "print('1 print')\n"
+                "os.write(1, b'2 fd write\\n')\n"
+                "ctypes.CDLL(None).puts(b'3 C puts'); ctypes.CDLL(None).fflush(None)\n"
+                "subprocess.run(['echo', '4 subprocess'])\n"
+                "os.system('echo 5 os.system')\n"
+                "print('6 to stderr', file=sys.stderr)\n"
+                "print('7 print')");
+  CHECK(r["stdout"] == "1 print\n2 fd write\n3 C puts\n4 subprocess\n5 os.system\n7 print\n");
+  CHECK(r["stderr"] == "6 to stderr\n");
+  CHECK(r["stdout_lines"] == 6);
+}
+
+TEST_CASE("long output is cut in the result, and the whole text is in /mnt/files/.nsbox/output") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id, "for i in range(20000): print(f'line {i:05d}')");
+  CHECK(r["stdout_truncated"] == true);
+  CHECK(r["stdout_bytes"] == 20000 * 11);
+  CHECK(r["stdout_lines"] == 20000);
+  CHECK(r["stdout"].get<std::string>().size() == 64u << 10);
+  std::string path = r["stdout_file_path"].get<std::string>();
+  CHECK(path.rfind("/mnt/files/.nsbox/output/", 0) == 0);
+  auto whole = nsbox::files::read_file(root.files_dir(id) + path.substr(std::string("/mnt/files").size()), 1 << 30);
+  REQUIRE(whole);
+  CHECK(whole->size() == 20000 * 11);
+  CHECK(whole->substr(whole->size() - 11) == "line 19999\n");
+  // The limit is the caller's to choose, for the result too.
+  auto small = cell(root, id, "print('x' * 100); 'y' * 5000", {"--output-limit", "50"});
+  CHECK(small["stdout"] == std::string(50, 'x'));
+  CHECK(small["results"].get<std::string>().size() == 50);
+  CHECK(small.contains("results_file_path"));
+}
+
+TEST_CASE("a cell printing a gigabyte does not take the supervisor's memory with it") {
+  TestRoot root;
+  auto id = root.create({"--size", "large"});
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  auto r = cell(root, id, "import sys\nchunk = 'z' * (1 << 20)\nfor _ in range(1024): sys.stdout.write(chunk)", {"--timeout", "120"});
+  CHECK(r["status"] == "ok");
+  CHECK(r["stdout_bytes"] == 1ull << 30);
+  auto status = nsbox::files::read_file("/proc/" + std::to_string(info["supervisor_pid"].get<int>()) + "/status");
+  REQUIRE(status);
+  auto rss = status->substr(status->find("VmHWM:") + 6);
+  CHECK(std::stol(rss) < 64 * 1024);  // peak RSS in KiB: far from a gigabyte
+}
+
+TEST_CASE("a matplotlib figure becomes a PNG display item, headless") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\nplt.figure(); plt.bar([1], [2])");
+  REQUIRE(r["display"].size() == 2);
+  for (const auto& item : r["display"]) {
+    CHECK(item["type"] == "image/png");
+    std::string path = item["path"].get<std::string>();
+    auto png = nsbox::files::read_file(root.files_dir(id) + path.substr(std::string("/mnt/files").size()), 16 << 20);
+    REQUIRE(png);
+    CHECK(png->substr(0, 8) == "\x89PNG\r\n\x1a\n");
+  }
+  CHECK(r["stderr"] == "");  // no "cannot show" warning
+}
+
+TEST_CASE("input() fails at once with a clear error, and tracebacks point at the cell's lines") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id, "name = input('name? ')");
+  CHECK(r["status"] == "error");
+  CHECK(r["error"]["ename"] == "EOFError");
+  CHECK(r["error"]["evalue"].get<std::string>().find("input() is not available") != std::string::npos);
+  auto tb = cell(root, id, "def f(x):\n    return 1 / x\n\nf(0)");
+  CHECK(tb["error"]["ename"] == "ZeroDivisionError");
+  std::string text = tb["error"]["traceback"].get<std::string>();
+  CHECK(text.find("File \"<cell-2>\", line 4, in <module>") != std::string::npos);
+  CHECK(text.find("File \"<cell-2>\", line 2, in f") != std::string::npos);
+  CHECK(text.find("return 1 / x") != std::string::npos);
+  CHECK(text.find("nsbox_kernel") == std::string::npos);  // none of the kernel's own frames
+}
+
+TEST_CASE("a top-level return says to end the cell with an expression or output") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id, "x = 5\nreturn x");
+  CHECK(r["status"] == "error");
+  CHECK(r["error"]["ename"] == "SyntaxError");
+  CHECK(r["error"]["evalue"].get<std::string>().find("end it with an expression, or assign the result to `output`") != std::string::npos);
+}
+
+TEST_CASE("the helpers answer from ten threads at once, and progress streams") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id,
+                "from concurrent.futures import ThreadPoolExecutor\n"
+                "with ThreadPoolExecutor(10) as pool:\n"
+                "    got = list(pool.map(lambda i: run_composio_tool('GITHUB_STAR', {'i': i}), range(10)))\n"
+                "llm = invoke_llm('hello')\n"
+                "up = upload_local_file('/mnt/files/x')\n"
+                "len(got), all(res is None and 'not configured' in err for res, err in got + [llm, up])");
+  CHECK(r["results"] == "(10, True)");
+  auto streamed = root.nsbox({"exec", id, "-c", "set_progress('FETCHING_EMAILS', '10/100 emails'); print('done')"});
+  CHECK(streamed.out == "done\n");
+  CHECK(streamed.err.find("[FETCHING_EMAILS] 10/100 emails") != std::string::npos);
+}
+
+TEST_CASE("bad cells get a defined result and the kernel stays usable") {
+  TestRoot root;
+  auto id = root.create();
+  auto syntax = cell(root, id, "def (:");
+  CHECK(syntax["status"] == "error");
+  CHECK(syntax["error"]["ename"] == "SyntaxError");
+  CHECK(cell(root, id, "")["status"] == "ok");
+  // Binary garbage, from a file.
+  std::string garbage_file = root.path() + "/garbage";
+  REQUIRE(nsbox::files::atomic_write(garbage_file, std::string("\xff\xfe\x00\x01 print(1)\x80", 12)));
+  auto garbage = TestRoot::json(root.nsbox({"exec", "--json", id, "-f", garbage_file}));
+  CHECK(garbage["status"] == "error");
+  CHECK(garbage["error"]["ename"] == "SyntaxError");
+  // A 10 MiB cell.
+  std::string big_file = root.path() + "/big.py";
+  REQUIRE(nsbox::files::atomic_write(big_file, "s = '" + std::string(10u << 20, 'q') + "'\nlen(s)\n"));
+  auto big = TestRoot::json(root.nsbox({"exec", "--json", id, "-f", big_file}, {.timeout_s = 120}));
+  CHECK(big["results"] == std::to_string(10u << 20));
+  // Output that is not UTF-8 comes back as base64, byte-exact.
+  auto raw = cell(root, id, "import os; os.write(1, b'\\xff\\xfe ok')");
+  CHECK(raw["stdout_b64"] == "//4gb2s=");
+  // SystemExit does not end the kernel.
+  CHECK(cell(root, id, "import sys; sys.exit(3)")["error"]["ename"] == "SystemExit");
+  CHECK(cell(root, id, "'still here'")["results"] == "'still here'");
+  CHECK(root.nsbox({"exec", id}).exit_code == 2);  // no code given
+}
+
+TEST_CASE("sys.executable is a real Python: subprocess, multiprocessing and pip work") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = cell(root, id,
+                "import sys, subprocess, multiprocessing\n"
+                "child = subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True).stdout.strip()\n"
+                "with multiprocessing.Pool(2) as pool: squares = pool.map(abs, [-1, -2, -3])\n"
+                "pip = subprocess.run([sys.executable, '-m', 'pip', '--version'], capture_output=True, text=True).returncode\n"
+                "sys.executable, child, squares, pip",
+                {"--timeout", "60"});
+  CHECK(r["results"] == "('/usr/bin/python3.11', '42', [1, 2, 3], 0)");
+}
+
+TEST_CASE("Debian's data packages import in a cell") {
+  TestRoot root;
+  auto id = root.create({"--size", "medium"});
+  auto r = cell(root, id,
+                "import numpy, pandas, matplotlib, PIL, reportlab\n"
+                "df = pandas.DataFrame({'q': [1, 2], 'p': [3.0, 4.0]})\n"
+                "float((df.q * df.p).sum()), int(numpy.arange(10).sum())",
+                {"--timeout", "60"});
+  CHECK(r["results"] == "(11.0, 45)");
+}
+
+TEST_CASE("cells queue in order and never interleave, interrupt stops the running one, restart gives a fresh kernel") {
+  TestRoot root;
+  auto id = root.create();
+  json first, second;
+  std::thread a([&] { first = cell(root, id, "import time\nfor i in range(3):\n    print('A', i); time.sleep(0.3)\norder = ['A']"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::thread b([&] { second = cell(root, id, "print('B'); order.append('B'); order"); });
+  a.join();
+  b.join();
+  CHECK(first["stdout"] == "A 0\nA 1\nA 2\n");
+  CHECK(second["stdout"] == "B\n");
+  CHECK(second["results"] == "['A', 'B']");
+  CHECK(second["cell"].get<int>() == first["cell"].get<int>() + 1);
+
+  json interrupted;
+  std::thread c([&] { interrupted = cell(root, id, "import time; time.sleep(60)"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  CHECK(root.nsbox({"interrupt", id}).exit_code == 0);
+  c.join();
+  CHECK(interrupted["status"] == "interrupted");
+  CHECK(interrupted["state_lost"] == false);
+  CHECK(cell(root, id, "order")["results"] == "['A', 'B']");
+
+  CHECK(root.nsbox({"restart", id}).exit_code == 0);
+  auto fresh = cell(root, id, "'order' in globals()");
+  CHECK(fresh["results"] == "False");
+  CHECK(fresh["execution_count"] == 1);
+}
+
+TEST_CASE("sh reports line counts and keeps long output in a file too") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = TestRoot::json(root.nsbox({"sh", "--json", id, "--", "seq 1 30000"}));
+  CHECK(r["exit_code"] == 0);
+  CHECK(r["stdout_lines"] == 30000);
+  CHECK(r["stdout_truncated"] == true);
+  std::string path = r["stdout_file_path"].get<std::string>();
+  auto whole = nsbox::files::read_file(root.files_dir(id) + path.substr(std::string("/mnt/files").size()), 1 << 20);
+  REQUIRE(whole);
+  CHECK(whole->substr(whole->size() - 6) == "30000\n");
+  auto human = root.nsbox({"sh", id, "--", "seq 1 30000 | tail -1"});
+  CHECK(human.out == "30000\n");
+}
