@@ -238,22 +238,27 @@ TEST_CASE("Debian's data packages import in a cell") {
 TEST_CASE("cells queue in order and never interleave, interrupt stops the running one, restart gives a fresh kernel") {
   TestRoot root;
   auto id = root.create();
-  json first, second;
-  std::thread a([&] { first = cell(root, id, "import time\nfor i in range(3):\n    print('A', i); time.sleep(0.3)\norder = ['A']"); });
+  // Worker threads only run processes: Catch2's assertions are not thread-safe.
+  auto exec_json = [&](const std::string& code) { return root.nsbox({"exec", "--json", id, "-c", code}, {.timeout_s = 120}); };
+  ProcessResult first_run, second_run;
+  std::thread a([&] { first_run = exec_json("import time\nfor i in range(3):\n    print('A', i); time.sleep(0.3)\norder = ['A']"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::thread b([&] { second = cell(root, id, "print('B'); order.append('B'); order"); });
+  std::thread b([&] { second_run = exec_json("print('B'); order.append('B'); order"); });
   a.join();
   b.join();
+  json first = TestRoot::json(first_run), second = TestRoot::json(second_run);
   CHECK(first["stdout"] == "A 0\nA 1\nA 2\n");
   CHECK(second["stdout"] == "B\n");
   CHECK(second["results"] == "['A', 'B']");
   CHECK(second["cell"].get<int>() == first["cell"].get<int>() + 1);
 
-  json interrupted;
-  std::thread c([&] { interrupted = cell(root, id, "import time; time.sleep(60)"); });
+  ProcessResult interrupted_run;
+  std::thread c([&] { interrupted_run = exec_json("import time; time.sleep(60)"); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  CHECK(root.nsbox({"interrupt", id}).exit_code == 0);
+  auto interrupt = root.nsbox({"interrupt", id});
   c.join();
+  CHECK(interrupt.exit_code == 0);
+  json interrupted = TestRoot::json(interrupted_run);
   CHECK(interrupted["status"] == "interrupted");
   CHECK(interrupted["state_lost"] == false);
   CHECK(cell(root, id, "order")["results"] == "['A', 'B']");
