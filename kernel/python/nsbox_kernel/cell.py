@@ -2,9 +2,7 @@
 result, unless the cell assigns `output`; the traceback of an error points at the cell's
 own lines; a top-level `return` is explained."""
 import ast
-import linecache
 import os
-import traceback
 
 RETURN_HINT = "a cell cannot return: end it with an expression, or assign the result to `output`"
 
@@ -15,6 +13,7 @@ class Interruptible:
 
 
 def _register_source(filename, source):
+    import linecache  # only when a traceback needs the cell's lines
     text = source if isinstance(source, str) else source.decode("utf-8", "replace")
     lines = text.splitlines(True)
     linecache.cache[filename] = (len(text), None, lines, filename)
@@ -23,9 +22,12 @@ def _register_source(filename, source):
 _KERNEL_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _error(exc, filename):
+def _error(exc, filename, source=None):
     """ename, evalue and a traceback of the user's frames only (the cell's, and what it
     called), not the kernel's."""
+    import traceback  # imported on the first error, not at start-up
+    if source is not None:
+        _register_source(filename, source)
     if isinstance(exc, SyntaxError):
         lines = traceback.format_exception_only(type(exc), exc)
     else:
@@ -69,7 +71,6 @@ def run(source, number, namespace, output_dir, results_limit):
     except ValueError as e:  # null bytes in the source
         result.update(status="error", error={"ename": "SyntaxError", "evalue": str(e), "traceback": f"SyntaxError: {e}\n"})
         return result
-    _register_source(filename, source)
     sets_output = _assigns_output(tree)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     value = None
@@ -88,10 +89,10 @@ def run(source, number, namespace, output_dir, results_limit):
         finally:
             Interruptible.active = False
     except KeyboardInterrupt as e:
-        result.update(status="interrupted", error=_error(e, filename))
+        result.update(status="interrupted", error=_error(e, filename, source))
         return result
     except BaseException as e:  # SystemExit included: a cell never ends the kernel
-        result.update(status="error", error=_error(e, filename))
+        result.update(status="error", error=_error(e, filename, source))
         return result
     text = None
     if sets_output and "output" in namespace:

@@ -1,10 +1,12 @@
 """The kernel's side of the control socket: frames (4-byte big-endian length + JSON),
 sent from any thread, received by one reader thread that routes replies to the helper
-calls waiting for them and hands everything else to the main thread."""
+calls waiting for them and hands everything else to the main thread.
+
+Plain os.read/os.write on the inherited fd, and a deque instead of queue.Queue: the
+kernel's start-up is on the path to a sandbox's first result, and every import counts."""
+import collections
 import json
-import queue
-import socket
-import struct
+import os
 import threading
 
 MAX_FRAME = 16 << 20
@@ -12,18 +14,22 @@ MAX_FRAME = 16 << 20
 
 class Channel:
     def __init__(self, fd):
-        self._sock = socket.socket(fileno=fd)
+        self._fd = fd
         self._send_lock = threading.Lock()
         self._calls_lock = threading.Lock()
         self._calls = {}  # call id -> [threading.Event, reply]
         self._next_call = 1
-        self.requests = queue.Queue()  # what the main thread acts on; None at EOF
+        self._requests = collections.deque()  # what the main thread acts on; None at EOF
+        self._ready = threading.Condition()
         threading.Thread(target=self._read_loop, name="nsbox-channel", daemon=True).start()
 
     def send(self, message):
         data = json.dumps(message, ensure_ascii=False, default=repr).encode("utf-8", "surrogateescape")
+        frame = len(data).to_bytes(4, "big") + data
         with self._send_lock:
-            self._sock.sendall(struct.pack(">I", len(data)) + data)
+            view = memoryview(frame)
+            while view:
+                view = view[os.write(self._fd, view):]
 
     def call(self, op, **fields):
         """Sends a request to the supervisor and waits for its answer. Thread-safe."""
@@ -37,10 +43,22 @@ class Channel:
         with self._calls_lock:
             return self._calls.pop(call_id)[1]
 
+    def next_request(self):
+        """The next message for the main thread; None once the supervisor is gone."""
+        with self._ready:
+            while not self._requests:
+                self._ready.wait()
+            return self._requests.popleft()
+
+    def _deliver(self, message):
+        with self._ready:
+            self._requests.append(message)
+            self._ready.notify()
+
     def _read_exact(self, n):
         chunks = []
         while n:
-            chunk = self._sock.recv(n)
+            chunk = os.read(self._fd, min(n, 1 << 20))
             if not chunk:
                 return None
             chunks.append(chunk)
@@ -53,7 +71,7 @@ class Channel:
                 header = self._read_exact(4)
                 if header is None:
                     break
-                (length,) = struct.unpack(">I", header)
+                length = int.from_bytes(header, "big")
                 if length > MAX_FRAME:
                     break
                 body = self._read_exact(length)
@@ -68,7 +86,7 @@ class Channel:
                             waiting[1] = message
                             waiting[0].set()
                     continue
-                self.requests.put(message)
+                self._deliver(message)
         except (OSError, ValueError):
             pass
         # The supervisor is gone: wake every waiting call, and the main thread.
@@ -76,4 +94,4 @@ class Channel:
             for waiting in self._calls.values():
                 waiting[1] = {"error": "the sandbox's supervisor is gone"}
                 waiting[0].set()
-        self.requests.put(None)
+        self._deliver(None)

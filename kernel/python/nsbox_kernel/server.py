@@ -1,6 +1,5 @@
 """The kernel's main loop: announce readiness, then run each cell the supervisor sends, in
 the main thread (so that SIGINT lands in it), one at a time, in one persistent namespace."""
-import base64
 import builtins
 import os
 import signal
@@ -35,14 +34,18 @@ def serve(fd):
 
     executed = 0
     while True:
-        request = channel.requests.get()
+        request = channel.next_request()
         if request is None:
             return 0  # the supervisor is gone
         if request.get("op") != "execute":
             continue
         number = request["cell"]
         running["cell"] = number
-        source = request["code"] if "code" in request else base64.b64decode(request.get("code_b64", ""))
+        if "code" in request:
+            source = request["code"]
+        else:
+            import base64  # only for code that is not UTF-8
+            source = base64.b64decode(request.get("code_b64", ""))
         output_dir = request.get("output_dir", "/mnt/files/.nsbox/output")
         executed += 1
         display.begin_cell(output_dir, number)
