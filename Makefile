@@ -27,6 +27,7 @@ test-cgroup-v2: build
 
 bench: build
 	@bench/startup
+	@bench/kernel
 
 clean:
 	rm -rf $(BUILD)
