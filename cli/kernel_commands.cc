@@ -111,26 +111,25 @@ int cmd_exec(const Invocation& inv) {
   return exit_code_for(result->status);
 }
 
-int cmd_interrupt(const Invocation& inv) {
+namespace {
+
+// `nsbox interrupt ID` and `nsbox restart ID`: one sandbox, one request, nothing printed
+// but errors (and {"<done>": true} with --json).
+int kernel_action(const Invocation& inv, const char* name, const char* done,
+                  Result<void> (Runtime::*action)(const std::string&) const) {
   int code = 0;
   auto ctx = prepare(inv, {}, code);
   if (!ctx) return code;
   if (ctx->args.positionals.size() != 1)
-    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox interrupt takes one sandbox id or name"));
-  if (auto r = ctx->runtime->interrupt(ctx->args.positionals.front()); !r) return ctx->out.error(r.error());
-  if (ctx->out.json) ctx->out.document({{"interrupted", true}});
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, std::string("nsbox ") + name + " takes one sandbox id or name"));
+  if (auto r = (*ctx->runtime.*action)(ctx->args.positionals.front()); !r) return ctx->out.error(r.error());
+  if (ctx->out.json) ctx->out.document({{done, true}});
   return 0;
 }
 
-int cmd_restart(const Invocation& inv) {
-  int code = 0;
-  auto ctx = prepare(inv, {}, code);
-  if (!ctx) return code;
-  if (ctx->args.positionals.size() != 1)
-    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox restart takes one sandbox id or name"));
-  if (auto r = ctx->runtime->restart(ctx->args.positionals.front()); !r) return ctx->out.error(r.error());
-  if (ctx->out.json) ctx->out.document({{"restarted", true}});
-  return 0;
-}
+}  // namespace
+
+int cmd_interrupt(const Invocation& inv) { return kernel_action(inv, "interrupt", "interrupted", &Runtime::interrupt); }
+int cmd_restart(const Invocation& inv) { return kernel_action(inv, "restart", "restarted", &Runtime::restart); }
 
 }  // namespace nsbox::cli

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "isolation/sys/syscall.h"
@@ -174,6 +175,21 @@ Result<Frame> FrameReader::next() {
   Result<Frame> f = std::move(ready_.front());
   ready_.pop_front();
   return f;
+}
+
+void dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(const Json&)>& handle) {
+  while (reader.has_frame()) {
+    auto frame = reader.next();
+    if (!frame) {
+      std::fprintf(stderr, "nsbox-supervisor: ignored a malformed message from %.*s\n", int(source.size()), source.data());
+      continue;
+    }
+    try {
+      handle(frame->message);
+    } catch (const Json::exception& e) {
+      std::fprintf(stderr, "nsbox-supervisor: ignored a malformed message from %.*s: %s\n", int(source.size()), source.data(), e.what());
+    }
+  }
 }
 
 bool is_valid_utf8(std::string_view s) {

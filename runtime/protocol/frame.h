@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -67,6 +68,11 @@ class FrameReader {
   std::deque<Result<Frame>> ready_;
   void extract_frames();
 };
+
+// Hands each complete frame of `reader` to `handle`. Frames from a process the sandbox
+// controls are untrusted: a malformed one, or one `handle` finds mistyped (nlohmann
+// throws), is logged to stderr as coming from `source` and skipped.
+void dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(const Json&)>& handle);
 
 // Output of a command as JSON text: valid UTF-8 goes in "data" as is; anything else is
 // base64 in "data_b64", so bytes are never lost or mangled.

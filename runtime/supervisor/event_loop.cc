@@ -44,6 +44,20 @@ void EventLoop::remove(int fd) {
   callbacks_.erase(fd);
 }
 
+bool EventLoop::read_chunk(UniqueFd& pipe, std::string& out) {
+  if (!pipe) return false;
+  out.resize(64 << 10);
+  ssize_t n = ::read(pipe.get(), out.data(), out.size());
+  if (n < 0 && errno == EAGAIN) return false;
+  if (n <= 0) {
+    remove(pipe.get());
+    pipe.reset();
+    return false;
+  }
+  out.resize(static_cast<size_t>(n));
+  return true;
+}
+
 Result<int> EventLoop::add_timer(uint64_t after_ms, std::function<void()> cb) {
   UniqueFd tfd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
   if (!tfd) return fail(sys_error("timerfd_create"));

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "isolation/sys/error.h"
@@ -26,6 +27,10 @@ class EventLoop {
   // to call for a timer that already fired.
   Result<int> add_timer(uint64_t after_ms, std::function<void()> cb);
   void cancel_timer(int timer_id);
+
+  // Reads what a non-blocking pipe in the loop has (up to 64 KiB) into `out`: true if it
+  // got bytes. At EOF or on an error the pipe leaves the loop and is closed.
+  bool read_chunk(UniqueFd& pipe, std::string& out);
 
   // Runs `fn` after the callbacks of the current batch of events: for releasing objects
   // that callbacks further up the stack may still refer to.

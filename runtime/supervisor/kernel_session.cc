@@ -135,16 +135,8 @@ void KernelSession::dispatch() {
 
 void KernelSession::on_kernel_messages() {
   auto status = reader_.read_available(control_.get());
-  while (reader_.has_frame()) {
-    auto frame = reader_.next();
-    if (!frame) continue;
-    // The kernel runs user code: its messages are untrusted, like a client's.
-    try {
-      on_kernel_message(frame->message);
-    } catch (const Json::exception& e) {
-      std::fprintf(stderr, "nsbox-supervisor: ignored a malformed message from the kernel: %s\n", e.what());
-    }
-  }
+  // The kernel runs user code: its messages are untrusted, like a client's.
+  protocol::dispatch_untrusted(reader_, "the kernel", [this](const Json& m) { on_kernel_message(m); });
   if ((!status || *status == protocol::FrameReader::Status::kClosed) && control_) {
     host_.loop().remove(control_.get());  // its exit, reported by init, does the rest
     control_.reset();
@@ -190,17 +182,8 @@ void KernelSession::on_kernel_message(const Json& m) {
 }
 
 bool KernelSession::relay(bool is_stdout) {
-  UniqueFd& pipe = is_stdout ? out_ : err_;
-  if (!pipe) return false;
-  std::string buf(kReadChunk, '\0');
-  ssize_t n = ::read(pipe.get(), buf.data(), buf.size());
-  if (n < 0 && errno == EAGAIN) return false;
-  if (n <= 0) {
-    host_.loop().remove(pipe.get());
-    pipe.reset();
-    return false;
-  }
-  buf.resize(static_cast<size_t>(n));
+  std::string buf;
+  if (!host_.loop().read_chunk(is_stdout ? out_ : err_, buf)) return false;
   if (running_) {
     (is_stdout ? running_->out : running_->err)->append(buf);
     if (running_->request.stream) {

@@ -330,17 +330,8 @@ void Supervisor::on_output(uint64_t id, bool is_stdout) {
 }
 
 bool Supervisor::relay_chunk(Command& c, bool is_stdout) {
-  UniqueFd& pipe = is_stdout ? c.out : c.err;
-  if (!pipe) return false;
-  std::string buf(kReadChunk, '\0');
-  ssize_t n = ::read(pipe.get(), buf.data(), buf.size());
-  if (n < 0 && errno == EAGAIN) return false;
-  if (n <= 0) {
-    loop_->remove(pipe.get());
-    pipe.reset();
-    return false;
-  }
-  buf.resize(static_cast<size_t>(n));
+  std::string buf;
+  if (!loop_->read_chunk(is_stdout ? c.out : c.err, buf)) return false;
   (is_stdout ? c.out_capture : c.err_capture)->append(buf);
   auto client = clients_.find(c.client);
   if (client == clients_.end() || client->second.closed) return true;  // nobody listens; it is being killed
@@ -353,16 +344,8 @@ bool Supervisor::relay_chunk(Command& c, bool is_stdout) {
 
 void Supervisor::on_init_messages() {
   auto status = init_reader_.read_available(instance_->control_fd());
-  while (init_reader_.has_frame()) {
-    auto frame = init_reader_.next();
-    if (!frame) continue;
-    // init runs inside the sandbox: its messages are untrusted input like a client's.
-    try {
-      on_init_message(frame->message);
-    } catch (const Json::exception& e) {
-      std::fprintf(stderr, "nsbox-supervisor: ignored a malformed message from init: %s\n", e.what());
-    }
-  }
+  // init runs inside the sandbox: its messages are untrusted input like a client's.
+  protocol::dispatch_untrusted(init_reader_, "init", [this](const Json& m) { on_init_message(m); });
   if (!status || *status == protocol::FrameReader::Status::kClosed) on_init_death();
 }
 
