@@ -1,76 +1,240 @@
 #include "mounts/files_volume.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <random>
 #include <sstream>
-#include <vector>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/sha256.h"
+#include "isolation/sys/syscall.h"
 
 namespace nsbox {
 namespace {
 
 constexpr uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+constexpr const char* kStagingDir = ".nsbox/uploads";
 
 int openat2_beneath(int dirfd, const std::string& name, uint64_t flags, mode_t mode) {
   open_how how{};
   how.flags = flags | O_CLOEXEC;
   how.mode = (flags & O_CREAT) ? mode : 0;
   how.resolve = kResolve;
-  return static_cast<int>(::syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof how));
+  return static_cast<int>(sys::retry_eintr([&] { return ::syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof how); }));
 }
 
-Result<std::vector<std::string>> split(const std::string& relative) {
-  std::vector<std::string> parts;
-  std::istringstream s(relative);
-  std::string part;
-  while (std::getline(s, part, '/')) {
-    if (part.empty() || part == ".") continue;
-    if (part == "..") return fail(make_error(ErrorCode::kInvalidArgument, "path '" + relative + "' leaves the files volume"));
-    parts.push_back(part);
-  }
-  if (parts.empty() || relative[0] == '/')
-    return fail(make_error(ErrorCode::kInvalidArgument, "'" + relative + "' is not a relative path in the files volume"));
-  return parts;
+Error path_error(const std::string& what, const std::string& relative, int err) {
+  Error e = sys_error(what + " " + relative + " in the files volume", err);
+  if (err == ELOOP || err == EXDEV)
+    e = make_error(ErrorCode::kPermissionDenied, relative + " in the files volume goes through a symlink or another mount; refused");
+  if (err == ENOSPC || err == EDQUOT)
+    e = make_error(ErrorCode::kLimitExceeded, what + " " + relative + ": the files volume is full (its quota)",
+                   "remove files, or create the sandbox with a larger --files-quota");
+  return e;
+}
+
+std::string random_name() {
+  static constexpr char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::random_device rd;
+  std::string s;
+  for (int i = 0; i < 12; ++i) s += kAlphabet[rd() % 36];
+  return s;
+}
+
+std::pair<std::string, std::string> split_parent(const std::string& relative) {
+  auto slash = relative.rfind('/');
+  if (slash == std::string::npos) return {"", relative};
+  return {relative.substr(0, slash), relative.substr(slash + 1)};
 }
 
 }  // namespace
 
 Result<FilesVolume> FilesVolume::open(const std::string& host_dir, uid_t owner, gid_t group) {
+  UniqueFd root(::open(host_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!root) return fail(sys_error("open files volume " + host_dir));
+  return adopt(std::move(root), owner, group);
+}
+
+FilesVolume FilesVolume::adopt(UniqueFd root, uid_t owner, gid_t group) {
   FilesVolume v;
-  v.root_.reset(::open(host_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!v.root_) return fail(sys_error("open files volume " + host_dir));
+  v.root_ = std::move(root);
   v.owner_ = owner;
   v.group_ = group;
   return v;
 }
 
-Result<UniqueFd> FilesVolume::open_dir_beneath(int dirfd, const std::string& name, bool create) {
-  if (create && ::mkdirat(dirfd, name.c_str(), 0755) == 0 && ::geteuid() == 0)
-    (void)::fchownat(dirfd, name.c_str(), owner_, group_, AT_SYMLINK_NOFOLLOW);
-  UniqueFd fd(openat2_beneath(dirfd, name, O_RDONLY | O_DIRECTORY, 0));
-  if (!fd) {
-    Error e = sys_error("open " + name + " in the files volume");
-    if (e.sys_errno == ELOOP || e.sys_errno == EXDEV)
-      e.message = name + " in the files volume is a symlink or another mount; refused";
-    return fail(std::move(e));
+Result<std::string> FilesVolume::normalize(const std::string& relative) {
+  if (relative.empty() || relative[0] == '/')
+    return fail(make_error(ErrorCode::kInvalidArgument, "'" + relative + "' is not a path relative to /mnt/files",
+                           "give paths like data/sales.csv"));
+  std::vector<std::string> parts;
+  std::istringstream s(relative);
+  for (std::string part; std::getline(s, part, '/');) {
+    if (part.empty() || part == ".") continue;
+    if (part == "..") return fail(make_error(ErrorCode::kInvalidArgument, "path '" + relative + "' leaves the files volume"));
+    parts.push_back(part);
   }
-  return fd;
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "/") + p;
+  return out;  // empty: the volume's root
+}
+
+Result<UniqueFd> FilesVolume::open_dir(const std::string& relative, bool create) {
+  UniqueFd dir(::fcntl(root_.get(), F_DUPFD_CLOEXEC, 0));
+  if (!dir) return fail(sys_error("dup the files volume's fd"));
+  std::istringstream s(relative);
+  for (std::string part; std::getline(s, part, '/');) {
+    if (part.empty()) continue;
+    if (create && ::mkdirat(dir.get(), part.c_str(), 0755) == 0 && ::geteuid() == 0)
+      (void)::fchownat(dir.get(), part.c_str(), owner_, group_, AT_SYMLINK_NOFOLLOW);
+    UniqueFd next(openat2_beneath(dir.get(), part, O_RDONLY | O_DIRECTORY, 0));
+    if (!next) return fail(path_error("open directory", relative, errno));
+    dir = std::move(next);
+  }
+  return dir;
+}
+
+Result<void> FilesVolume::make_dirs(const std::string& relative) {
+  auto rel = NSBOX_TRY(normalize(relative));
+  NSBOX_CHECK(open_dir(rel, true));
+  return {};
 }
 
 Result<UniqueFd> FilesVolume::create_file(const std::string& relative) {
-  auto parts = NSBOX_TRY(split(relative));
-  UniqueFd dir(::fcntl(root_.get(), F_DUPFD_CLOEXEC, 0));
-  for (size_t i = 0; i + 1 < parts.size(); ++i) dir = NSBOX_TRY(open_dir_beneath(dir.get(), parts[i], true));
-  const std::string& name = parts.back();
-  // Never write through an existing inode (it could be a hard link the sandbox made).
-  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return fail(sys_error("replace " + relative + " in the files volume"));
+  auto rel = NSBOX_TRY(normalize(relative));
+  auto [parent, name] = split_parent(rel);
+  if (name.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no file name in '" + relative + "'"));
+  auto dir = NSBOX_TRY(open_dir(parent, true));
+  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return fail(path_error("replace", rel, errno));
   UniqueFd fd(openat2_beneath(dir.get(), name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644));
-  if (!fd) return fail(sys_error("create " + relative + " in the files volume"));
+  if (!fd) return fail(path_error("create", rel, errno));
   if (::geteuid() == 0) (void)::fchown(fd.get(), owner_, group_);
   return fd;
+}
+
+Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string& relative, uint64_t max_bytes, mode_t mode) {
+  auto rel = NSBOX_TRY(normalize(relative));
+  auto [parent, name] = split_parent(rel);
+  if (name.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no file name in '" + relative + "'"));
+  auto staging = NSBOX_TRY(open_dir(kStagingDir, true));
+  std::string temp = random_name();
+  UniqueFd out(openat2_beneath(staging.get(), temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+  if (!out) return fail(path_error("create staging file for", rel, errno));
+  auto discard = [&](Error e) {
+    ::unlinkat(staging.get(), temp.c_str(), 0);
+    return fail(std::move(e));
+  };
+
+  Sha256 sha;
+  std::vector<char> buf(1 << 20);
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = sys::retry_eintr([&] { return ::read(source, buf.data(), buf.size()); });
+    if (n < 0) return discard(sys_error("read the upload"));
+    if (n == 0) break;
+    total += static_cast<uint64_t>(n);
+    if (total > max_bytes)
+      return discard(make_error(ErrorCode::kLimitExceeded, "upload of " + rel + " is larger than the limit of " +
+                                                               std::to_string(max_bytes >> 20) + " MiB",
+                                "raise it with --max-size, or split the file"));
+    sha.update(std::string_view(buf.data(), static_cast<size_t>(n)));
+    if (auto w = files::write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(n)), rel); !w)
+      return discard(path_error("write", rel, w.error().sys_errno));
+  }
+  if (::fsync(out.get()) != 0) return discard(path_error("write", rel, errno));
+  if (::geteuid() == 0) (void)::fchown(out.get(), owner_, group_);
+  (void)::fchmod(out.get(), 0644 | (mode & 0111));
+  out.reset();
+  auto dir = open_dir(parent, true);
+  if (!dir) return discard(dir.error());
+  // The rename replaces whatever is at the name (a file, or a symlink the sandbox put
+  // there: replaced, not followed); a directory there refuses it.
+  if (::renameat(staging.get(), temp.c_str(), dir->get(), name.c_str()) != 0) {
+    int err = errno;
+    if (err == EISDIR || err == ENOTEMPTY || err == EEXIST)
+      return discard(make_error(ErrorCode::kAlreadyExists, rel + " is a directory in the files volume"));
+    return discard(path_error("place", rel, err));
+  }
+  ::fsync(dir->get());
+  return Uploaded{rel, total, sha.hex_digest()};
+}
+
+Result<FilesVolume::Page> FilesVolume::list(const std::string& relative_dir, size_t limit, const std::string& cursor) {
+  auto rel = NSBOX_TRY(normalize(relative_dir.empty() ? "." : relative_dir));
+  auto dir = NSBOX_TRY(open_dir(rel, false));
+  int dup = ::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0);
+  DIR* d = ::fdopendir(dup);
+  if (!d) {
+    ::close(dup);
+    return fail(sys_error("list " + rel));
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != ".." && n > cursor) names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  Page page;
+  for (const auto& n : names) {
+    if (page.entries.size() == limit) {
+      page.next_cursor = page.entries.back().name;
+      break;
+    }
+    struct stat st{};
+    if (::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    std::string type = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : S_ISLNK(st.st_mode) ? "symlink" : "other";
+    page.entries.push_back({n, type, static_cast<uint64_t>(st.st_size), static_cast<int64_t>(st.st_mtime)});
+  }
+  return page;
+}
+
+Result<UniqueFd> FilesVolume::open_file(const std::string& relative, struct stat* st) {
+  auto rel = NSBOX_TRY(normalize(relative));
+  if (rel.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no file name"));
+  UniqueFd fd(openat2_beneath(root_.get(), rel, O_RDONLY | O_NOFOLLOW, 0));
+  if (!fd) {
+    if (errno == ENOENT) return fail(make_error(ErrorCode::kNotFound, "no file " + rel + " in the files volume"));
+    return fail(path_error("open", rel, errno));
+  }
+  if (::fstat(fd.get(), st) != 0) return fail(sys_error("stat " + rel));
+  if (!S_ISREG(st->st_mode)) return fail(make_error(ErrorCode::kInvalidArgument, rel + " is not a regular file"));
+  return fd;
+}
+
+Result<void> FilesVolume::remove(const std::string& relative, bool recursive) {
+  auto rel = NSBOX_TRY(normalize(relative));
+  if (rel.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "refusing to remove the whole files volume"));
+  auto [parent, name] = split_parent(rel);
+  auto dir = NSBOX_TRY(open_dir(parent, false));
+  struct stat st{};
+  if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return fail(make_error(ErrorCode::kNotFound, "no " + rel + " in the files volume"));
+    return fail(sys_error("stat " + rel));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlinkat(dir.get(), name.c_str(), 0) != 0) return fail(sys_error("remove " + rel));
+    return {};
+  }
+  if (!recursive && ::unlinkat(dir.get(), name.c_str(), AT_REMOVEDIR) != 0) {
+    if (errno == ENOTEMPTY || errno == EEXIST)
+      return fail(make_error(ErrorCode::kInvalidArgument, rel + " is a directory that is not empty", "remove it with -r"));
+    return fail(sys_error("remove " + rel));
+  }
+  if (recursive) return files::remove_tree_at(dir.get(), name, rel);
+  return {};
+}
+
+Result<FilesVolume::Usage> FilesVolume::usage() const {
+  struct statvfs s{};
+  if (::fstatvfs(root_.get(), &s) != 0) return fail(sys_error("statvfs of the files volume"));
+  return Usage{static_cast<uint64_t>(s.f_blocks) * s.f_frsize, static_cast<uint64_t>(s.f_bavail) * s.f_frsize};
 }
 
 }  // namespace nsbox

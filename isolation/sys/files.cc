@@ -162,6 +162,21 @@ Result<void> remove_tree(const std::string& path) {
   return {};
 }
 
+Result<void> remove_tree_at(int dirfd, const std::string& name, const std::string& shown) {
+  struct stat st{};
+  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail(sys_error("stat " + shown));
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlinkat(dirfd, name.c_str(), 0) != 0) return fail(sys_error("unlink " + shown));
+    return {};
+  }
+  UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return fail(sys_error("open " + shown));
+  if ((st.st_mode & 0700) != 0700) ::fchmod(fd.get(), 0700);
+  NSBOX_CHECK(remove_entries(fd.get(), shown, st.st_dev));
+  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0) return fail(sys_error("rmdir " + shown));
+  return {};
+}
+
 Result<UniqueFd> open_dir(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return fail(sys_error("open directory " + path));

@@ -26,6 +26,8 @@ Result<void> make_dirs(const std::string& path, mode_t mode = 0755);
 Result<void> ensure_private_dir(const std::string& path);
 // Removes a tree without following symlinks and without crossing into other mounts.
 Result<void> remove_tree(const std::string& path);
+// The same for `name` in directory `dirfd` (`shown` names it in errors).
+Result<void> remove_tree_at(int dirfd, const std::string& name, const std::string& shown);
 
 Result<UniqueFd> open_dir(const std::string& path);
 Result<std::vector<std::string>> list_dir(const std::string& path);

@@ -1,0 +1,196 @@
+#include "mounts/volume_image.h"
+
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/syscall.h"
+
+namespace nsbox::volume_image {
+namespace {
+
+constexpr uint64_t kMinBytes = 16ull << 20;
+
+// Serialises find-or-attach for one image across processes.
+Result<UniqueFd> lock_image(const std::string& image) {
+  std::string path = image + ".lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd) return fail(sys_error("open " + path));
+  if (sys::retry_eintr([&] { return ::flock(fd.get(), LOCK_EX); }) != 0) return fail(sys_error("lock " + path));
+  return fd;
+}
+
+// The loop device whose backing file is `image` (same inode), if any.
+std::string find_attached(const std::string& image) {
+  struct stat want{};
+  if (::stat(image.c_str(), &want) != 0) return {};
+  std::error_code ec;
+  for (const auto& dev : std::filesystem::directory_iterator("/sys/block", ec)) {
+    std::string name = dev.path().filename();
+    if (name.rfind("loop", 0) != 0) continue;
+    auto backing = files::read_file(dev.path().string() + "/loop/backing_file");
+    if (!backing) continue;
+    while (!backing->empty() && backing->back() == '\n') backing->pop_back();
+    struct stat got{};
+    if (::stat(backing->c_str(), &got) == 0 && got.st_ino == want.st_ino && got.st_dev == want.st_dev)
+      return "/dev/" + name;
+  }
+  return {};
+}
+
+Result<std::string> attach_new(const std::string& image) {
+  UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!control) return fail(sys_error("open /dev/loop-control").with_hint("volume quotas need loop devices (root)"));
+  UniqueFd backing(::open(image.c_str(), O_RDWR | O_CLOEXEC));
+  if (!backing) return fail(sys_error("open volume image " + image));
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    int n = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
+    if (n < 0) return fail(sys_error("LOOP_CTL_GET_FREE"));
+    std::string dev = "/dev/loop" + std::to_string(n);
+    UniqueFd loop(::open(dev.c_str(), O_RDWR | O_CLOEXEC));
+    if (!loop) return fail(sys_error("open " + dev));
+    loop_config config{};
+    config.fd = static_cast<uint32_t>(backing.get());
+    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), image.c_str(), LO_NAME_SIZE - 1);
+    if (::ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) return dev;
+    if (errno != EBUSY) return fail(sys_error("attach " + image + " to " + dev));
+    // Another process took that device between GET_FREE and CONFIGURE: try the next.
+  }
+  return fail(make_error(ErrorCode::kBusy, "no free loop device for " + image));
+}
+
+}  // namespace
+
+Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group) {
+  {
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd) return fail(sys_error("create volume image " + path));
+    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+      ::unlink(path.c_str());
+      return fail(sys_error("size volume image " + path));
+    }
+  }
+  std::string owner_opt = "root_owner=" + std::to_string(owner) + ":" + std::to_string(group) +
+                          ",lazy_itable_init=1,lazy_journal_init=1";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null_fd = ::open("/dev/null", O_RDWR);
+    ::dup2(null_fd, 0);
+    ::dup2(null_fd, 1);
+    ::execlp("mkfs.ext4", "mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner_opt.c_str(), path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    ::unlink(path.c_str());
+    return fail(make_error(ErrorCode::kSystem, "mkfs.ext4 " + path + " failed" +
+                                                   (WIFEXITED(status) && WEXITSTATUS(status) == 127 ? ": mkfs.ext4 not found" : ""),
+                           "install e2fsprogs"));
+  }
+  return {};
+}
+
+Result<std::string> attach(const std::string& image) {
+  auto lock = NSBOX_TRY(lock_image(image));
+  if (std::string dev = find_attached(image); !dev.empty()) return dev;
+  return attach_new(image);
+}
+
+Result<void> mount(const std::string& image, const std::string& target) {
+  // A device found attached may lose its last mount (and autoclear) before ours: retry.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::string dev = NSBOX_TRY(attach(image));
+    if (::mount(dev.c_str(), target.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) == 0) return {};
+    if (errno != ENXIO && errno != ENOENT && errno != ENODEV) return fail(sys_error("mount " + image + " (" + dev + ") on " + target));
+  }
+  return fail(make_error(ErrorCode::kBusy, "mount " + image + ": its loop device kept going away"));
+}
+
+Result<UniqueFd> open_privately(const std::string& image) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair"));
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // A mount namespace of this child's own: the mount dies with it, but the directory
+    // fd it sends keeps the filesystem alive for the parent.
+    int err = 0;
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) err = errno;
+    std::string message = "ok";
+    if (!err) {
+      if (auto r = mount(image, "/tmp"); !r) {  // over /tmp, in this child's namespace only
+        err = r.error().sys_errno ? r.error().sys_errno : EIO;
+        message = r.error().message;
+      }
+    } else {
+      message = std::string("unshare(CLONE_NEWNS): ") + std::strerror(err);
+    }
+    int dir = err ? -1 : ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    iovec io{message.data(), message.size()};
+    msghdr msg{};
+    msg.msg_iov = &io;
+    msg.msg_iovlen = 1;
+    if (dir >= 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &dir, sizeof dir);
+    }
+    (void)!::sendmsg(theirs.get(), &msg, MSG_NOSIGNAL);
+    ::_exit(0);
+  }
+  theirs.reset();
+  if (pid < 0) return fail(sys_error("fork to open a volume"));
+  char buf[1024];
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec io{buf, sizeof buf - 1};
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n = sys::retry_eintr([&] { return ::recvmsg(ours.get(), &msg, MSG_CMSG_CLOEXEC); });
+  ::waitpid(pid, nullptr, 0);
+  UniqueFd dir;
+  if (cmsghdr* c = CMSG_FIRSTHDR(&msg); n > 0 && c && c->cmsg_type == SCM_RIGHTS) {
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+    dir.reset(fd);
+  }
+  if (!dir) return fail(make_error(ErrorCode::kSystem, "open volume " + image + ": " + std::string(buf, n > 0 ? static_cast<size_t>(n) : 0)));
+  return dir;
+}
+
+Result<uint64_t> parse_size(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  std::string unit = end ? std::string(end) : "";
+  uint64_t scale = unit.empty() ? 1
+                   : unit == "K" || unit == "KiB" ? 1ull << 10
+                   : unit == "M" || unit == "MiB" ? 1ull << 20
+                   : unit == "G" || unit == "GiB" ? 1ull << 30
+                   : unit == "T" || unit == "TiB" ? 1ull << 40
+                                                  : 0;
+  if (end == text.c_str() || !scale || !(v > 0) || v * scale < kMinBytes || v * scale > double(1ull << 50))
+    return fail(make_error(ErrorCode::kInvalidArgument, "invalid size '" + text + "'",
+                           "give bytes or a size like 512M or 10G, at least 16M"));
+  return static_cast<uint64_t>(v * static_cast<double>(scale));
+}
+
+}  // namespace nsbox::volume_image

@@ -1,0 +1,38 @@
+// A files volume's disk: a sparse file holding an ext4 filesystem whose size is the
+// volume's quota. Writing past it gives ENOSPC inside the sandbox, and the host disk
+// holds only what was written.
+//
+// An image is only ever attached to one loop device at a time: two loop devices on one
+// file would give two ext4 superblocks on the same blocks (corruption). So attaching
+// first looks for a loop device already backed by the image (sysfs), under a lock on the
+// image. Loop devices are attached with autoclear: they go away when their last mount
+// does, wherever that mount was (nsbox mounts volumes in private mount namespaces only).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::volume_image {
+
+// Formats a new image (mkfs.ext4, lazy init) owned inside by uid/gid.
+Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group);
+
+// The loop device for `image` ("/dev/loop7"), attached if none is.
+Result<std::string> attach(const std::string& image);
+
+// Mounts `image` at `target` in the caller's mount namespace (nosuid, nodev).
+Result<void> mount(const std::string& image, const std::string& target);
+
+// A directory fd on the root of `image`, mounted in a mount namespace of a short-lived
+// child process: usable until closed, invisible to everyone else, leaving nothing behind.
+Result<UniqueFd> open_privately(const std::string& image);
+
+// Parses "10G", "512M", "1048576" (bytes); refuses 0 and sizes under 16 MiB.
+Result<uint64_t> parse_size(const std::string& text);
+
+}  // namespace nsbox::volume_image
