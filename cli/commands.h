@@ -27,6 +27,8 @@ int cmd_doctor(const Invocation& inv);
 int cmd_exec(const Invocation& inv);
 int cmd_interrupt(const Invocation& inv);
 int cmd_restart(const Invocation& inv);
+int cmd_files(const Invocation& inv);
+int cmd_volume(const Invocation& inv);
 
 // Shared by the commands: parse, settle --json/--root, open the runtime.
 struct CommandContext;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "cli/context.h"
+#include "mounts/volume_image.h"
 
 namespace nsbox::cli {
 namespace {
@@ -22,7 +23,7 @@ Result<std::string> one_id(const ParsedArgs& args, const char* command) {
 
 int cmd_create(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"size", "name", "net", "env"}, {}}, code);
+  auto ctx = prepare(inv, {{"size", "name", "net", "env", "volume", "files-quota"}, {}}, code);
   if (!ctx) return code;
   CreateOptions options;
   auto size = parse_size_tier(ctx->args.value("size", "standard"));
@@ -35,6 +36,12 @@ int cmd_create(const Invocation& inv) {
   auto env = env_flags(ctx->args);
   if (!env) return ctx->out.error(env.error());
   options.env = std::move(*env);
+  options.volume = ctx->args.value("volume");
+  if (ctx->args.values.count("files-quota")) {
+    auto quota = volume_image::parse_size(ctx->args.value("files-quota"));
+    if (!quota) return ctx->out.error(quota.error());
+    options.files_quota = *quota;
+  }
   if (!ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "unexpected argument '" + ctx->args.positionals[0] + "'"));
 
@@ -92,7 +99,9 @@ int cmd_inspect(const Invocation& inv) {
     << "limits:      " << enforcement_name(r.enforcement) << "\n"
     << "network:     " << network::mode_name(r.net) << "\n"
     << "created:     " << r.created_at << "\n"
-    << "files:       " << r.files_dir << " (at /mnt/files)\n"
+    << "files:       /mnt/files: " << (info->volume ? info->volume->name + (info->volume->named ? " (named volume)" : "") +
+                                        (info->volume->quota_bytes ? ", quota " + format_bytes(info->volume->quota_bytes) : ", no quota")
+                                                               : std::string("?")) << "\n"
     << "supervisor:  pid " << r.supervisor_pid << ", init pid " << r.init_pid;
   if (info->memory_usage_bytes) s << "\nmemory used: " << (*info->memory_usage_bytes >> 20) << " MiB";
   if (info->oom_kills) s << "\noom kills:   " << info->oom_kills;
@@ -123,7 +132,7 @@ int cmd_resize(const Invocation& inv) {
 
 int cmd_rm(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {}, code);
+  auto ctx = prepare(inv, {{}, {"keep-files"}}, code);
   if (!ctx) return code;
   if (ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox rm takes one or more sandbox ids or names"));
@@ -131,7 +140,7 @@ int cmd_rm(const Invocation& inv) {
   int exit_code = 0;
   for (const auto& target : ctx->args.positionals) {
     auto id = ctx->runtime->store().resolve(target);
-    auto r = id ? ctx->runtime->remove(*id) : Result<void>(fail(id.error()));
+    auto r = id ? ctx->runtime->remove(*id, ctx->args.has("keep-files")) : Result<void>(fail(id.error()));
     if (!r) {
       exit_code = ctx->out.error(r.error());
       continue;

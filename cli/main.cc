@@ -13,6 +13,7 @@ constexpr const char* kUsage = R"(nsbox: local sandboxes for agent code
 usage: nsbox [--root DIR] [--json] COMMAND [ARGS]
 
   create [--size S] [--name N] [--net none|host] [--env K=V]...   start a sandbox, print its id
+         [--volume NAME] [--files-quota SIZE]                    (a named, shared /mnt/files; its quota, 10G)
   ls                                                             list sandboxes
   inspect ID                                                     show one sandbox
   exec ID (-c CODE | -f FILE | -) [--timeout S]                 run a cell of Python (state persists)
@@ -21,7 +22,10 @@ usage: nsbox [--root DIR] [--json] COMMAND [ARGS]
   sh ID [--timeout S] [--env K=V]... -- CMD...                   run a command in a sandbox
   run [--size S] [--net M] [--timeout S] [--env K=V]... -- CMD...  one-shot: create, run, remove
   resize ID --size S                                             change a running sandbox's size
-  rm ID...                                                       stop and delete sandboxes
+  files ID upload LOCAL [REMOTE] | ls [PATH] | download REMOTE [LOCAL] | rm PATH [-r]
+                                                                 the sandbox's /mnt/files, from here
+  volume ls | rm NAME...                                         named files volumes
+  rm ID... [--keep-files]                                        stop and delete sandboxes
   doctor                                                         check this host
 
 sizes: standard (1 vCPU, 1 GiB, default), medium (2, 2 GiB), large (4, 4 GiB), xlarge (8, 8 GiB)
@@ -38,7 +42,7 @@ constexpr Route kRoutes[] = {
     {"inspect", nsbox::cli::cmd_inspect}, {"sh", nsbox::cli::cmd_sh},       {"exec-command", nsbox::cli::cmd_sh},
     {"run", nsbox::cli::cmd_run},       {"resize", nsbox::cli::cmd_resize}, {"rm", nsbox::cli::cmd_rm},
     {"doctor", nsbox::cli::cmd_doctor},   {"exec", nsbox::cli::cmd_exec},     {"interrupt", nsbox::cli::cmd_interrupt},
-    {"restart", nsbox::cli::cmd_restart},
+    {"restart", nsbox::cli::cmd_restart}, {"files", nsbox::cli::cmd_files},   {"volume", nsbox::cli::cmd_volume},
 };
 
 }  // namespace

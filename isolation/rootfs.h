@@ -28,6 +28,7 @@ enum class StepKind {
   kMaskDir,        // an empty read-only tmpfs over a directory
   kReadOnlyAgain,  // bind a path onto itself read-only (e.g. /proc/sys)
   kReadOnlyFinal,  // make `target` (already a mount) read-only, after it was filled in
+  kDir,            // an empty directory (a mount point for something attached later)
 };
 
 struct Step {
@@ -45,6 +46,7 @@ struct Spec {
   std::string sandbox_libexec;  // host directory bound read-only at /opt/nsbox
   std::vector<cgroup::View> cgroup_views;
   std::string host_root = "/";  // tests plan against a fake host tree
+  bool files_attached_later = false;  // /mnt/files is only a mount point (mount_injection.h)
 };
 
 std::vector<Step> plan(const Spec& spec);

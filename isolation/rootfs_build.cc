@@ -127,6 +127,8 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
       return set_attrs(AT_FDCWD, p, AT_RECURSIVE, s.attrs, s.target);
     case StepKind::kReadOnlyFinal:
       return set_attrs(AT_FDCWD, p, 0, MOUNT_ATTR_RDONLY, s.target);
+    case StepKind::kDir:
+      return make_dirs_in_child(path);
   }
   return {};
 }

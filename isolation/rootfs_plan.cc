@@ -112,7 +112,9 @@ std::vector<Step> plan(const Spec& spec) {
   steps.push_back({StepKind::kTmpfs, {}, "/home/user",
                    size_opt(spec.limits.home_bytes) + ",nr_inodes=262144,mode=0755,uid=1000,gid=1000", kWritable});
   steps.push_back({StepKind::kTmpfs, {}, "/tmp", size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=1777", kWritable});
-  if (spec.files_volume.empty())  // one-shot sandboxes: nothing to keep
+  if (spec.files_attached_later)
+    steps.push_back({StepKind::kDir, {}, "/mnt/files"});
+  else if (spec.files_volume.empty())  // one-shot sandboxes: nothing to keep
     steps.push_back({StepKind::kTmpfs, {}, "/mnt/files", size_opt(spec.limits.tmp_bytes) + ",mode=0755,uid=1000,gid=1000", kWritable});
   else
     steps.push_back({StepKind::kBindTree, spec.files_volume, "/mnt/files", {}, kWritable});

@@ -13,6 +13,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
@@ -31,25 +32,26 @@ Result<UniqueFd> lock_image(const std::string& image) {
   return fd;
 }
 
-// The loop device whose backing file is `image` (same inode), if any.
-std::string find_attached(const std::string& image) {
+// The loop device already backed by `image` (same inode), opened: sysfs names the
+// candidates, LOOP_GET_STATUS64 on the open device confirms it (it could have been
+// cleared and reused in between).
+std::optional<Attached> find_attached(const std::string& image) {
   struct stat want{};
-  if (::stat(image.c_str(), &want) != 0) return {};
+  if (::stat(image.c_str(), &want) != 0) return std::nullopt;
   std::error_code ec;
   for (const auto& dev : std::filesystem::directory_iterator("/sys/block", ec)) {
     std::string name = dev.path().filename();
-    if (name.rfind("loop", 0) != 0) continue;
-    auto backing = files::read_file(dev.path().string() + "/loop/backing_file");
-    if (!backing) continue;
-    while (!backing->empty() && backing->back() == '\n') backing->pop_back();
-    struct stat got{};
-    if (::stat(backing->c_str(), &got) == 0 && got.st_ino == want.st_ino && got.st_dev == want.st_dev)
-      return "/dev/" + name;
+    if (name.rfind("loop", 0) != 0 || !files::exists(dev.path().string() + "/loop/backing_file")) continue;
+    UniqueFd fd(::open(("/dev/" + name).c_str(), O_RDWR | O_CLOEXEC));
+    loop_info64 info{};
+    if (fd && ::ioctl(fd.get(), LOOP_GET_STATUS64, &info) == 0 && info.lo_inode == want.st_ino &&
+        info.lo_device == want.st_dev)
+      return Attached{"/dev/" + name, std::move(fd)};
   }
-  return {};
+  return std::nullopt;
 }
 
-Result<std::string> attach_new(const std::string& image) {
+Result<Attached> attach_new(const std::string& image) {
   UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (!control) return fail(sys_error("open /dev/loop-control").with_hint("volume quotas need loop devices (root)"));
   UniqueFd backing(::open(image.c_str(), O_RDWR | O_CLOEXEC));
@@ -64,7 +66,7 @@ Result<std::string> attach_new(const std::string& image) {
     config.fd = static_cast<uint32_t>(backing.get());
     config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
     std::strncpy(reinterpret_cast<char*>(config.info.lo_file_name), image.c_str(), LO_NAME_SIZE - 1);
-    if (::ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) return dev;
+    if (::ioctl(loop.get(), LOOP_CONFIGURE, &config) == 0) return Attached{dev, std::move(loop)};
     if (errno != EBUSY) return fail(sys_error("attach " + image + " to " + dev));
     // Another process took that device between GET_FREE and CONFIGURE: try the next.
   }
@@ -102,20 +104,17 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
   return {};
 }
 
-Result<std::string> attach(const std::string& image) {
+Result<Attached> attach(const std::string& image) {
   auto lock = NSBOX_TRY(lock_image(image));
-  if (std::string dev = find_attached(image); !dev.empty()) return dev;
+  if (auto found = find_attached(image)) return std::move(*found);
   return attach_new(image);
 }
 
 Result<void> mount(const std::string& image, const std::string& target) {
-  // A device found attached may lose its last mount (and autoclear) before ours: retry.
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    std::string dev = NSBOX_TRY(attach(image));
-    if (::mount(dev.c_str(), target.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) == 0) return {};
-    if (errno != ENXIO && errno != ENOENT && errno != ENODEV) return fail(sys_error("mount " + image + " (" + dev + ") on " + target));
-  }
-  return fail(make_error(ErrorCode::kBusy, "mount " + image + ": its loop device kept going away"));
+  auto loop = NSBOX_TRY(attach(image));  // held open until the mount holds the device
+  if (::mount(loop.device.c_str(), target.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) != 0)
+    return fail(sys_error("mount " + image + " (" + loop.device + ") on " + target));
+  return {};
 }
 
 Result<UniqueFd> open_privately(const std::string& image) {

@@ -22,8 +22,14 @@ namespace nsbox::volume_image {
 // Formats a new image (mkfs.ext4, lazy init) owned inside by uid/gid.
 Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group);
 
-// The loop device for `image` ("/dev/loop7"), attached if none is.
-Result<std::string> attach(const std::string& image);
+// The loop device for `image`, attached if none is. The open fd keeps an autoclear device
+// attached until something mounts it: closing the last fd of an unmounted autoclear
+// device detaches it at once.
+struct Attached {
+  std::string device;  // "/dev/loop7"
+  UniqueFd fd;
+};
+Result<Attached> attach(const std::string& image);
 
 // Mounts `image` at `target` in the caller's mount namespace (nosuid, nodev).
 Result<void> mount(const std::string& image, const std::string& target);

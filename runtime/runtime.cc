@@ -47,6 +47,7 @@ std::string_view status_name(SandboxStatus s) { return s == SandboxStatus::kRunn
 
 Json SandboxInfo::to_json() const {
   Json j = record.to_json();
+  if (volume) j["files"] = volume->to_json();
   j["status"] = status_name(status);
   Limits l = limits_for(record.size);
   j["limits"] = {{"vcpus", l.vcpus}, {"memory_bytes", l.memory_bytes}, {"pids", l.pids},
@@ -63,17 +64,7 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
   return Runtime(StateStore(std::move(root)), std::move(layout));
 }
 
-Result<void> Runtime::prepare_files_dir(const std::string& dir) const {
-  NSBOX_CHECK(files::make_dirs(dir.substr(0, dir.rfind('/')), 0700));
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
-  // The sandbox user owns its volume on the host (the invoking user when rootless).
-  auto ids = userns::host_ids();
-  if (::geteuid() == 0 && ::chown(dir.c_str(), ids.uid, ids.gid) != 0) return fail(sys_error("chown " + dir));
-  return {};
-}
-
 void Runtime::remove_leftovers(const std::string& id, const std::string& name) const {
-  (void)files::remove_tree(store_.root().sandbox_data_dir(id));
   (void)files::remove_tree(store_.root().sandbox_dir(id));
   store_.release_name(name, id);
 }
@@ -93,11 +84,17 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
       return fail(std::move(r.error()));
     }
   }
-  if (auto r = prepare_files_dir(store_.root().files_dir(id)); !r) {
+  VolumeStore volumes(store_.root());
+  auto volume = options.volume.empty() ? volumes.create(id, false, options.files_quota)
+                                       : volumes.open_or_create_named(options.volume, options.files_quota);
+  if (!volume) {
     remove_leftovers(id, options.name);
-    return fail(std::move(r.error()));
+    return fail(std::move(volume.error()).context("create sandbox"));
   }
-  SupervisorSpec spec{id, options.name, options.size, options.net, options.env};
+  auto drop_volume = [&] {
+    if (!volume->named) (void)volumes.remove(*volume);
+  };
+  SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name};
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json());
   if (!report || !report->value("ok", false)) {
     Error e = report ? error_from_json(*report) : report.error();
@@ -105,10 +102,11 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     // that nothing of the sandbox is left when we return.
     for (int i = 0; i < 500 && store_.supervisor_alive(id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     remove_leftovers(id, options.name);
+    drop_volume();
     return fail(std::move(e).context("create sandbox"));
   }
   auto record = NSBOX_TRY(SandboxRecord::from_json((*report)["record"]));
-  SandboxInfo info{record, SandboxStatus::kRunning, std::nullopt, 0, {}};
+  SandboxInfo info{record, *volume, SandboxStatus::kRunning, std::nullopt, 0, {}};
   if (report->contains("warning")) {
     // Said once per state root, not at every create.
     std::string marker = store_.root().run_dir + "/.warned-limits-fallback";
@@ -140,6 +138,7 @@ Result<Json> Runtime::request(const std::string& id, const Json& message, int ti
 Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
   SandboxInfo info;
   info.record = NSBOX_TRY(store_.load(id));
+  if (auto v = VolumeStore(store_.root()).load(info.record.volume)) info.volume = std::move(*v);
   info.status = store_.supervisor_alive(id) ? SandboxStatus::kRunning : SandboxStatus::kDead;
   if (info.status == SandboxStatus::kRunning) {
     if (auto status = request(id, {{"op", "status"}}, 2000)) {
@@ -300,17 +299,45 @@ void Runtime::stop_supervisor(const std::string& id) const {
   }
 }
 
-Result<void> Runtime::remove(const std::string& id_or_name) const {
+Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   if (store_.supervisor_alive(id)) stop_supervisor(id);
   auto lock = NSBOX_TRY(store_.lock_sandbox(id));
   auto record = store_.load(id);
   if (record && !record->cgroup.dirs.empty())
     NSBOX_CHECK_CTX(cgroup::from_placement(record->cgroup)->destroy(), "remove the cgroup of " + id);
-  NSBOX_CHECK(files::remove_tree(store_.root().sandbox_data_dir(id)));
+  if (record && !record->volume.empty()) {
+    VolumeStore volumes(store_.root());
+    if (auto volume = volumes.load(record->volume); volume && !volume->named) {
+      if (keep_files) NSBOX_CHECK(volumes.keep(*volume));
+      else NSBOX_CHECK_CTX(volumes.remove(*volume), "remove the files volume of " + id);
+    }
+  }
   NSBOX_CHECK(files::remove_tree(store_.root().sandbox_dir(id)));
   store_.release_name(record ? record->name : std::string(), id);
   return {};
+}
+
+Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  auto record = NSBOX_TRY(store_.load(id));
+  auto volume = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
+  return VolumeStore(store_.root()).open_files(volume);
+}
+
+Result<std::vector<Volume>> Runtime::volumes() const { return VolumeStore(store_.root()).list(); }
+
+Result<void> Runtime::remove_volume(const std::string& name) const {
+  VolumeStore volumes(store_.root());
+  auto volume = NSBOX_TRY(volumes.load(name));
+  if (!volume.named)
+    return fail(make_error(ErrorCode::kInvalidArgument, "volume '" + name + "' belongs to sandbox " + name,
+                           "it goes with `nsbox rm " + name + "`"));
+  if (files::exists(store_.root().run_dir + "/sandboxes"))
+    for (const auto& id : NSBOX_TRY(store_.ids()))
+      if (auto r = store_.load(id); r && r->volume == name)
+        return fail(make_error(ErrorCode::kBusy, "volume '" + name + "' is used by sandbox " + id, "remove the sandbox first"));
+  return volumes.remove(volume);
 }
 
 }  // namespace nsbox

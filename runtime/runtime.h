@@ -19,6 +19,7 @@
 #include "runtime/command.h"
 #include "runtime/install_layout.h"
 #include "runtime/state_store.h"
+#include "runtime/volume_store.h"
 
 namespace nsbox {
 
@@ -31,6 +32,8 @@ struct CreateOptions {
   std::string name;
   network::Mode net = network::Mode::kNone;
   EnvList env;
+  std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
+  uint64_t files_quota = 10ull << 30;
 };
 
 enum class SandboxStatus { kRunning, kDead };
@@ -38,6 +41,7 @@ std::string_view status_name(SandboxStatus s);
 
 struct SandboxInfo {
   SandboxRecord record;
+  std::optional<Volume> volume;
   SandboxStatus status = SandboxStatus::kRunning;
   std::optional<uint64_t> memory_usage_bytes;
   uint64_t oom_kills = 0;
@@ -97,8 +101,15 @@ class Runtime {
   Result<void> interrupt(const std::string& id_or_name) const;  // the running cell
   Result<void> restart(const std::string& id_or_name) const;    // a fresh interpreter
   Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
-  // Stops the sandbox if it runs, removes its cgroup, state and files volume.
-  Result<void> remove(const std::string& id_or_name) const;
+  // Stops the sandbox if it runs, removes its cgroup, state and files volume (kept, as a
+  // named volume of the sandbox's id, with `keep_files`).
+  Result<void> remove(const std::string& id_or_name, bool keep_files = false) const;
+
+  // The files API: the sandbox's /mnt/files, from the host side, whether the sandbox runs,
+  // is running a cell, or is dead.
+  Result<FilesVolume> files(const std::string& id_or_name) const;
+  Result<std::vector<Volume>> volumes() const;
+  Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
   // create + exec + remove in one process, without a supervisor daemon. It clones the
   // calling process without exec'ing (that is what makes it fast): call it from a
   // single-threaded program, or one whose other threads hold no locks; multi-threaded
@@ -112,7 +123,6 @@ class Runtime {
   Runtime(StateStore store, InstallLayout layout) : store_(std::move(store)), layout_(std::move(layout)) {}
   Result<SandboxInfo> info_for(const std::string& id) const;
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
-  Result<void> prepare_files_dir(const std::string& dir) const;
   void remove_leftovers(const std::string& id, const std::string& name) const;
   void stop_supervisor(const std::string& id) const;
 

@@ -52,7 +52,7 @@ nlohmann::json SandboxRecord::to_json() const {
       {"enforcement", enforcement_name(enforcement)},
       {"cgroup", {{"driver", cgroup.driver}, {"dirs", cgroup.dirs}, {"controllers", cgroup.controllers}}},
       {"env_names", env_names},
-      {"files_dir", files_dir},
+      {"volume", volume},
   };
 }
 
@@ -74,7 +74,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
       r.cgroup.controllers = c->value("controllers", std::vector<std::string>{});
     }
     r.env_names = j.value("env_names", std::vector<std::string>{});
-    r.files_dir = j.value("files_dir", "");
+    r.volume = j.value("volume", "");
     return r;
   } catch (const nlohmann::json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));
@@ -83,7 +83,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
 
 Result<void> StateStore::ensure_dirs() const {
   for (const auto& d : {root_.run_dir, root_.run_dir + "/sandboxes", root_.names_dir(), root_.cache_dir(), root_.data_dir,
-                        root_.data_dir + "/sandboxes"})
+                        root_.data_dir + "/volumes"})
     NSBOX_CHECK(files::ensure_private_dir(d));
   return {};
 }

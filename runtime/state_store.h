@@ -6,7 +6,7 @@
 //   <run>/sandboxes/<id>/supervisor.log    what the supervisor had to say
 //   <run>/names/<name> -> <id>             names, reserved atomically with symlink(2)
 //   <run>/cache/                           compiled seccomp program
-//   <data>/sandboxes/<id>/files/           the files volume (/mnt/files)
+//   <data>/volumes/                        files volumes (runtime/volume_store.h)
 //
 // <run>/<data> are /run/nsbox and /var/lib/nsbox for root; $XDG_RUNTIME_DIR/nsbox and
 // $XDG_DATA_HOME/nsbox rootless; DIR/run and DIR/data with --root DIR or NSBOX_ROOT.
@@ -39,8 +39,7 @@ struct StateRoot {
   std::string log_file(const std::string& id) const { return sandbox_dir(id) + "/supervisor.log"; }
   std::string names_dir() const { return run_dir + "/names"; }
   std::string cache_dir() const { return run_dir + "/cache"; }
-  std::string sandbox_data_dir(const std::string& id) const { return data_dir + "/sandboxes/" + id; }
-  std::string files_dir(const std::string& id) const { return sandbox_data_dir(id) + "/files"; }
+  std::string volume_mount(const std::string& id) const { return sandbox_dir(id) + "/volume"; }
 };
 
 // How the limits of a sandbox are enforced.
@@ -60,7 +59,7 @@ struct SandboxRecord {
   Enforcement enforcement = Enforcement::kRlimits;
   cgroup::Placement cgroup;
   std::vector<std::string> env_names;
-  std::string files_dir;
+  std::string volume;  // its files volume's name (runtime/volume_store.h)
 
   nlohmann::json to_json() const;
   static Result<SandboxRecord> from_json(const nlohmann::json& j);

@@ -5,12 +5,17 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <linux/sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <cstdio>
 #include <unistd.h>
 
 #include "isolation/sys/syscall.h"
+#include "isolation/mount_injection.h"
 #include "isolation/userns.h"
+#include "mounts/volume_image.h"
 #include "runtime/protocol/unix_socket.h"
 
 namespace nsbox {
@@ -44,7 +49,8 @@ Json error_json(const Error& e) {
 Json SupervisorSpec::to_json() const {
   Json env_obj = Json::array();
   for (const auto& [k, v] : env) env_obj.push_back({k, v});
-  return {{"id", id}, {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)}, {"env", env_obj}};
+  return {{"id", id}, {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)}, {"env", env_obj},
+          {"volume", volume}};
 }
 
 Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
@@ -55,6 +61,7 @@ Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
     s.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
     s.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
     for (const auto& kv : j.value("env", Json::array())) s.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+    s.volume = j.at("volume").get<std::string>();
     return s;
   } catch (const Json::exception& e) {
     return fail(make_error(ErrorCode::kProtocol, std::string("malformed supervisor spec: ") + e.what()));
@@ -65,9 +72,17 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
                                                       const std::string& sandbox_libexec) {
   std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
   const StateRoot& root = store.root();
-  InstanceOptions options{spec.id, spec.size, spec.net, root.files_dir(spec.id), sandbox_libexec, root.cache_dir(), {}};
+  auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
+  InstanceOptions options{spec.id,       spec.size,       spec.net, volume.image ? "" : volume.path, volume.image,
+                          sandbox_libexec, root.cache_dir(), {}};
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
+  NSBOX_CHECK(self->register_handlers());
+  // The kernel first: Python boots (on another core) while the volume is attached.
+  self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self));
+  self->kernel_->start();
+  NSBOX_CHECK_CTX(self->attach_volume(volume), "attach the files volume " + volume.name);
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(spec.id)));
+  NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
 
   SandboxRecord& r = self->record_;
   r.id = spec.id;
@@ -80,14 +95,51 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.enforcement = self->instance_->enforcement();
   r.cgroup = self->instance_->placement();
   for (const auto& [k, v] : spec.env) r.env_names.push_back(k);
-  r.files_dir = root.files_dir(spec.id);
-  auto ids = userns::host_ids();
-  auto volume = FilesVolume::open(r.files_dir, ids.uid, ids.gid);
-  if (volume) self->volume_.emplace(std::move(*volume));
-  else std::fprintf(stderr, "nsbox-supervisor: long output will not be kept in files: %s\n", volume.error().message.c_str());
-  self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self));
+  r.volume = spec.volume;
   NSBOX_CHECK(store.save(r));
   return self;
+}
+
+// An image volume is mounted here, in our private mount namespace, and that mount is
+// attached inside the running sandbox at /mnt/files. A directory volume (rootless) was
+// bound when the sandbox was built.
+Result<void> Supervisor::attach_volume(const Volume& volume) {
+  auto ids = userns::host_ids();
+  std::string dir = volume.path;
+  if (volume.image) {
+    dir = store_.root().volume_mount(spec_.id);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
+    NSBOX_CHECK(volume_image::mount(volume.path, dir));
+    // mkfs makes lost+found, owned by root (nobody, inside): not something a user made.
+    ::rmdir((dir + "/lost+found").c_str());
+    NSBOX_CHECK(mount_injection::inject(dir, instance_->init_pid(), FilesVolume::kInsidePath, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+  }
+  volume_.emplace(NSBOX_TRY(FilesVolume::open(dir, ids.uid, ids.gid)));
+  return {};
+}
+
+// The next sandbox should find a formatted image waiting (mkfs costs 13-30 ms): make one
+// in a child, off our event loop.
+void Supervisor::refill_spare_volume() {
+  if (!VolumeStore::quotas_supported()) return;
+  int pidfd = -1;
+  clone_args args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = ::syscall(SYS_clone3, &args, sizeof args);
+  if (pid == 0) {
+    auto made = VolumeStore(store_.root()).make_spare();
+    if (!made) std::fprintf(stderr, "nsbox-supervisor: could not format a spare volume: %s\n", made.error().message.c_str());
+    ::_exit(made ? 0 : 1);
+  }
+  if (pid < 0) return;
+  spare_maker_.reset(pidfd);
+  (void)loop_->add(pidfd, EPOLLIN, [this, pid](uint32_t) {
+    ::waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG);
+    loop_->remove(spare_maker_.get());
+    spare_maker_.reset();
+  });
 }
 
 Result<void> Supervisor::register_handlers() {
@@ -102,17 +154,15 @@ Result<void> Supervisor::register_handlers() {
 
   int control = instance_->control_fd();
   ::fcntl(control, F_SETFL, ::fcntl(control, F_GETFL) | O_NONBLOCK);
-  NSBOX_CHECK(loop_->add(listen_fd_.get(), EPOLLIN, [this](uint32_t) { accept_clients(); }));
   NSBOX_CHECK(loop_->add(control, EPOLLIN, [this](uint32_t) { on_init_messages(); }));
   NSBOX_CHECK(loop_->add(instance_->pidfd(), EPOLLIN, [this](uint32_t) { on_init_death(); }));
   NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN, [this](uint32_t) { on_seccomp_violation(); }));
   NSBOX_CHECK(loop_->add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { shutdown(nullptr); }));
-  kernel_->start();  // at once, so that the first cell finds it (nearly) ready
   return {};
 }
 
 Result<void> Supervisor::serve() {
-  NSBOX_CHECK(register_handlers());
+  refill_spare_volume();
   auto result = loop_->run();
   (void)instance_->destroy();
   ::unlink(store_.root().socket_path(record_.id).c_str());

@@ -18,6 +18,7 @@
 #include "runtime/protocol/frame.h"
 #include "runtime/sandbox_instance.h"
 #include "runtime/state_store.h"
+#include "runtime/volume_store.h"
 #include "mounts/files_volume.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/kernel_session.h"
@@ -33,6 +34,7 @@ struct SupervisorSpec {
   SizeTier size = SizeTier::kStandard;
   network::Mode net = network::Mode::kNone;
   EnvList env;
+  std::string volume;  // the files volume's name (made by the caller)
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);
@@ -40,7 +42,9 @@ struct SupervisorSpec {
 
 class Supervisor final : private KernelHost {
  public:
-  // Starts the sandbox and binds the control socket; the returned record is saved.
+  // Starts the sandbox, its kernel, and attaches its files volume; binds the control
+  // socket; the returned record is saved. Runs in a private mount namespace (root): the
+  // volume's mount is ours and the sandbox's only.
   static Result<std::unique_ptr<Supervisor>> start(const StateStore& store, const SupervisorSpec& spec,
                                                    const std::string& sandbox_libexec);
   const SandboxRecord& record() const { return record_; }
@@ -79,6 +83,8 @@ class Supervisor final : private KernelHost {
   Supervisor(const StateStore& store, SupervisorSpec spec) : store_(store), spec_(std::move(spec)) {}
 
   Result<void> register_handlers();
+  Result<void> attach_volume(const Volume& volume);
+  void refill_spare_volume();
   void accept_clients();
   void on_client_event(int fd, uint32_t events);
   void handle_request(Client& client, protocol::Frame frame);
@@ -123,6 +129,7 @@ class Supervisor final : private KernelHost {
   std::map<uint64_t, Command> commands_;
   uint64_t next_command_id_ = 1;
   std::optional<FilesVolume> volume_;
+  UniqueFd spare_maker_;  // pidfd of the child formatting a spare volume image
   // Seccomp kills by the process group they happened in (a command's pid): one may come
   // before init has told us which pid the command has. Bounded.
   std::map<pid_t, std::vector<std::string>> seccomp_kills_;

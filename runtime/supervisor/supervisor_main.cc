@@ -6,6 +6,8 @@
 //           ({"ok":false,"error":{...}}), then closed
 //   stderr: appended to <run>/sandboxes/<id>/supervisor.log
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -69,6 +71,10 @@ int main(int argc, char** argv) {
   if (!lock) return fail_start(lock.error());
   auto layout = nsbox::InstallLayout::discover();
   if (!layout) return fail_start(layout.error());
+  // A mount namespace of our own (root): the files volume's mount lives here and in the
+  // sandbox, never in the host's mount table, and goes when we do.
+  if (::geteuid() == 0 && (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0))
+    return fail_start(nsbox::sys_error("a private mount namespace for the supervisor"));
 
   auto supervisor = nsbox::Supervisor::start(store, *spec, layout->sandbox_dir());
   if (!supervisor) return fail_start(supervisor.error());

@@ -104,10 +104,9 @@ TEST_CASE("long output is cut in the result, and the whole text is in /mnt/files
   CHECK(r["stdout"].get<std::string>().size() == 64u << 10);
   std::string path = r["stdout_file_path"].get<std::string>();
   CHECK(path.rfind("/mnt/files/.nsbox/output/", 0) == 0);
-  auto whole = nsbox::files::read_file(root.files_dir(id) + path.substr(std::string("/mnt/files").size()), 1 << 30);
-  REQUIRE(whole);
-  CHECK(whole->size() == 20000 * 11);
-  CHECK(whole->substr(whole->size() - 11) == "line 19999\n");
+  auto whole = root.download(id, path);
+  CHECK(whole.size() == 20000 * 11);
+  CHECK(whole.substr(whole.size() - 11) == "line 19999\n");
   // The limit is the caller's to choose, for the result too.
   auto small = cell(root, id, "print('x' * 100); 'y' * 5000", {"--output-limit", "50"});
   CHECK(small["stdout"] == std::string(50, 'x'));
@@ -136,9 +135,7 @@ TEST_CASE("a matplotlib figure becomes a PNG display item, headless") {
   for (const auto& item : r["display"]) {
     CHECK(item["type"] == "image/png");
     std::string path = item["path"].get<std::string>();
-    auto png = nsbox::files::read_file(root.files_dir(id) + path.substr(std::string("/mnt/files").size()), 16 << 20);
-    REQUIRE(png);
-    CHECK(png->substr(0, 8) == "\x89PNG\r\n\x1a\n");
+    CHECK(root.download(id, path).substr(0, 8) == "\x89PNG\r\n\x1a\n");
   }
   CHECK(r["stderr"] == "");  // no "cannot show" warning
 }
@@ -277,9 +274,8 @@ TEST_CASE("sh reports line counts and keeps long output in a file too") {
   CHECK(r["stdout_lines"] == 30000);
   CHECK(r["stdout_truncated"] == true);
   std::string path = r["stdout_file_path"].get<std::string>();
-  auto whole = nsbox::files::read_file(root.files_dir(id) + path.substr(std::string("/mnt/files").size()), 1 << 20);
-  REQUIRE(whole);
-  CHECK(whole->substr(whole->size() - 6) == "30000\n");
+  auto whole = root.download(id, path);
+  CHECK(whole.substr(whole.size() - 6) == "30000\n");
   auto human = root.nsbox({"sh", id, "--", "seq 1 30000 | tail -1"});
   CHECK(human.out == "30000\n");
 }

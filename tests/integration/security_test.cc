@@ -201,13 +201,13 @@ TEST_CASE("a file given as stdin cannot be rewritten or chmod'ed from inside") {
   CHECK(fd1.out.rfind("pipe:", 0) == 0);
 }
 
-TEST_CASE("files the sandbox writes belong on the host to an unprivileged uid, not root") {
+TEST_CASE("files the sandbox writes belong to the sandbox user, and so do the host's uploads") {
   TestRoot root;
   auto id = root.create();
   REQUIRE(root.sh(id, "echo data > /mnt/files/made-inside").exit_code == 0);
-  struct stat st{};
-  REQUIRE(::stat((root.files_dir(id) + "/made-inside").c_str(), &st) == 0);
-  CHECK(st.st_uid != 0);
-  CHECK(st.st_uid >= 1000);
-  CHECK(root.sh(id, "stat -c %U /mnt/files/made-inside").out == "user\n");
+  std::string local = root.path() + "/from-host";
+  REQUIRE(nsbox::files::atomic_write(local, "host data\n", 0600));
+  REQUIRE(root.nsbox({"files", id, "upload", local, "uploaded"}).exit_code == 0);
+  CHECK(root.sh(id, "stat -c '%U %a' /mnt/files/made-inside /mnt/files/uploaded; echo more >> /mnt/files/uploaded && echo writable").out ==
+        "user 644\nuser 644\nwritable\n");
 }

@@ -96,16 +96,24 @@ ProcessResult TestRoot::sh(const std::string& id, const std::string& command_lin
   return nsbox(args, options);
 }
 
-std::string TestRoot::files_dir(const std::string& id) const {
-  auto r = nsbox({"inspect", "--json", id});
+std::string TestRoot::download(const std::string& id, const std::string& path) const {
+  std::string relative = path.rfind("/mnt/files/", 0) == 0 ? path.substr(11) : path;
+  auto r = nsbox({"files", id, "download", relative, "-"});
+  INFO("download " << path << ": " << r.err);
   REQUIRE(r.exit_code == 0);
-  return json(r).at("files_dir").get<std::string>();
+  return r.out;
 }
 
 void TestRoot::install_probe(const std::string& id) const {
-  std::string dest = files_dir(id) + "/probe";
-  std::filesystem::copy_file(probe_binary(), dest, std::filesystem::copy_options::overwrite_existing);
-  std::filesystem::permissions(dest, std::filesystem::perms(0755));
+  std::string probe = probe_binary();
+  if (as_) {  // the other user must be able to read it
+    probe = path_ + "/install/probe";
+    std::filesystem::copy_file(probe_binary(), probe, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(probe, std::filesystem::perms(0755));
+  }
+  auto r = nsbox({"files", id, "upload", probe, "probe"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
 }
 
 std::optional<RunAs> rootless_user() {

@@ -38,9 +38,11 @@ class TestRoot {
   // Runs a bash command line in the sandbox.
   ProcessResult sh(const std::string& id, const std::string& command_line, const std::vector<std::string>& flags = {},
                    const ProcessOptions& options = {}) const;
-  // Copies the probe binary into the sandbox's /mnt/files (as /mnt/files/probe).
+  // Uploads the probe binary into the sandbox's /mnt/files (as /mnt/files/probe).
   void install_probe(const std::string& id) const;
-  std::string files_dir(const std::string& id) const;
+  // A file of the sandbox's /mnt/files, read through `nsbox files ID download PATH -`
+  // (`path` may start with /mnt/files/).
+  std::string download(const std::string& id, const std::string& path) const;
 
  private:
   std::string path_;

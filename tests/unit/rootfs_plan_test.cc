@@ -87,6 +87,10 @@ TEST_CASE("writable places are size-capped tmpfs, /mnt/files is the volume or, f
 
   spec.files_volume.clear();
   CHECK(find(rootfs::plan(spec), "/mnt/files", StepKind::kTmpfs));
+  spec.files_attached_later = true;  // an image volume, attached once the sandbox runs
+  auto later = rootfs::plan(spec);
+  CHECK(find(later, "/mnt/files", StepKind::kDir));
+  CHECK_FALSE(find(later, "/mnt/files", StepKind::kTmpfs));
 }
 
 TEST_CASE("/proc follows runc's masked and read-only paths, /dev has only the safe nodes") {

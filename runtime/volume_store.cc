@@ -1,0 +1,147 @@
+#include "runtime/volume_store.h"
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "isolation/sys/files.h"
+#include "isolation/userns.h"
+#include "mounts/volume_image.h"
+
+namespace nsbox {
+namespace {
+
+std::string spare_name(uint64_t bytes) { return ".spare-" + std::to_string(bytes) + ".img"; }
+
+}  // namespace
+
+nlohmann::json Volume::to_json() const {
+  return {{"name", name}, {"named", named}, {"kind", image ? "image" : "directory"},
+          {"quota_bytes", quota_bytes}, {"path", path}, {"created_at", created_at}};
+}
+
+bool VolumeStore::quotas_supported() { return ::geteuid() == 0; }
+
+Result<void> VolumeStore::validate_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63;
+  for (size_t i = 0; ok && i < name.size(); ++i) {
+    char c = name[i];
+    ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i > 0 && (c == '-' || c == '_' || c == '.'));
+  }
+  if (!ok)
+    return fail(make_error(ErrorCode::kInvalidArgument, "invalid volume name '" + name + "'",
+                           "names are 1-63 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit"));
+  return {};
+}
+
+Result<void> VolumeStore::save(const Volume& v) const {
+  nlohmann::json j = v.to_json();
+  j.erase("path");
+  return files::atomic_write(meta_path(v.name), j.dump(2) + "\n", 0600);
+}
+
+bool VolumeStore::take_spare(const std::string& image, uint64_t quota_bytes) const {
+  return ::rename((dir() + "/" + spare_name(quota_bytes)).c_str(), image.c_str()) == 0;
+}
+
+Result<void> VolumeStore::make_spare() const {
+  if (!quotas_supported()) return {};
+  std::string spare = dir() + "/" + spare_name(kDefaultQuota);
+  if (files::exists(spare)) return {};
+  std::string temp = spare + ".making." + std::to_string(::getpid());
+  auto ids = userns::host_ids();
+  NSBOX_CHECK(volume_image::create(temp, kDefaultQuota, ids.uid, ids.gid));
+  if (::rename(temp.c_str(), spare.c_str()) != 0) {
+    ::unlink(temp.c_str());
+    return fail(sys_error("rename " + temp));
+  }
+  return {};
+}
+
+Result<Volume> VolumeStore::create(const std::string& name, bool named, uint64_t quota_bytes) {
+  NSBOX_CHECK(files::ensure_private_dir(root_.data_dir));
+  NSBOX_CHECK(files::ensure_private_dir(dir()));
+  if (files::exists(meta_path(name)))
+    return fail(make_error(ErrorCode::kAlreadyExists, "a volume named '" + name + "' already exists"));
+  Volume v{name, named, quotas_supported(), 0, {}, now_rfc3339()};
+  auto ids = userns::host_ids();
+  if (v.image) {
+    v.quota_bytes = quota_bytes;
+    v.path = image_path(name);
+    // The host keeps what the sandbox writes: refuse a quota the disk cannot hold now.
+    struct statvfs s{};
+    if (::statvfs(dir().c_str(), &s) == 0 && uint64_t(s.f_bavail) * s.f_frsize < quota_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded, "a files quota of " + format_bytes(quota_bytes) + " is more than the " +
+                                                            format_bytes(uint64_t(s.f_bavail) * s.f_frsize) + " free on " + dir(),
+                             "choose a smaller --files-quota"));
+    if (!take_spare(v.path, quota_bytes)) NSBOX_CHECK(volume_image::create(v.path, quota_bytes, ids.uid, ids.gid));
+  } else {
+    v.path = dir_path(name);
+    if (::mkdir(v.path.c_str(), 0700) != 0) return fail(sys_error("mkdir " + v.path));
+  }
+  if (auto r = save(v); !r) {
+    (void)files::remove_tree(v.path);
+    return fail(std::move(r.error()));
+  }
+  return v;
+}
+
+Result<Volume> VolumeStore::load(const std::string& name) const {
+  auto text = files::read_file(meta_path(name));
+  if (!text) return fail(make_error(ErrorCode::kNotFound, "no volume '" + name + "'", "`nsbox volume ls` lists them"));
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) return fail(make_error(ErrorCode::kInternal, "corrupt volume record " + meta_path(name)));
+  Volume v;
+  v.name = name;
+  v.named = j.value("named", false);
+  v.image = j.value("kind", "") == "image";
+  v.quota_bytes = j.value("quota_bytes", uint64_t{0});
+  v.created_at = j.value("created_at", "");
+  v.path = v.image ? image_path(name) : dir_path(name);
+  return v;
+}
+
+Result<Volume> VolumeStore::open_or_create_named(const std::string& name, uint64_t quota_bytes) {
+  NSBOX_CHECK(validate_name(name));
+  if (files::exists(meta_path(name))) {
+    auto v = NSBOX_TRY(load(name));
+    if (!v.named) return fail(make_error(ErrorCode::kAlreadyExists, "volume '" + name + "' belongs to a sandbox"));
+    return v;
+  }
+  return create(name, true, quota_bytes);
+}
+
+Result<std::vector<Volume>> VolumeStore::list() const {
+  std::vector<Volume> out;
+  if (!files::exists(dir())) return out;
+  for (const auto& entry : NSBOX_TRY(files::list_dir(dir()))) {
+    if (entry.size() < 6 || entry.compare(entry.size() - 5, 5, ".json") != 0) continue;
+    if (auto v = load(entry.substr(0, entry.size() - 5))) out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+Result<void> VolumeStore::remove(const Volume& volume) {
+  NSBOX_CHECK(files::remove_tree(volume.path));
+  ::unlink((volume.path + ".lock").c_str());
+  if (::unlink(meta_path(volume.name).c_str()) != 0 && errno != ENOENT) return fail(sys_error("remove " + meta_path(volume.name)));
+  return {};
+}
+
+Result<Volume> VolumeStore::keep(const Volume& volume) {
+  Volume kept = volume;
+  kept.named = true;
+  NSBOX_CHECK(save(kept));
+  return kept;
+}
+
+Result<FilesVolume> VolumeStore::open_files(const Volume& volume) const {
+  auto ids = userns::host_ids();
+  if (!volume.image) return FilesVolume::open(volume.path, ids.uid, ids.gid);
+  auto root = NSBOX_TRY(volume_image::open_privately(volume.path));
+  return FilesVolume::adopt(std::move(root), ids.uid, ids.gid);
+}
+
+}  // namespace nsbox
