@@ -1,0 +1,275 @@
+// The files volume (/mnt/files) and the files API: round trips, listing, safety against
+// what the sandbox puts in its volume, atomicity, quotas, persistence, named volumes.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <thread>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/sha256.h"
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+using nlohmann::json;
+
+namespace {
+
+std::string write_local(const TestRoot& root, const std::string& name, const std::string& data) {
+  std::string path = root.path() + "/" + name;
+  REQUIRE(nsbox::files::atomic_write(path, data, 0644));
+  return path;
+}
+
+json upload(const TestRoot& root, const std::string& id, const std::string& local, const std::string& remote) {
+  auto r = root.nsbox({"files", "--json", id, "upload", local, remote, "--max-size", "1G"}, {.timeout_s = 300});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return TestRoot::json(r);
+}
+
+}  // namespace
+
+TEST_CASE("files round-trip byte-exact: empty, small, binary, 200 MiB, names with spaces and UTF-8") {
+  TestRoot root;
+  auto id = root.create();
+  std::string binary;
+  for (int i = 0; i < 300000; ++i) binary += static_cast<char>((i * 7919) & 0xff);
+  std::string big(200u << 20, '\0');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>(i >> 12);
+  struct Case { std::string remote, data; };
+  for (const Case& c : {Case{"empty", ""}, Case{"small.txt", "hello\n"}, Case{"bin/data.bin", binary},
+                        Case{"dir with space/naïve résumé ✓.txt", "unicode\n"}, Case{"big.bin", big}}) {
+    INFO(c.remote);
+    std::string local = write_local(root, "local", c.data);
+    auto up = upload(root, id, local, c.remote);
+    CHECK(up["sandbox_mount_prefix"] == "/mnt/files");
+    CHECK(up["mount_relative_path"] == c.remote);
+    CHECK(up["size"] == c.data.size());
+    CHECK(up["sha256"] == nsbox::sha256_hex(c.data));
+    // The sandbox sees the same bytes at once...
+    auto inside = root.sh(id, "sha256sum < '/mnt/files/" + c.remote + "'");
+    CHECK(inside.out.substr(0, 64) == nsbox::sha256_hex(c.data));
+    // ...and they come back the same.
+    CHECK(nsbox::sha256_hex(root.download(id, c.remote)) == nsbox::sha256_hex(c.data));
+  }
+  std::string dest = root.path() + "/back";
+  CHECK(root.nsbox({"files", id, "download", "small.txt", dest}).exit_code == 0);
+  CHECK(*nsbox::files::read_file(dest) == "hello\n");
+  auto again = root.nsbox({"files", id, "download", "small.txt", dest});
+  CHECK(again.exit_code == 1);
+  CHECK(again.err.find("exists") != std::string::npos);
+  CHECK(root.nsbox({"files", id, "download", "bin/data.bin", dest, "--force"}).exit_code == 0);
+  CHECK(nsbox::files::read_file(dest, 1 << 20)->size() == binary.size());
+}
+
+TEST_CASE("a directory uploads recursively, stdin uploads with -, and rm removes, recursively with -r") {
+  TestRoot root;
+  auto id = root.create();
+  std::string local = root.path() + "/tree";
+  REQUIRE(nsbox::files::make_dirs(local + "/a/b"));
+  REQUIRE(nsbox::files::atomic_write(local + "/top.txt", "top\n", 0644));
+  REQUIRE(nsbox::files::atomic_write(local + "/a/b/deep.txt", "deep\n", 0644));
+  auto up = TestRoot::json(root.nsbox({"files", "--json", id, "upload", local, "project"}));
+  CHECK(up["uploaded"].size() == 2);
+  CHECK(root.sh(id, "cat /mnt/files/project/top.txt /mnt/files/project/a/b/deep.txt").out == "top\ndeep\n");
+  auto piped = root.nsbox({"files", id, "upload", "-", "from-stdin.txt"}, {.stdin_data = "piped\n"});
+  CHECK(piped.exit_code == 0);
+  CHECK(root.download(id, "from-stdin.txt") == "piped\n");
+  auto not_empty = root.nsbox({"files", id, "rm", "project"});
+  CHECK(not_empty.exit_code == 2);
+  CHECK(not_empty.err.find("project is a directory that is not empty") != std::string::npos);
+  CHECK(not_empty.err.find("remove it with -r") != std::string::npos);
+  CHECK(root.nsbox({"files", id, "rm", "project", "-r"}).exit_code == 0);
+  CHECK(root.sh(id, "test -e /mnt/files/project; echo $?").out == "1\n");
+  CHECK(root.nsbox({"files", id, "rm", "nothing-here"}).err.find("no nothing-here") != std::string::npos);
+}
+
+TEST_CASE("listing pages through 10,000 files with a cursor that stays valid while files are added") {
+  TestRoot root;
+  auto id = root.create();
+  REQUIRE(root.sh(id, "mkdir /mnt/files/many && cd /mnt/files/many && for i in $(seq -w 1 10000); do : > f$i; done").exit_code == 0);
+  std::set<std::string> seen;
+  std::string cursor;
+  int pages = 0;
+  for (;;) {
+    std::vector<std::string> args = {"files", "--json", id, "ls", "many", "--limit", "1000"};
+    if (!cursor.empty()) args.insert(args.end(), {"--cursor", cursor});
+    auto page = TestRoot::json(root.nsbox(args));
+    for (const auto& e : page["entries"]) {
+      CHECK(e["type"] == "file");
+      CHECK(seen.insert(e["name"].get<std::string>()).second);  // never twice
+    }
+    if (++pages == 3) REQUIRE(root.sh(id, "touch /mnt/files/many/a-new /mnt/files/many/z-new").exit_code == 0);
+    if (page["next_cursor"].is_null()) break;
+    cursor = page["next_cursor"].get<std::string>();
+    REQUIRE(pages < 20);
+  }
+  CHECK(seen.count("f00001"));
+  CHECK(seen.count("f10000"));
+  CHECK(seen.count("z-new"));  // added after the cursor's position: still listed
+  CHECK(seen.size() == 10001);  // a-new sorts before the cursor by then: not repeated, not required
+}
+
+TEST_CASE("paths leaving the volume and symlinks made inside are refused") {
+  TestRoot root;
+  auto id = root.create();
+  std::string local = write_local(root, "x", "x\n");
+  for (const char* bad : {"../escape", "/etc/escape", "a/../../escape"}) {
+    auto r = root.nsbox({"files", "--json", id, "upload", local, bad});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("invalid_argument") != std::string::npos);
+  }
+  CHECK(root.nsbox({"files", id, "download", "../../../etc/passwd", "-"}).exit_code == 2);
+  // The sandbox points names at the host's files and directories.
+  REQUIRE(root.sh(id, "cd /mnt/files && ln -s /etc/passwd passwd-link && ln -s /etc etc-link && ln -s / root-link").exit_code == 0);
+  auto read_link = root.nsbox({"files", id, "download", "passwd-link", "-"});
+  CHECK(read_link.exit_code != 0);
+  CHECK(read_link.out.find("root:") == std::string::npos);
+  CHECK(read_link.err.find("symlink") != std::string::npos);
+  CHECK(root.nsbox({"files", id, "download", "etc-link/passwd", "-"}).out.find("root:") == std::string::npos);
+  CHECK(root.nsbox({"files", id, "upload", local, "etc-link/planted"}).exit_code != 0);
+  CHECK_FALSE(nsbox::files::exists("/etc/planted"));
+  CHECK(root.nsbox({"files", id, "ls", "root-link"}).exit_code != 0);
+  // An upload to a symlink's name replaces the link; the host file it pointed to is untouched.
+  CHECK(root.nsbox({"files", id, "upload", local, "passwd-link"}).exit_code == 0);
+  CHECK(root.sh(id, "cat /mnt/files/passwd-link").out == "x\n");
+  CHECK(nsbox::files::read_file("/etc/passwd")->find("root:") != std::string::npos);
+}
+
+TEST_CASE("a symlink swapped in during downloads never yields the host's file") {
+  TestRoot root;
+  auto id = root.create();
+  // Inside: a loop that keeps replacing `target` by a real file and by a link to the
+  // host's /etc/shadow-like secret /etc/passwd.
+  REQUIRE(root.sh(id, "cd /mnt/files && (while :; do echo safe > t.tmp && mv -f t.tmp target; ln -sfn /etc/passwd target; done) "
+                      "> /dev/null 2>&1 & echo $! > /tmp/swapper").exit_code == 0);
+  int safe = 0, refused = 0;
+  for (int i = 0; i < 60; ++i) {
+    auto r = root.nsbox({"files", id, "download", "target", "-"});
+    CHECK(r.out.find("root:") == std::string::npos);
+    if (r.exit_code == 0) {
+      CHECK(r.out == "safe\n");
+      ++safe;
+    } else {
+      ++refused;
+    }
+  }
+  CHECK(safe + refused == 60);
+  root.sh(id, "kill $(cat /tmp/swapper)");
+}
+
+TEST_CASE("an interrupted upload leaves the old content and no partial file") {
+  TestRoot root;
+  auto id = root.create();
+  REQUIRE(root.sh(id, "echo old > /mnt/files/report.csv").exit_code == 0);
+  // The new content comes through a FIFO that stalls: the upload is killed half way. The
+  // generator and the upload are both ended by their pids.
+  std::string fifo = root.path() + "/fifo";
+  std::string cmd = "mkfifo " + fifo + "; (head -c 3000000 /dev/zero; exec sleep 30) > " + fifo + " 2>/dev/null & gen=$!; " +
+                    nsbox_binary() + " --root " + root.path() + " files " + id + " upload - report.csv < " + fifo +
+                    " & pid=$!; sleep 2; kill -KILL $pid; kill $gen; wait; echo killed";
+  auto r = run_process({"/bin/sh", "-c", cmd}, {.timeout_s = 60});
+  CHECK(r.out == "killed\n");
+  CHECK(root.sh(id, "cat /mnt/files/report.csv").out == "old\n");
+  auto listing = TestRoot::json(root.nsbox({"files", "--json", id, "ls"}));
+  for (const auto& e : listing["entries"]) CHECK(e["name"].get<std::string>().find("report.csv.") == std::string::npos);
+}
+
+TEST_CASE("the quota holds from inside and outside, and the upload size limit too") {
+  TestRoot root;
+  auto id = root.create({"--files-quota", "64M"});
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  if (info["files"]["kind"] != "image") {
+    SUCCEED("no loop devices: no quota (rootless)");
+    return;
+  }
+  CHECK(info["files"]["quota_bytes"] == 64u << 20);
+  auto fill = root.sh(id, "head -c 100M /dev/zero > /mnt/files/big; echo $?");
+  CHECK(fill.err.find("No space left on device") != std::string::npos);
+  CHECK(fill.out == "1\n");
+  REQUIRE(root.sh(id, "rm /mnt/files/big").exit_code == 0);
+  std::string large = write_local(root, "large", std::string(80u << 20, 'q'));
+  auto over = root.nsbox({"files", "--json", id, "upload", large, "large", "--max-size", "1G"}, {.timeout_s = 120});
+  CHECK(over.exit_code == 1);
+  CHECK(over.err.find("the files volume is full") != std::string::npos);
+  CHECK(root.sh(id, "ls /mnt/files/large 2>&1; ls /mnt/files/.nsbox/uploads | wc -l").out.find("No such file") != std::string::npos);
+  // The host keeps no more than the quota (the image is sparse).
+  struct stat st{};
+  REQUIRE(::stat(info["files"]["path"].get<std::string>().c_str(), &st) == 0);
+  CHECK(static_cast<uint64_t>(st.st_blocks) * 512 < (80u << 20));
+  // And no single upload past the per-file limit (100 MiB unless --max-size).
+  std::string two_mib = write_local(root, "two", std::string(2u << 20, 'x'));
+  auto limited = root.nsbox({"files", id, "upload", two_mib, "two", "--max-size", "1M"});
+  CHECK(limited.exit_code == 2);
+  CHECK(limited.err.find("--files-quota") == std::string::npos);
+  CHECK(root.nsbox({"create", "--files-quota", "3"}).err.find("invalid size") != std::string::npos);
+}
+
+TEST_CASE("the volume survives kernel restarts, resize and supervisor death, and goes with rm unless kept") {
+  TestRoot root;
+  auto id = root.create();
+  std::string local = write_local(root, "keep", "keep me\n");
+  upload(root, id, local, "keep.txt");
+  root.nsbox({"restart", id});
+  root.nsbox({"exec", id, "-c", "sum(range(10**13))", "--timeout", "1"}, {.timeout_s = 60});  // a watchdog kill
+  REQUIRE(root.nsbox({"resize", id, "--size", "medium"}).exit_code == 0);
+  CHECK(root.sh(id, "cat /mnt/files/keep.txt").out == "keep me\n");
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  REQUIRE(::kill(info["supervisor_pid"].get<pid_t>(), SIGKILL) == 0);
+  for (int i = 0; i < 200 && TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] != "dead"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  // Dead sandbox: the files API still works.
+  CHECK(root.download(id, "keep.txt") == "keep me\n");
+  upload(root, id, local, "after-death.txt");
+  CHECK(TestRoot::json(root.nsbox({"files", "--json", id, "ls"}))["entries"].size() >= 3);
+  // rm --keep-files: the volume stays, named after the sandbox, and can be attached again.
+  REQUIRE(root.nsbox({"rm", id, "--keep-files"}).exit_code == 0);
+  auto volumes = TestRoot::json(root.nsbox({"volume", "ls", "--json"}))["volumes"];
+  REQUIRE(volumes.size() == 1);
+  CHECK(volumes[0]["name"] == id);
+  auto again = root.create({"--volume", id});
+  CHECK(root.sh(again, "cat /mnt/files/keep.txt /mnt/files/after-death.txt").out == "keep me\nkeep me\n");
+  CHECK(root.nsbox({"volume", "rm", id}).exit_code == 1);  // in use
+  REQUIRE(root.nsbox({"rm", again}).exit_code == 0);
+  CHECK(root.nsbox({"volume", "rm", id}).exit_code == 0);
+  // Without --keep-files a sandbox's volume goes with it.
+  auto plain = root.create();
+  REQUIRE(root.nsbox({"rm", plain}).exit_code == 0);
+  CHECK(TestRoot::json(root.nsbox({"volume", "ls", "--json"}))["volumes"].empty());
+  CHECK(root.nsbox({"files", plain, "ls"}).exit_code == 1);
+}
+
+TEST_CASE("a named volume is shared by two running sandboxes") {
+  TestRoot root;
+  auto a = root.create({"--volume", "memories"});
+  auto b = root.create({"--volume", "memories"});
+  REQUIRE(root.sh(a, "mkdir -p /mnt/files/memories && echo 'likes tea' > /mnt/files/memories/memory_summary.md").exit_code == 0);
+  CHECK(root.sh(b, "cat /mnt/files/memories/memory_summary.md").out == "likes tea\n");
+  REQUIRE(root.nsbox({"exec", b, "-c", "open('/mnt/files/memories/from_b.txt', 'w').write('b was here')"}).exit_code == 0);
+  CHECK(root.sh(a, "cat /mnt/files/memories/from_b.txt").out == "b was here");
+  CHECK(root.download(a, "memories/from_b.txt") == "b was here");
+  REQUIRE(root.nsbox({"rm", a, b}).exit_code == 0);
+  auto fresh = root.create({"--volume", "memories"});
+  CHECK(root.sh(fresh, "cat /mnt/files/memories/memory_summary.md").out == "likes tea\n");
+  REQUIRE(root.nsbox({"rm", fresh}).exit_code == 0);
+  CHECK(root.nsbox({"volume", "rm", "memories"}).exit_code == 0);
+}
+
+TEST_CASE("the files API works while a cell runs") {
+  TestRoot root;
+  auto id = root.create();
+  ProcessResult cell;
+  std::thread running([&] {
+    cell = root.nsbox({"exec", "--json", id, "-c", "import time, os\nwhile not os.path.exists('/mnt/files/go'): time.sleep(0.05)\nopen('/mnt/files/go').read()"},
+                      {.timeout_s = 60});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::string local = write_local(root, "go", "uploaded while running");
+  auto up = root.nsbox({"files", id, "upload", local, "go"});
+  running.join();
+  CHECK(up.exit_code == 0);
+  CHECK(TestRoot::json(cell)["results"] == "'uploaded while running'");
+}
