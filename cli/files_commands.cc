@@ -139,10 +139,8 @@ int files_download(CommandContext& ctx, FilesVolume& volume, const std::vector<s
   if (!in) return ctx.out.error(in.error());
   std::string local = args.size() == 2 ? args[1] : base_name(args[0]);
   if (local == "-") {
-    char buf[1 << 16];
-    for (ssize_t n; (n = ::read(in->get(), buf, sizeof buf)) > 0;)
-      if (auto w = files::write_all(STDOUT_FILENO, std::string_view(buf, static_cast<size_t>(n)), "stdout"); !w) return ctx.out.error(w.error());
-    return 0;
+    auto copied = files::copy_stream(in->get(), STDOUT_FILENO, args[0], "stdout");
+    return copied ? 0 : ctx.out.error(copied.error());
   }
   if (files::exists(local) && !ctx.args.has("force"))
     return ctx.out.error(make_error(ErrorCode::kAlreadyExists, local + " exists", "add --force to replace it"));
@@ -150,28 +148,18 @@ int files_download(CommandContext& ctx, FilesVolume& volume, const std::vector<s
   std::string temp = local + ".nsbox-download." + std::to_string(::getpid());
   UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!out) return ctx.out.error(sys_error("create " + temp));
-  uint64_t copied = 0;
-  char buf[1 << 20];
-  for (;;) {
-    ssize_t n = ::read(in->get(), buf, sizeof buf);
-    if (n < 0) {
-      ::unlink(temp.c_str());
-      return ctx.out.error(sys_error("read " + args[0]));
-    }
-    if (n == 0) break;
-    if (auto w = files::write_all(out.get(), std::string_view(buf, static_cast<size_t>(n)), temp); !w) {
-      ::unlink(temp.c_str());
-      return ctx.out.error(w.error());
-    }
-    copied += static_cast<uint64_t>(n);
+  auto copied = files::copy_stream(in->get(), out.get(), args[0], temp);
+  if (!copied) {
+    ::unlink(temp.c_str());
+    return ctx.out.error(copied.error());
   }
   if (::fsync(out.get()) != 0 || ::rename(temp.c_str(), local.c_str()) != 0) {
     Error e = sys_error("place " + local);
     ::unlink(temp.c_str());
     return ctx.out.error(e);
   }
-  if (ctx.out.json) ctx.out.document({{"path", local}, {"size", copied}});
-  else ctx.out.line("downloaded " + FilesVolume::inside_path(*FilesVolume::normalize(args[0])) + " -> " + local + " (" + std::to_string(copied) + " bytes)");
+  if (ctx.out.json) ctx.out.document({{"path", local}, {"size", *copied}});
+  else ctx.out.line("downloaded " + FilesVolume::inside_path(*FilesVolume::normalize(args[0])) + " -> " + local + " (" + std::to_string(*copied) + " bytes)");
   return 0;
 }
 

@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "isolation/sys/files.h"
-#include "isolation/sys/sha256.h"
 #include "isolation/sys/syscall.h"
+#include "mounts/hashed_copy.h"
 
 namespace nsbox {
 namespace {
@@ -124,30 +124,22 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
   if (name.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no file name in '" + relative + "'"));
   auto staging = NSBOX_TRY(open_dir(kStagingDir, true));
   std::string temp = random_name();
-  UniqueFd out(openat2_beneath(staging.get(), temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+  UniqueFd out(openat2_beneath(staging.get(), temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
   if (!out) return fail(path_error("create staging file for", rel, errno));
   auto discard = [&](Error e) {
     ::unlinkat(staging.get(), temp.c_str(), 0);
     return fail(std::move(e));
   };
 
-  Sha256 sha;
-  std::vector<char> buf(1 << 20);
-  uint64_t total = 0;
-  for (;;) {
-    ssize_t n = sys::retry_eintr([&] { return ::read(source, buf.data(), buf.size()); });
-    if (n < 0) return discard(sys_error("read the upload"));
-    if (n == 0) break;
-    total += static_cast<uint64_t>(n);
-    if (total > max_bytes)
-      return discard(make_error(ErrorCode::kLimitExceeded, "upload of " + rel + " is larger than the limit of " +
-                                                               std::to_string(max_bytes >> 20) + " MiB",
-                                "raise it with --max-size, or split the file"));
-    sha.update(std::string_view(buf.data(), static_cast<size_t>(n)));
-    if (auto w = files::write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(n)), rel); !w)
-      return discard(path_error("write", rel, w.error().sys_errno));
-  }
-  if (::fsync(out.get()) != 0) return discard(path_error("write", rel, errno));
+  auto copied = hashed_copy(source, out.get(), max_bytes, {
+      .read = [](int err) { return sys_error("read the upload", err); },
+      .write = [&](int err) { return path_error("write", rel, err); },
+      .too_large = [&] {
+        return make_error(ErrorCode::kLimitExceeded, "upload of " + rel + " is larger than the limit of " +
+                                                         std::to_string(max_bytes >> 20) + " MiB",
+                          "raise it with --max-size, or split the file");
+      }});
+  if (!copied) return discard(copied.error());
   if (::geteuid() == 0) (void)::fchown(out.get(), owner_, group_);
   (void)::fchmod(out.get(), 0644 | (mode & 0111));
   out.reset();
@@ -162,7 +154,7 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
     return discard(path_error("place", rel, err));
   }
   ::fsync(dir->get());
-  return Uploaded{rel, total, sha.hex_digest()};
+  return Uploaded{rel, copied->bytes, std::move(copied->sha256)};
 }
 
 Result<FilesVolume::Page> FilesVolume::list(const std::string& relative_dir, size_t limit, const std::string& cursor) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "isolation/sys/syscall.h"
 
@@ -36,6 +37,50 @@ Result<void> write_all(int fd, std::string_view data, std::string_view what) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return {};
+}
+
+namespace {
+
+// copy_stream's way when splice cannot read `in` or write `out`; `total` already copied.
+Result<uint64_t> read_write_rest(int in, int out, uint64_t total, std::string_view in_name, std::string_view out_name) {
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = sys::retry_eintr([&] { return ::read(in, buf.data(), buf.size()); });
+    if (n < 0) return fail(sys_error("read " + std::string(in_name)));
+    if (n == 0) return total;
+    NSBOX_CHECK(write_all(out, std::string_view(buf.data(), static_cast<size_t>(n)), out_name));
+    total += static_cast<uint64_t>(n);
+  }
+}
+
+}  // namespace
+
+Result<uint64_t> copy_stream(int in, int out, std::string_view in_name, std::string_view out_name) {
+  constexpr size_t kChunk = 1 << 20;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(sys_error("pipe2 to copy " + std::string(in_name)));
+  UniqueFd pipe_read(fds[0]), pipe_write(fds[1]);
+  (void)::fcntl(fds[1], F_SETPIPE_SZ, static_cast<int>(kChunk));  // smaller only means more calls
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = sys::retry_eintr([&] { return ::splice(in, nullptr, fds[1], nullptr, kChunk, SPLICE_F_MOVE); });
+    if (n < 0 && errno == EINVAL && total == 0) return read_write_rest(in, out, 0, in_name, out_name);
+    if (n < 0) return fail(sys_error("read " + std::string(in_name)));
+    if (n == 0) return total;
+    for (ssize_t left = n; left > 0;) {
+      ssize_t w = sys::retry_eintr([&] { return ::splice(fds[0], nullptr, out, nullptr, static_cast<size_t>(left), SPLICE_F_MOVE); });
+      if (w < 0 && errno == EINVAL && total == 0 && left == n) {
+        // splice cannot write `out`: the chunk in the pipe, then the rest, by read/write.
+        std::vector<char> pending(static_cast<size_t>(n));
+        if (::read(fds[0], pending.data(), pending.size()) != n) return fail(sys_error("read back the copy of " + std::string(in_name)));
+        NSBOX_CHECK(write_all(out, std::string_view(pending.data(), pending.size()), out_name));
+        return read_write_rest(in, out, static_cast<uint64_t>(n), in_name, out_name);
+      }
+      if (w < 0) return fail(sys_error("write " + std::string(out_name)));
+      left -= w;
+    }
+    total += static_cast<uint64_t>(n);
+  }
 }
 
 Result<void> write_file(const std::string& path, std::string_view data) {

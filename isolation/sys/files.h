@@ -14,6 +14,9 @@ namespace nsbox::files {
 Result<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
 Result<void> write_file(const std::string& path, std::string_view data);  // no O_CREAT
 Result<void> write_all(int fd, std::string_view data, std::string_view what);
+// Copies `in` to its end into `out` in the kernel (splice through a pipe: no trip through
+// user memory), or by read/write where splice cannot (a terminal). The byte count.
+Result<uint64_t> copy_stream(int in, int out, std::string_view in_name, std::string_view out_name);
 
 // temp file in the same directory + fsync + rename + fsync(dir): readers see the old
 // content or the new, never a mix.

@@ -1,0 +1,123 @@
+// The two kernel-side copies: files::copy_stream (downloads) and hashed_copy (uploads),
+// through their ways: splice from a file and from a pipe, and the read/write fallback
+// for an end splice refuses (Linux 6.x splices into a terminal but not out of one).
+#include <fcntl.h>
+#include <pty.h>
+#include <sys/mman.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/sha256.h"
+#include "mounts/hashed_copy.h"
+
+using namespace nsbox;
+
+namespace {
+
+std::string pattern(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 2654435761u) >> 13);
+  return s;
+}
+
+UniqueFd memfd_with(const std::string& data) {
+  UniqueFd fd(::memfd_create("nsbox-copy-test", MFD_CLOEXEC));
+  REQUIRE(fd);
+  REQUIRE(files::write_all(fd.get(), data, "memfd"));
+  REQUIRE(::lseek(fd.get(), 0, SEEK_SET) == 0);
+  return fd;
+}
+
+std::string contents(int fd) {
+  std::string out;
+  REQUIRE(::lseek(fd, 0, SEEK_SET) == 0);
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+HashedCopyErrors errors() {
+  return {.read = [](int err) { return sys_error("read source", err); },
+          .write = [](int err) { return sys_error("write dest", err); },
+          .too_large = [] { return make_error(ErrorCode::kLimitExceeded, "too large"); }};
+}
+
+}  // namespace
+
+TEST_CASE("hashed_copy copies a file or a pipe byte for byte and hashes what it wrote") {
+  auto data = pattern(5 * (1 << 20) + 12345);  // several chunks and a ragged end
+  auto dest = memfd_with("");
+  SECTION("from a file") {
+    auto source = memfd_with(data);
+    auto copied = hashed_copy(source.get(), dest.get(), 1ull << 30, errors());
+    REQUIRE(copied);
+    CHECK(copied->bytes == data.size());
+    CHECK(copied->sha256 == sha256_hex(data));
+  }
+  SECTION("from a pipe fed by another thread") {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    UniqueFd read_end(fds[0]);
+    std::thread writer([fd = fds[1], &data] {
+      (void)files::write_all(fd, data, "pipe");
+      ::close(fd);
+    });
+    auto copied = hashed_copy(read_end.get(), dest.get(), 1ull << 30, errors());
+    writer.join();
+    REQUIRE(copied);
+    CHECK(copied->sha256 == sha256_hex(data));
+  }
+  CHECK(contents(dest.get()) == data);
+}
+
+TEST_CASE("hashed_copy stops at the size limit and reports an empty source") {
+  auto dest = memfd_with("");
+  auto big = memfd_with(pattern(3 << 20));
+  auto copied = hashed_copy(big.get(), dest.get(), 1 << 20, errors());
+  REQUIRE_FALSE(copied);
+  CHECK(copied.error().code == ErrorCode::kLimitExceeded);
+  auto empty = memfd_with("");
+  auto none = hashed_copy(empty.get(), dest.get(), 1 << 20, errors());
+  REQUIRE(none);
+  CHECK(none->bytes == 0);
+  CHECK(none->sha256 == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST_CASE("the copies work with a terminal at either end (splice refuses some; read/write then)") {
+  int master = -1, slave = -1;
+  REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
+  UniqueFd m(master), s(slave);
+  termios raw{};
+  REQUIRE(::tcgetattr(slave, &raw) == 0);
+  ::cfmakeraw(&raw);
+  REQUIRE(::tcsetattr(slave, TCSANOW, &raw) == 0);
+  auto data = pattern(3000);  // under the terminal's buffer: no reader needed while writing
+
+  SECTION("copy_stream into a terminal") {
+    auto source = memfd_with(data);
+    auto copied = files::copy_stream(source.get(), slave, "source", "the terminal");
+    REQUIRE(copied);
+    CHECK(*copied == data.size());
+    std::string seen;
+    char buf[4096];
+    while (seen.size() < data.size()) {
+      ssize_t n = ::read(master, buf, sizeof buf);
+      REQUIRE(n > 0);
+      seen.append(buf, static_cast<size_t>(n));
+    }
+    CHECK(seen == data);
+  }
+  SECTION("hashed_copy from a terminal") {
+    REQUIRE(files::write_all(master, data, "the terminal"));
+    m.reset();  // the terminal's end: end of file or EIO, by kernel version
+    auto dest = memfd_with("");
+    auto copied = hashed_copy(slave, dest.get(), 1 << 20, errors());
+    if (copied) CHECK(copied->sha256 == sha256_hex(data));
+    else CHECK(copied.error().message.find("read source") != std::string::npos);
+    CHECK(contents(dest.get()) == data);  // all that arrived was written
+  }
+}
