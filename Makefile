@@ -28,6 +28,7 @@ test-cgroup-v2: build
 bench: build
 	@bench/startup
 	@bench/kernel
+	@bench/files
 
 clean:
 	rm -rf $(BUILD)

@@ -3,14 +3,29 @@
 
 #include "cli/context.h"
 #include "isolation/preflight.h"
+#include "mounts/volume_image.h"
 
 namespace nsbox::cli {
+
+namespace {
+
+// Files volumes are bounded (an ext4 image per volume) only where images work.
+preflight::Check files_quota_check() {
+  auto available = volume_image::available();
+  if (available) return {"files quotas", preflight::Level::kOk, "enforced: each volume is an ext4 image on a loop device", ""};
+  std::string fix = available.error().hint.empty() ? "run nsbox as root for quotas" : available.error().hint;
+  return {"files quotas", preflight::Level::kWarn,
+          "not enforced (" + available.error().message + "): volumes are plain directories, bounded only by the host disk", fix};
+}
+
+}  // namespace
 
 int cmd_doctor(const Invocation& inv) {
   int code = 0;
   auto ctx = prepare(inv, {}, code, /*open_runtime=*/false);
   if (!ctx) return code;
   auto checks = preflight::run_all();
+  checks.push_back(files_quota_check());
   bool failed = false;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& c : checks) {

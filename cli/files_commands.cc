@@ -66,6 +66,11 @@ int files_upload(CommandContext& ctx, FilesVolume& volume, const std::vector<std
   if (local == "-" && args.size() < 2)
     return ctx.out.error(make_error(ErrorCode::kInvalidArgument, "uploading stdin needs a REMOTE name"));
   std::string remote = args.size() == 2 ? args[1] : base_name(local);
+  if (!remote.empty() && remote.back() == '/') {  // into that directory, like cp
+    if (local == "-")
+      return ctx.out.error(make_error(ErrorCode::kInvalidArgument, "'" + remote + "' is a directory; stdin needs a file name"));
+    remote += base_name(local);
+  }
   uint64_t max = kDefaultMaxUpload;
   if (ctx.args.values.count("max-size")) {
     auto v = volume_image::parse_size(ctx.args.value("max-size"));

@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <random>
 #include <sstream>
 
@@ -24,7 +26,7 @@ constexpr const char* kStagingDir = ".nsbox/uploads";
 int openat2_beneath(int dirfd, const std::string& name, uint64_t flags, mode_t mode) {
   open_how how{};
   how.flags = flags | O_CLOEXEC;
-  how.mode = (flags & O_CREAT) ? mode : 0;
+  how.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0;
   how.resolve = kResolve;
   return static_cast<int>(sys::retry_eintr([&] { return ::syscall(SYS_openat2, dirfd, name.c_str(), &how, sizeof how); }));
 }
@@ -45,6 +47,25 @@ std::string random_name() {
   std::string s;
   for (int i = 0; i < 12; ++i) s += kAlphabet[rd() % 36];
   return s;
+}
+
+// Staging entries are named only for the moment between linkat and rename (or, where
+// O_TMPFILE is missing, while their upload runs, which keeps touching them); one a
+// quarter of an hour old was left by a process killed in that moment.
+void sweep_stale_staging(int staging) {
+  int dup = ::fcntl(staging, F_DUPFD_CLOEXEC, 0);
+  DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
+  if (!d) {
+    if (dup >= 0) ::close(dup);
+    return;
+  }
+  time_t cutoff = ::time(nullptr) - 15 * 60;
+  while (dirent* e = ::readdir(d)) {
+    struct stat st{};
+    if (e->d_name[0] == '.' || ::fstatat(staging, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) continue;
+    if (st.st_mtime < cutoff) ::unlinkat(staging, e->d_name, 0);
+  }
+  ::closedir(d);
 }
 
 std::pair<std::string, std::string> split_parent(const std::string& relative) {
@@ -123,8 +144,15 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
   auto [parent, name] = split_parent(rel);
   if (name.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no file name in '" + relative + "'"));
   auto staging = NSBOX_TRY(open_dir(kStagingDir, true));
+  sweep_stale_staging(staging.get());
+  // The data goes into an unnamed file (O_TMPFILE): an upload killed at any point
+  // leaves nothing, the kernel frees the file with its last descriptor. It is named in
+  // the staging directory once whole and on disk, and renamed into place at once.
   std::string temp = random_name();
-  UniqueFd out(openat2_beneath(staging.get(), temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+  UniqueFd out(openat2_beneath(staging.get(), ".", O_RDWR | O_TMPFILE, 0600));
+  bool unnamed = static_cast<bool>(out);
+  if (!out && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))  // no O_TMPFILE here
+    out.reset(openat2_beneath(staging.get(), temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
   if (!out) return fail(path_error("create staging file for", rel, errno));
   auto discard = [&](Error e) {
     ::unlinkat(staging.get(), temp.c_str(), 0);
@@ -142,6 +170,12 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
   if (!copied) return discard(copied.error());
   if (::geteuid() == 0) (void)::fchown(out.get(), owner_, group_);
   (void)::fchmod(out.get(), 0644 | (mode & 0111));
+  if (unnamed && ::linkat(out.get(), "", staging.get(), temp.c_str(), AT_EMPTY_PATH) != 0) {
+    // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc link does the same without it.
+    std::string self = "/proc/self/fd/" + std::to_string(out.get());
+    if (::linkat(AT_FDCWD, self.c_str(), staging.get(), temp.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      return fail(path_error("name the upload of", rel, errno));
+  }
   out.reset();
   auto dir = open_dir(parent, true);
   if (!dir) return discard(dir.error());

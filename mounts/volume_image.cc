@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
@@ -82,7 +83,25 @@ Result<Attached> attach_new(const std::string& image) {
   return fail(make_error(ErrorCode::kBusy, "no free loop device for " + image));
 }
 
+// mkfs.ext4 where Debian puts it, or on PATH.
+std::string find_mkfs() {
+  std::string dirs = "/usr/sbin:/sbin";
+  if (const char* path = ::getenv("PATH")) dirs += std::string(":") + path;
+  std::istringstream s(dirs);
+  for (std::string dir; std::getline(s, dir, ':');)
+    if (!dir.empty() && ::access((dir + "/mkfs.ext4").c_str(), X_OK) == 0) return dir + "/mkfs.ext4";
+  return {};
+}
+
 }  // namespace
+
+Result<void> available() {
+  if (::geteuid() != 0) return fail(make_error(ErrorCode::kPermissionDenied, "rootless: loop devices need root"));
+  UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!control) return fail(sys_error("open /dev/loop-control"));
+  if (find_mkfs().empty()) return fail(make_error(ErrorCode::kNotFound, "mkfs.ext4 not found", "apt-get install e2fsprogs"));
+  return {};
+}
 
 Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group) {
   {
@@ -93,6 +112,7 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
       return fail(sys_error("size volume image " + path));
     }
   }
+  std::string mkfs = find_mkfs();
   std::string owner_opt = "root_owner=" + std::to_string(owner) + ":" + std::to_string(group) +
                           ",lazy_itable_init=1,lazy_journal_init=1";
   pid_t pid = ::fork();
@@ -100,14 +120,14 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
     int null_fd = ::open("/dev/null", O_RDWR);
     ::dup2(null_fd, 0);
     ::dup2(null_fd, 1);
-    ::execlp("mkfs.ext4", "mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner_opt.c_str(), path.c_str(), static_cast<char*>(nullptr));
+    ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner_opt.c_str(), path.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   int status = 0;
   if (pid < 0 || ::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     ::unlink(path.c_str());
     return fail(make_error(ErrorCode::kSystem, "mkfs.ext4 " + path + " failed" +
-                                                   (WIFEXITED(status) && WEXITSTATUS(status) == 127 ? ": mkfs.ext4 not found" : ""),
+                                                   (mkfs.empty() ? ": mkfs.ext4 not found" : ""),
                            "install e2fsprogs"));
   }
   return {};

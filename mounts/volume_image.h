@@ -19,6 +19,10 @@
 
 namespace nsbox::volume_image {
 
+// Whether images work here: root, /dev/loop-control and mkfs.ext4. The error says which
+// is missing; without them volumes are plain directories with no quota.
+Result<void> available();
+
 // Formats a new image (mkfs.ext4, lazy init) owned inside by uid/gid.
 Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group);
 

@@ -22,7 +22,10 @@ nlohmann::json Volume::to_json() const {
           {"quota_bytes", quota_bytes}, {"path", path}, {"created_at", created_at}};
 }
 
-bool VolumeStore::quotas_supported() { return ::geteuid() == 0; }
+bool VolumeStore::quotas_supported() {
+  static const bool supported = static_cast<bool>(volume_image::available());
+  return supported;
+}
 
 Result<void> VolumeStore::validate_name(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 63;

@@ -39,7 +39,7 @@ class VolumeStore {
 
   explicit VolumeStore(StateRoot root) : root_(std::move(root)) {}
 
-  static bool quotas_supported();  // images need loop devices: root
+  static bool quotas_supported();  // volume_image::available(): root, loop devices, mkfs.ext4
   static Result<void> validate_name(const std::string& name);
 
   Result<Volume> create(const std::string& name, bool named, uint64_t quota_bytes);

@@ -78,6 +78,11 @@ TEST_CASE("a directory uploads recursively, stdin uploads with -, and rm removes
   auto piped = root.nsbox({"files", id, "upload", "-", "from-stdin.txt"}, {.stdin_data = "piped\n"});
   CHECK(piped.exit_code == 0);
   CHECK(root.download(id, "from-stdin.txt") == "piped\n");
+  // A REMOTE ending in / puts the file inside that directory, like cp; stdin needs a name.
+  REQUIRE(root.nsbox({"files", id, "upload", local + "/top.txt", "inbox/"}).exit_code == 0);
+  CHECK(root.download(id, "inbox/top.txt") == "top\n");
+  CHECK(root.nsbox({"files", id, "upload", "-", "inbox/"}, {.stdin_data = "x"}).err.find("stdin needs a file name") !=
+        std::string::npos);
   auto not_empty = root.nsbox({"files", id, "rm", "project"});
   CHECK(not_empty.exit_code == 2);
   CHECK(not_empty.err.find("project is a directory that is not empty") != std::string::npos);
@@ -176,6 +181,8 @@ TEST_CASE("an interrupted upload leaves the old content and no partial file") {
   CHECK(root.sh(id, "cat /mnt/files/report.csv").out == "old\n");
   auto listing = TestRoot::json(root.nsbox({"files", "--json", id, "ls"}));
   for (const auto& e : listing["entries"]) CHECK(e["name"].get<std::string>().find("report.csv.") == std::string::npos);
+  // Not even in the staging directory: the data was in an unnamed file.
+  CHECK(root.sh(id, "ls -A /mnt/files/.nsbox/uploads | wc -l").out == "0\n");
 }
 
 TEST_CASE("the quota holds from inside and outside, and the upload size limit too") {
