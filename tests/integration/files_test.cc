@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -183,6 +184,27 @@ TEST_CASE("an interrupted upload leaves the old content and no partial file") {
   for (const auto& e : listing["entries"]) CHECK(e["name"].get<std::string>().find("report.csv.") == std::string::npos);
   // Not even in the staging directory: the data was in an unnamed file.
   CHECK(root.sh(id, "ls -A /mnt/files/.nsbox/uploads | wc -l").out == "0\n");
+}
+
+TEST_CASE("an upload survives the supervisor's death half way: it never went through it") {
+  TestRoot root;
+  auto id = root.create();
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  // The content stalls in a FIFO; the supervisor is SIGKILLed meanwhile; then the rest comes.
+  std::string fifo = root.path() + "/fifo";
+  std::string cmd = "mkfifo " + fifo + "; (head -c 3000000 /dev/urandom > " + root.path() + "/sent; cat " + root.path() +
+                    "/sent; sleep 2; echo tail) > " + fifo + " & " + nsbox_binary() + " --root " + root.path() + " files " +
+                    id + " upload - late.bin < " + fifo + "; echo status $?";
+  auto upload = std::async(std::launch::async, [&] { return run_process({"/bin/sh", "-c", cmd}, {.timeout_s = 60}); });
+  ::usleep(1000 * 1000);
+  REQUIRE(::kill(info["supervisor_pid"].get<pid_t>(), SIGKILL) == 0);
+  auto r = upload.get();
+  INFO(r.err);
+  CHECK(r.out.find("status 0") != std::string::npos);
+  auto sent = nsbox::files::read_file(root.path() + "/sent", 8 << 20);
+  REQUIRE(sent);
+  CHECK(root.download(id, "late.bin") == *sent + "tail\n");
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "dead");
 }
 
 TEST_CASE("the quota holds from inside and outside, and the upload size limit too") {
