@@ -16,6 +16,7 @@
 
 #include "isolation/capabilities.h"
 #include "isolation/rlimits.h"
+#include "isolation/sys/fd_passing.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/userns.h"
 
@@ -40,20 +41,7 @@ struct ChildFailure {
 
 Result<void> send_fd(int sock, int fd) {
   char byte = 'L';
-  iovec io{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (sys::retry_eintr([&] { return ::sendmsg(sock, &msg, MSG_NOSIGNAL); }) != 1)
-    return fail(sys_error("send the seccomp listener to the supervisor"));
+  if (sys::send_with_fd(sock, &byte, 1, fd) != 1) return fail(sys_error("send the seccomp listener to the supervisor"));
   return {};
 }
 
@@ -165,23 +153,15 @@ Result<UniqueFd> await_child(int sync_fd, bool one_shot) {
     int ready = sys::retry_eintr([&] { return ::poll(&p, 1, kSetupTimeoutMs); });
     if (ready == 0) return fail(make_error(ErrorCode::kTimeout, "sandbox setup did not finish within 30 s"));
     ChildFailure f{};
-    iovec io{&f, sizeof f};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &io;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t n = sys::retry_eintr([&] { return ::recvmsg(sync_fd, &msg, MSG_CMSG_CLOEXEC); });
+    UniqueFd received;
+    ssize_t n = sys::recv_with_fd(sync_fd, &f, sizeof f, received);
     if (n < 0) return fail(sys_error("read from the sandbox during setup"));
     if (n == 0) {
       if (!listener) return fail(make_error(ErrorCode::kInternal, "the sandbox exited during setup without a report"));
       return listener;
     }
-    if (cmsghdr* c = CMSG_FIRSTHDR(&msg); c && c->cmsg_type == SCM_RIGHTS) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      listener.reset(fd);
+    if (received) {
+      listener = std::move(received);
       if (one_shot) return listener;
       continue;
     }

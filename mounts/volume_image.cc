@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "isolation/sys/fd_passing.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 
@@ -166,41 +167,15 @@ Result<UniqueFd> open_privately(const std::string& image) {
       message = std::string("unshare(CLONE_NEWNS): ") + std::strerror(err);
     }
     int dir = err ? -1 : ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    char control[CMSG_SPACE(sizeof(int))] = {};
-    iovec io{message.data(), message.size()};
-    msghdr msg{};
-    msg.msg_iov = &io;
-    msg.msg_iovlen = 1;
-    if (dir >= 0) {
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &dir, sizeof dir);
-    }
-    (void)!::sendmsg(theirs.get(), &msg, MSG_NOSIGNAL);
+    (void)sys::send_with_fd(theirs.get(), message.data(), message.size(), dir);
     ::_exit(0);
   }
   theirs.reset();
   if (pid < 0) return fail(sys_error("fork to open a volume"));
   char buf[1024];
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec io{buf, sizeof buf - 1};
-  msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n = sys::retry_eintr([&] { return ::recvmsg(ours.get(), &msg, MSG_CMSG_CLOEXEC); });
-  ::waitpid(pid, nullptr, 0);
   UniqueFd dir;
-  if (cmsghdr* c = CMSG_FIRSTHDR(&msg); n > 0 && c && c->cmsg_type == SCM_RIGHTS) {
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-    dir.reset(fd);
-  }
+  ssize_t n = sys::recv_with_fd(ours.get(), buf, sizeof buf, dir);
+  ::waitpid(pid, nullptr, 0);
   if (!dir) return fail(make_error(ErrorCode::kSystem, "open volume " + image + ": " + std::string(buf, n > 0 ? static_cast<size_t>(n) : 0)));
   return dir;
 }
