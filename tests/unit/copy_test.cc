@@ -87,7 +87,7 @@ TEST_CASE("hashed_copy stops at the size limit and reports an empty source") {
   CHECK(none->sha256 == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
-TEST_CASE("the copies work with a terminal at either end (splice refuses some; read/write then)") {
+TEST_CASE("the copies work with a terminal at either end (where splice refuses, by read/write)") {
   int master = -1, slave = -1;
   REQUIRE(::openpty(&master, &slave, nullptr, nullptr, nullptr) == 0);
   UniqueFd m(master), s(slave);
