@@ -33,7 +33,7 @@ struct CreateOptions {
   network::Mode net = network::Mode::kNone;
   EnvList env;
   std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
-  uint64_t files_quota = 10ull << 30;
+  uint64_t files_quota = 0;  // 0: the default (10 GiB; half the free disk when less than 20 GiB is free)
 };
 
 enum class SandboxStatus { kRunning, kDead };

@@ -49,13 +49,31 @@ bool VolumeStore::take_spare(const std::string& image, uint64_t quota_bytes) con
   return ::rename((dir() + "/" + spare_name(quota_bytes)).c_str(), image.c_str()) == 0;
 }
 
+Result<uint64_t> VolumeStore::free_bytes() const {
+  struct statvfs s{};
+  if (::statvfs(dir().c_str(), &s) != 0) return fail(sys_error("statvfs " + dir()));
+  return uint64_t(s.f_bavail) * s.f_frsize;
+}
+
+Result<uint64_t> VolumeStore::default_quota() const {
+  uint64_t free = NSBOX_TRY(free_bytes());
+  if (free >= 2 * kDefaultQuota) return kDefaultQuota;
+  constexpr uint64_t kStep = 256ull << 20;
+  uint64_t quota = free / 2 / kStep * kStep;
+  if (quota < kStep)
+    return fail(make_error(ErrorCode::kLimitExceeded, "only " + format_bytes(free) + " free on " + dir() + ": too little for a files volume",
+                           "free some disk space"));
+  return quota;
+}
+
 Result<void> VolumeStore::make_spare() const {
   if (!quotas_supported()) return {};
-  std::string spare = dir() + "/" + spare_name(kDefaultQuota);
+  uint64_t quota = NSBOX_TRY(default_quota());
+  std::string spare = dir() + "/" + spare_name(quota);
   if (files::exists(spare)) return {};
   std::string temp = spare + ".making." + std::to_string(::getpid());
   auto ids = userns::host_ids();
-  NSBOX_CHECK(volume_image::create(temp, kDefaultQuota, ids.uid, ids.gid));
+  NSBOX_CHECK(volume_image::create(temp, quota, ids.uid, ids.gid));
   if (::rename(temp.c_str(), spare.c_str()) != 0) {
     ::unlink(temp.c_str());
     return fail(sys_error("rename " + temp));
@@ -71,14 +89,16 @@ Result<Volume> VolumeStore::create(const std::string& name, bool named, uint64_t
   Volume v{name, named, quotas_supported(), 0, {}, now_rfc3339()};
   auto ids = userns::host_ids();
   if (v.image) {
-    v.quota_bytes = quota_bytes;
     v.path = image_path(name);
-    // The host keeps what the sandbox writes: refuse a quota the disk cannot hold now.
-    struct statvfs s{};
-    if (::statvfs(dir().c_str(), &s) == 0 && uint64_t(s.f_bavail) * s.f_frsize < quota_bytes)
+    if (quota_bytes == 0) {
+      quota_bytes = NSBOX_TRY(default_quota());
+    } else if (uint64_t free = NSBOX_TRY(free_bytes()); free < quota_bytes) {
+      // The host keeps what the sandbox writes: refuse a quota the disk cannot hold now.
       return fail(make_error(ErrorCode::kLimitExceeded, "a files quota of " + format_bytes(quota_bytes) + " is more than the " +
-                                                            format_bytes(uint64_t(s.f_bavail) * s.f_frsize) + " free on " + dir(),
+                                                            format_bytes(free) + " free on " + dir(),
                              "choose a smaller --files-quota"));
+    }
+    v.quota_bytes = quota_bytes;
     if (!take_spare(v.path, quota_bytes)) NSBOX_CHECK(volume_image::create(v.path, quota_bytes, ids.uid, ids.gid));
   } else {
     v.path = dir_path(name);

@@ -42,7 +42,12 @@ class VolumeStore {
   static bool quotas_supported();  // volume_image::available(): root, loop devices, mkfs.ext4
   static Result<void> validate_name(const std::string& name);
 
+  // quota_bytes 0: default_quota(). An explicit quota larger than the free disk is refused.
   Result<Volume> create(const std::string& name, bool named, uint64_t quota_bytes);
+  // 10 GiB, or half the free space of the volumes' disk (in 256 MiB steps) when that is
+  // less: images are sparse, so a quota past the free space would let a sandbox fill the
+  // host's disk, and its ext4 would see I/O errors rather than ENOSPC.
+  Result<uint64_t> default_quota() const;
   Result<Volume> load(const std::string& name) const;
   Result<Volume> open_or_create_named(const std::string& name, uint64_t quota_bytes);
   Result<std::vector<Volume>> list() const;
@@ -58,6 +63,7 @@ class VolumeStore {
   Result<void> make_spare() const;
 
  private:
+  Result<uint64_t> free_bytes() const;
   std::string dir() const { return root_.data_dir + "/volumes"; }
   std::string meta_path(const std::string& name) const { return dir() + "/" + name + ".json"; }
   std::string image_path(const std::string& name) const { return dir() + "/" + name + ".img"; }

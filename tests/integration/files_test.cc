@@ -1,10 +1,12 @@
 // The files volume (/mnt/files) and the files API: round trips, listing, safety against
 // what the sandbox puts in its volume, atomicity, quotas, persistence, named volumes.
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <future>
 #include <set>
 #include <thread>
@@ -235,6 +237,47 @@ TEST_CASE("the quota holds from inside and outside, and the upload size limit to
   CHECK(limited.exit_code == 2);
   CHECK(limited.err.find("--files-quota") == std::string::npos);
   CHECK(root.nsbox({"create", "--files-quota", "3"}).err.find("invalid size") != std::string::npos);
+}
+
+TEST_CASE("on a small disk the default quota shrinks to fit, and a larger explicit one is refused") {
+  TestRoot root;
+  std::string small = root.path() + "/small";  // a 3 GiB disk: a tmpfs of that size
+  REQUIRE(::mkdir(small.c_str(), 0700) == 0);
+  REQUIRE(::mount("tmpfs", small.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=3g,mode=0700") == 0);
+  auto nsbox = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {nsbox_binary(), "--root", small});
+    return run_process(args, {.timeout_s = 60});
+  };
+  struct Cleanup {  // the sandboxes first (they hold the images), then the disk
+    std::function<ProcessResult(std::vector<std::string>)> nsbox;
+    std::string mount;
+    ~Cleanup() {
+      auto ls = json::parse(nsbox({"ls", "--json"}).out, nullptr, false);
+      if (!ls.is_discarded())
+        for (const auto& sb : ls.value("sandboxes", json::array())) nsbox({"rm", sb.value("id", "")});
+      ::umount2(mount.c_str(), MNT_DETACH);
+    }
+  } cleanup{nsbox, small};
+  auto created = nsbox({"create", "--json"});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  auto id = json::parse(created.out)["id"].get<std::string>();
+  auto info = json::parse(nsbox({"inspect", "--json", id}).out);
+  if (info["files"]["kind"] != "image") {
+    SUCCEED("no loop devices: no quota");
+    return;
+  }
+  uint64_t quota = info["files"]["quota_bytes"];
+  CHECK(quota >= (1ull << 30));
+  CHECK(quota <= (3ull << 30) / 2);
+  CHECK(quota % (256ull << 20) == 0);
+  auto fill = nsbox({"sh", id, "--", "head -c 2G /dev/zero > /mnt/files/big; echo $?"});
+  CHECK(fill.err.find("No space left on device") != std::string::npos);  // the quota, not the disk
+  auto too_big = nsbox({"create", "--files-quota", "5G"});
+  CHECK(too_big.exit_code == 1);
+  INFO(too_big.err);
+  CHECK(too_big.err.find("a files quota of 5") != std::string::npos);
+  CHECK(too_big.err.find("is more than the") != std::string::npos);
 }
 
 TEST_CASE("the volume survives kernel restarts, resize and supervisor death, and goes with rm unless kept") {
