@@ -36,7 +36,15 @@ Result<Pipe> make_pipe() {
 class GrowingFileHasher {
  public:
   explicit GrowingFileHasher(int fd) : fd_(fd), thread_([this] { run(); }) {}
-  ~GrowingFileHasher() { finish(); }
+  // A copy that failed: the hasher stops without hashing the rest.
+  ~GrowingFileHasher() {
+    {
+      std::lock_guard lock(mu_);
+      abandoned_ = done_ = true;
+      cv_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
 
   void landed(uint64_t end) {
     std::lock_guard lock(mu_);
@@ -65,6 +73,7 @@ class GrowingFileHasher {
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return end_ > hashed || done_; });
+        if (abandoned_) return;
         end = end_;
         if (end == hashed) break;  // done and all hashed
       }
@@ -86,6 +95,7 @@ class GrowingFileHasher {
   std::condition_variable cv_;
   uint64_t end_ = 0;
   bool done_ = false;
+  bool abandoned_ = false;
   int failed_ = 0;
   std::string digest_;
   std::thread thread_;  // last: starts once the members it uses exist
