@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -49,9 +50,10 @@ std::string random_name() {
   return s;
 }
 
-// Staging entries are named only for the moment between linkat and rename (or, where
-// O_TMPFILE is missing, while their upload runs, which keeps touching them); one a
-// quarter of an hour old was left by a process killed in that moment.
+// Staging entries are named only for the moment between linkat and rename, or, where
+// O_TMPFILE is missing, for their whole upload, which holds a lock on them. One that is
+// unlocked and whose inode has not changed for a quarter of an hour was left by a
+// process killed at that moment. (ctime, not mtime: linkat and fchmod update it.)
 void sweep_stale_staging(int staging) {
   int dup = ::fcntl(staging, F_DUPFD_CLOEXEC, 0);
   DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
@@ -63,7 +65,10 @@ void sweep_stale_staging(int staging) {
   while (dirent* e = ::readdir(d)) {
     struct stat st{};
     if (e->d_name[0] == '.' || ::fstatat(staging, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) continue;
-    if (st.st_mtime < cutoff) ::unlinkat(staging, e->d_name, 0);
+    if (st.st_ctime >= cutoff) continue;
+    UniqueFd entry(openat2_beneath(staging, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0));
+    if (entry && ::flock(entry.get(), LOCK_EX | LOCK_NB) != 0) continue;  // an upload in progress
+    ::unlinkat(staging, e->d_name, 0);
   }
   ::closedir(d);
 }
@@ -146,21 +151,27 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
   auto staging = NSBOX_TRY(open_dir(kStagingDir, true));
   sweep_stale_staging(staging.get());
   // The data goes into an unnamed file (O_TMPFILE): an upload killed at any point
-  // leaves nothing, the kernel frees the file with its last descriptor. It is named in
-  // the staging directory once whole and on disk, and renamed into place at once.
+  // leaves nothing, the kernel frees the file with its last descriptor, and nobody else
+  // can reach it while it fills. It is named in the staging directory once whole and on
+  // disk, and renamed into place at once.
   std::string temp = random_name();
   UniqueFd out(openat2_beneath(staging.get(), ".", O_RDWR | O_TMPFILE, 0600));
   bool unnamed = static_cast<bool>(out);
-  if (!out && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))  // no O_TMPFILE here
+  if (!out && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+    // No O_TMPFILE on this filesystem: a named staging file, locked against the sweep,
+    // which the sandbox (same uid when rootless) could reach: hashed from the buffer.
     out.reset(openat2_beneath(staging.get(), temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600));
+    if (out) (void)::flock(out.get(), LOCK_EX);
+  }
   if (!out) return fail(path_error("create staging file for", rel, errno));
   auto discard = [&](Error e) {
-    ::unlinkat(staging.get(), temp.c_str(), 0);
+    ::unlinkat(staging.get(), temp.c_str(), 0);  // named or not yet: either way none left
     return fail(std::move(e));
   };
 
-  auto copied = hashed_copy(source, out.get(), max_bytes, {
-      .read = [](int err) { return sys_error("read the upload", err); },
+  auto copied = hashed_copy(source, out.get(), unnamed ? DestAccess::kPrivate : DestAccess::kShared, max_bytes, {
+      .what = "the upload of " + rel,
+      .read = [&](int err) { return sys_error("read the upload of " + rel, err); },
       .write = [&](int err) { return path_error("write", rel, err); },
       .too_large = [&] {
         return make_error(ErrorCode::kLimitExceeded, "upload of " + rel + " is larger than the limit of " +
@@ -169,14 +180,19 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
       }});
   if (!copied) return discard(copied.error());
   if (::geteuid() == 0) (void)::fchown(out.get(), owner_, group_);
-  (void)::fchmod(out.get(), 0644 | (mode & 0111));
+  (void)::fchmod(out.get(), (mode & 0111) ? 0755 : 0644);
   if (unnamed && ::linkat(out.get(), "", staging.get(), temp.c_str(), AT_EMPTY_PATH) != 0) {
     // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; the /proc link does the same without it.
     std::string self = "/proc/self/fd/" + std::to_string(out.get());
     if (::linkat(AT_FDCWD, self.c_str(), staging.get(), temp.c_str(), AT_SYMLINK_FOLLOW) != 0)
       return fail(path_error("name the upload of", rel, errno));
   }
-  out.reset();
+  // What is about to be renamed into place must be the file written and hashed: a named
+  // staging file could have been replaced meanwhile.
+  struct stat written{}, named{};
+  if (::fstat(out.get(), &written) != 0 || ::fstatat(staging.get(), temp.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+      written.st_ino != named.st_ino || written.st_dev != named.st_dev)
+    return discard(make_error(ErrorCode::kPermissionDenied, "the staging file of " + rel + " was replaced during the upload; refused"));
   auto dir = open_dir(parent, true);
   if (!dir) return discard(dir.error());
   // The rename replaces whatever is at the name (a file, or a symlink the sandbox put
@@ -224,13 +240,16 @@ Result<FilesVolume::Page> FilesVolume::list(const std::string& relative_dir, siz
 Result<UniqueFd> FilesVolume::open_file(const std::string& relative, struct stat* st) {
   auto rel = NSBOX_TRY(normalize(relative));
   if (rel.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no file name"));
-  UniqueFd fd(openat2_beneath(root_.get(), rel, O_RDONLY | O_NOFOLLOW, 0));
+  // O_NONBLOCK: a FIFO the sandbox put there must not hang the open; cleared once the
+  // file is known to be a regular one.
+  UniqueFd fd(openat2_beneath(root_.get(), rel, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0));
   if (!fd) {
     if (errno == ENOENT) return fail(make_error(ErrorCode::kNotFound, "no file " + rel + " in the files volume"));
     return fail(path_error("open", rel, errno));
   }
   if (::fstat(fd.get(), st) != 0) return fail(sys_error("stat " + rel));
   if (!S_ISREG(st->st_mode)) return fail(make_error(ErrorCode::kInvalidArgument, rel + " is not a regular file"));
+  (void)::fcntl(fd.get(), F_SETFL, O_RDONLY);
   return fd;
 }
 

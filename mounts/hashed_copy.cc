@@ -24,9 +24,9 @@ struct Pipe {
   UniqueFd read, write;
 };
 
-Result<Pipe> make_pipe() {
+Result<Pipe> make_pipe(const std::string& what) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(sys_error("pipe2 for the upload"));
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail(sys_error("pipe2 for " + what));
   Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
   (void)::fcntl(p.write.get(), F_SETPIPE_SZ, static_cast<int>(kChunk));  // a smaller pipe only means more calls
   return p;
@@ -35,7 +35,7 @@ Result<Pipe> make_pipe() {
 // Hashes the file `fd` as it grows: landed() tells how far the copier has got.
 class GrowingFileHasher {
  public:
-  explicit GrowingFileHasher(int fd) : fd_(fd), thread_([this] { run(); }) {}
+  GrowingFileHasher(int fd, std::string what) : fd_(fd), what_(std::move(what)), thread_([this] { run(); }) {}
   // A copy that failed: the hasher stops without hashing the rest.
   ~GrowingFileHasher() {
     {
@@ -59,7 +59,7 @@ class GrowingFileHasher {
       cv_.notify_one();
     }
     if (thread_.joinable()) thread_.join();
-    if (failed_) return fail(sys_error("map the upload to checksum it", failed_));
+    if (failed_) return fail(sys_error("map " + what_ + " to checksum it", failed_));
     return digest_;
   }
 
@@ -91,6 +91,7 @@ class GrowingFileHasher {
   }
 
   int fd_;
+  std::string what_;
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t end_ = 0;
@@ -114,7 +115,7 @@ Result<void> drain(int pipe, int dest, size_t n, const HashedCopyErrors& errors)
 // `first` is what the probing splice already moved into `data` (more than zero bytes).
 Result<HashedCopy> splice_copy(int source, int dest, uint64_t max_bytes, Pipe data, size_t first,
                                const HashedCopyErrors& errors) {
-  GrowingFileHasher hasher(dest);
+  GrowingFileHasher hasher(dest, errors.what);
   uint64_t total = 0;
   for (size_t n = first; n > 0;) {
     total += n;
@@ -142,7 +143,7 @@ Result<HashedCopy> read_write_copy(int source, int dest, uint64_t max_bytes, con
     if (total > max_bytes) return fail(errors.too_large());
     std::string_view chunk(buf.data(), static_cast<size_t>(n));
     auto hashed = std::async(std::launch::async, [&sha, chunk] { sha.update(chunk); });
-    auto written = files::write_all(dest, chunk, "the upload");
+    auto written = files::write_all(dest, chunk, errors.what);
     hashed.get();
     if (!written) return fail(errors.write(written.error().sys_errno));
   }
@@ -152,8 +153,9 @@ Result<HashedCopy> read_write_copy(int source, int dest, uint64_t max_bytes, con
 
 }  // namespace
 
-Result<HashedCopy> hashed_copy(int source, int dest, uint64_t max_bytes, const HashedCopyErrors& errors) {
-  auto data = NSBOX_TRY(make_pipe());
+Result<HashedCopy> hashed_copy(int source, int dest, DestAccess access, uint64_t max_bytes, const HashedCopyErrors& errors) {
+  if (access == DestAccess::kShared) return read_write_copy(source, dest, max_bytes, errors);
+  auto data = NSBOX_TRY(make_pipe(errors.what));
   ssize_t first = sys::retry_eintr([&] { return ::splice(source, nullptr, data.write.get(), nullptr, kChunk, SPLICE_F_MOVE); });
   if (first < 0 && errno == EINVAL) return read_write_copy(source, dest, max_bytes, errors);
   if (first < 0) return fail(errors.read(errno));

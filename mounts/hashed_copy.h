@@ -23,11 +23,18 @@ struct HashedCopy {
 };
 
 struct HashedCopyErrors {
+  std::string what;                     // names the copy in its own errors: "the upload of data.csv"
   std::function<Error(int err)> read;   // the source failed with errno `err`
   std::function<Error(int err)> write;  // the destination did (ENOSPC: the quota)
   std::function<Error()> too_large;     // more than max_bytes arrived
 };
 
-Result<HashedCopy> hashed_copy(int source, int dest, uint64_t max_bytes, const HashedCopyErrors& errors);
+// Who can reach `dest` while the copy runs. Only a private file (an unnamed O_TMPFILE)
+// may be hashed by mapping it: a file others can write could change under the hash, or
+// be truncated under the mapping (SIGBUS). A shared one is hashed from the buffer that
+// is written, by read/write.
+enum class DestAccess { kPrivate, kShared };
+
+Result<HashedCopy> hashed_copy(int source, int dest, DestAccess access, uint64_t max_bytes, const HashedCopyErrors& errors);
 
 }  // namespace nsbox

@@ -99,7 +99,7 @@ std::string find_mkfs() {
 Result<void> available() {
   if (::geteuid() != 0) return fail(make_error(ErrorCode::kPermissionDenied, "rootless: loop devices need root"));
   UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
-  if (!control) return fail(sys_error("open /dev/loop-control"));
+  if (!control) return fail(sys_error("open /dev/loop-control").with_hint("modprobe loop (in a container: give it /dev/loop-control)"));
   if (find_mkfs().empty()) return fail(make_error(ErrorCode::kNotFound, "mkfs.ext4 not found", "apt-get install e2fsprogs"));
   return {};
 }
@@ -167,6 +167,7 @@ Result<UniqueFd> open_privately(const std::string& image) {
       message = std::string("unshare(CLONE_NEWNS): ") + std::strerror(err);
     }
     int dir = err ? -1 : ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (!err && dir < 0) message = std::string("open its root: ") + std::strerror(errno);
     (void)sys::send_with_fd(theirs.get(), message.data(), message.size(), dir);
     ::_exit(0);
   }

@@ -70,6 +70,11 @@ Result<void> VolumeStore::make_spare() const {
   if (!quotas_supported()) return {};
   uint64_t quota = NSBOX_TRY(default_quota());
   std::string spare = dir() + "/" + spare_name(quota);
+  // A spare of a former default size (the default follows the free space) is no use.
+  for (const auto& entry : NSBOX_TRY(files::list_dir(dir())))
+    if (entry.rfind(".spare-", 0) == 0 && entry.size() > 4 && entry.compare(entry.size() - 4, 4, ".img") == 0 &&
+        entry != spare_name(quota))
+      ::unlink((dir() + "/" + entry).c_str());
   if (files::exists(spare)) return {};
   std::string temp = spare + ".making." + std::to_string(::getpid());
   auto ids = userns::host_ids();

@@ -167,6 +167,11 @@ TEST_CASE("a symlink swapped in during downloads never yields the host's file") 
   }
   CHECK(safe + refused == 60);
   root.sh(id, "kill $(cat /tmp/swapper)");
+  // A FIFO where a file was expected is refused at once, not waited on (bounded: 20 s).
+  REQUIRE(root.sh(id, "mkfifo /mnt/files/chart.png").exit_code == 0);
+  auto fifo = root.nsbox({"files", id, "download", "chart.png", "-"}, {.timeout_s = 20});
+  CHECK(fifo.exit_code == 2);
+  CHECK(fifo.err.find("chart.png is not a regular file") != std::string::npos);
 }
 
 TEST_CASE("an interrupted upload leaves the old content and no partial file") {

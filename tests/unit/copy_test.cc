@@ -41,7 +41,8 @@ std::string contents(int fd) {
 }
 
 HashedCopyErrors errors() {
-  return {.read = [](int err) { return sys_error("read source", err); },
+  return {.what = "the test copy",
+          .read = [](int err) { return sys_error("read source", err); },
           .write = [](int err) { return sys_error("write dest", err); },
           .too_large = [] { return make_error(ErrorCode::kLimitExceeded, "too large"); }};
 }
@@ -49,11 +50,13 @@ HashedCopyErrors errors() {
 }  // namespace
 
 TEST_CASE("hashed_copy copies a file or a pipe byte for byte and hashes what it wrote") {
+  // Both ways: splice with the hash over the mapped destination, and read/write.
+  auto access = GENERATE(DestAccess::kPrivate, DestAccess::kShared);
   auto data = pattern(5 * (1 << 20) + 12345);  // several chunks and a ragged end
   auto dest = memfd_with("");
   SECTION("from a file") {
     auto source = memfd_with(data);
-    auto copied = hashed_copy(source.get(), dest.get(), 1ull << 30, errors());
+    auto copied = hashed_copy(source.get(), dest.get(), access, 1ull << 30, errors());
     REQUIRE(copied);
     CHECK(copied->bytes == data.size());
     CHECK(copied->sha256 == sha256_hex(data));
@@ -66,7 +69,7 @@ TEST_CASE("hashed_copy copies a file or a pipe byte for byte and hashes what it 
       (void)files::write_all(fd, data, "pipe");
       ::close(fd);
     });
-    auto copied = hashed_copy(read_end.get(), dest.get(), 1ull << 30, errors());
+    auto copied = hashed_copy(read_end.get(), dest.get(), access, 1ull << 30, errors());
     writer.join();
     REQUIRE(copied);
     CHECK(copied->sha256 == sha256_hex(data));
@@ -77,11 +80,11 @@ TEST_CASE("hashed_copy copies a file or a pipe byte for byte and hashes what it 
 TEST_CASE("hashed_copy stops at the size limit and reports an empty source") {
   auto dest = memfd_with("");
   auto big = memfd_with(pattern(3 << 20));
-  auto copied = hashed_copy(big.get(), dest.get(), 1 << 20, errors());
+  auto copied = hashed_copy(big.get(), dest.get(), DestAccess::kPrivate, 1 << 20, errors());
   REQUIRE_FALSE(copied);
   CHECK(copied.error().code == ErrorCode::kLimitExceeded);
   auto empty = memfd_with("");
-  auto none = hashed_copy(empty.get(), dest.get(), 1 << 20, errors());
+  auto none = hashed_copy(empty.get(), dest.get(), DestAccess::kPrivate, 1 << 20, errors());
   REQUIRE(none);
   CHECK(none->bytes == 0);
   CHECK(none->sha256 == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -120,7 +123,7 @@ TEST_CASE("the copies work with a terminal at either end (where splice refuses, 
     REQUIRE(::tcsetattr(slave, TCSANOW, &raw) == 0);
     REQUIRE(files::write_all(master, data, "the terminal"));
     auto dest = memfd_with("");
-    auto copied = hashed_copy(slave, dest.get(), 1 << 20, errors());
+    auto copied = hashed_copy(slave, dest.get(), DestAccess::kPrivate, 1 << 20, errors());
     REQUIRE(copied);
     CHECK(copied->bytes == data.size());
     CHECK(copied->sha256 == sha256_hex(data));
