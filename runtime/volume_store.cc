@@ -2,6 +2,9 @@
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <unistd.h>
 
 #include <random>
@@ -71,10 +74,16 @@ Result<void> VolumeStore::make_spare() const {
   uint64_t quota = NSBOX_TRY(default_quota());
   std::string spare = dir() + "/" + spare_name(quota);
   // A spare of a former default size (the default follows the free space) is no use.
-  for (const auto& entry : NSBOX_TRY(files::list_dir(dir())))
-    if (entry.rfind(".spare-", 0) == 0 && entry.size() > 4 && entry.compare(entry.size() - 4, 4, ".img") == 0 &&
-        entry != spare_name(quota))
+  for (const auto& entry : NSBOX_TRY(files::list_dir(dir()))) {
+    if (entry.rfind(".spare-", 0) != 0) continue;
+    if (auto making = entry.find(".making."); making != std::string::npos) {
+      // A maker that died half-way (its host was shut down) leaves its temp image behind.
+      pid_t maker = static_cast<pid_t>(std::strtol(entry.c_str() + making + 8, nullptr, 10));
+      if (maker > 0 && ::kill(maker, 0) != 0 && errno == ESRCH) ::unlink((dir() + "/" + entry).c_str());
+    } else if (entry != spare_name(quota)) {
       ::unlink((dir() + "/" + entry).c_str());
+    }
+  }
   if (files::exists(spare)) return {};
   std::string temp = spare + ".making." + std::to_string(::getpid());
   auto ids = userns::host_ids();

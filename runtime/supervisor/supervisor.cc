@@ -129,6 +129,9 @@ void Supervisor::refill_spare_volume() {
   args.exit_signal = SIGCHLD;
   long pid = ::syscall(SYS_clone3, &args, sizeof args);
   if (pid == 0) {
+    // Keep nothing of ours: an inherited liveness lock or socket would make a SIGKILLed
+    // supervisor look alive (and keep clients waiting) until mkfs is done.
+    sys::close_range(3, ~0U, 0);
     auto made = VolumeStore(store_.root()).make_spare();
     if (!made) std::fprintf(stderr, "nsbox-supervisor: could not format a spare volume: %s\n", made.error().message.c_str());
     ::_exit(made ? 0 : 1);
