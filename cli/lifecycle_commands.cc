@@ -2,7 +2,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "cli/context.h"
+#include "isolation/sys/files.h"
 #include "mounts/volume_image.h"
 
 namespace nsbox::cli {
@@ -19,11 +22,39 @@ Result<std::string> one_id(const ParsedArgs& args, const char* command) {
   return args.positionals.front();
 }
 
+// --mount flags and --manifest entries, with credentials from this command's environment
+// (or a mount's credentials file): they go to the supervisor, never to disk.
+Result<std::vector<bucket::MountRequest>> mount_requests(const ParsedArgs& args) {
+  std::vector<bucket::BucketMount> mounts;
+  if (auto it = args.values.find("mount"); it != args.values.end())
+    for (const auto& flag : it->second) mounts.push_back(NSBOX_TRY(bucket::parse_mount_flag(flag)));
+  if (auto it = args.values.find("manifest"); it != args.values.end())
+    for (const auto& path : it->second) {
+      std::string text = NSBOX_TRY(files::read_file(path));
+      for (auto& m : NSBOX_TRY(bucket::parse_manifest(text, path))) mounts.push_back(std::move(m));
+    }
+  bucket::Environment env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string_view::npos) env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  std::vector<bucket::MountRequest> requests;
+  for (auto& m : mounts) {
+    for (const auto& other : requests)
+      if (other.mount.mount_path == m.mount_path)
+        return fail(make_error(ErrorCode::kInvalidArgument, "two mounts at " + m.mount_path));
+    auto credentials = NSBOX_TRY(bucket::resolve(m, env));
+    requests.push_back({std::move(m), std::move(credentials)});
+  }
+  return requests;
+}
+
 }  // namespace
 
 int cmd_create(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"size", "name", "net", "env", "volume", "files-quota"}, {}}, code);
+  auto ctx = prepare(inv, {{"size", "name", "net", "env", "volume", "files-quota", "mount", "manifest"}, {}}, code);
   if (!ctx) return code;
   CreateOptions options;
   auto size = parse_size_tier(ctx->args.value("size", "standard"));
@@ -44,6 +75,9 @@ int cmd_create(const Invocation& inv) {
   }
   if (!ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "unexpected argument '" + ctx->args.positionals[0] + "'"));
+  auto mounts = mount_requests(ctx->args);
+  if (!mounts) return ctx->out.error(mounts.error());
+  options.mounts = std::move(*mounts);
 
   auto info = ctx->runtime->create(options);
   if (!info) return ctx->out.error(info.error());

@@ -47,6 +47,7 @@ struct Spec {
   std::vector<cgroup::View> cgroup_views;
   std::string host_root = "/";  // tests plan against a fake host tree
   bool files_attached_later = false;  // /mnt/files is only a mount point (mount_injection.h)
+  std::vector<std::string> mount_points;  // empty directories for bucket mounts attached later
 };
 
 std::vector<Step> plan(const Spec& spec);

@@ -118,6 +118,7 @@ std::vector<Step> plan(const Spec& spec) {
     steps.push_back({StepKind::kTmpfs, {}, "/mnt/files", size_opt(spec.limits.tmp_bytes) + ",mode=0755,uid=1000,gid=1000", kWritable});
   else
     steps.push_back({StepKind::kBindTree, spec.files_volume, "/mnt/files", {}, kWritable});
+  for (const auto& dir : spec.mount_points) steps.push_back({StepKind::kDir, {}, dir});
   add_proc(steps);
   add_sys(spec, steps);
   return steps;

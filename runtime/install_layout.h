@@ -3,6 +3,7 @@
 //
 //   <prefix>/bin/nsbox
 //   <prefix>/libexec/nsbox/nsbox-supervisor
+//   <prefix>/libexec/nsbox/nsbox-bucketfs           (a bucket mount's FUSE server)
 //   <prefix>/libexec/nsbox/sandbox/nsbox-init        -> /opt/nsbox/nsbox-init
 //   <prefix>/libexec/nsbox/sandbox/etc/{passwd,group,hosts}
 //
@@ -22,6 +23,7 @@ struct InstallLayout {
   static Result<InstallLayout> discover();
   std::string supervisor() const { return libexec_dir + "/nsbox-supervisor"; }
   std::string sandbox_dir() const { return libexec_dir + "/sandbox"; }
+  std::string bucket_server() const { return libexec_dir + "/nsbox-bucketfs"; }
 };
 
 }  // namespace nsbox

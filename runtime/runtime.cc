@@ -94,7 +94,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   auto drop_volume = [&] {
     if (!volume->named) (void)volumes.remove(*volume);
   };
-  SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name};
+  SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name, options.mounts};
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json());
   if (!report || !report->value("ok", false)) {
     Error e = report ? error_from_json(*report) : report.error();

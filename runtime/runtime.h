@@ -20,6 +20,7 @@
 #include "runtime/install_layout.h"
 #include "runtime/state_store.h"
 #include "runtime/volume_store.h"
+#include "mounts/bucket/mount_spec.h"
 
 namespace nsbox {
 
@@ -34,6 +35,9 @@ struct CreateOptions {
   EnvList env;
   std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
   uint64_t files_quota = 0;  // 0: the default (10 GiB; half the free disk when less than 20 GiB is free)
+  // Buckets mounted as directories, served from the host side (bucket::resolve finds a
+  // mount's credentials in an environment).
+  std::vector<bucket::MountRequest> mounts;
 };
 
 enum class SandboxStatus { kRunning, kDead };

@@ -62,6 +62,7 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   spec.rootfs.limits = limits;
   spec.rootfs.files_volume = options.files_dir;
   spec.rootfs.files_attached_later = options.files_attached_later;
+  spec.rootfs.mount_points = options.mount_points;
   spec.rootfs.sandbox_libexec = options.sandbox_libexec;
   if (self->cgroup_) spec.rootfs.cgroup_views = self->cgroup_->views();
   spec.net = options.net;

@@ -27,6 +27,7 @@ struct InstanceOptions {
   network::Mode net = network::Mode::kNone;
   std::string files_dir;        // bound at /mnt/files
   bool files_attached_later = false;  // an image volume, mounted and attached after start
+  std::vector<std::string> mount_points;  // where bucket mounts will be attached
   std::string sandbox_libexec;  // bound at /opt/nsbox
   std::string cache_dir;        // compiled seccomp program
   // One-shot: pid 1 runs this command itself (no init, no control channel); its

@@ -41,6 +41,8 @@ std::string_view enforcement_name(Enforcement e) {
 }
 
 nlohmann::json SandboxRecord::to_json() const {
+  nlohmann::json mounts_json = nlohmann::json::array();
+  for (const auto& m : mounts) mounts_json.push_back(m.to_json());
   return {
       {"id", id},
       {"name", name},
@@ -53,6 +55,8 @@ nlohmann::json SandboxRecord::to_json() const {
       {"cgroup", {{"driver", cgroup.driver}, {"dirs", cgroup.dirs}, {"controllers", cgroup.controllers}}},
       {"env_names", env_names},
       {"volume", volume},
+      {"mounts", mounts_json},
+      {"mount_servers", mount_servers},
   };
 }
 
@@ -75,6 +79,8 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     }
     r.env_names = j.value("env_names", std::vector<std::string>{});
     r.volume = j.value("volume", "");
+    for (const auto& m : j.value("mounts", nlohmann::json::array())) r.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
+    r.mount_servers = j.value("mount_servers", std::vector<pid_t>{});
     return r;
   } catch (const nlohmann::json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));

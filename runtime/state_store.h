@@ -23,6 +23,7 @@
 #include "isolation/size_tier.h"
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
+#include "mounts/bucket/mount_spec.h"
 
 namespace nsbox {
 
@@ -60,6 +61,8 @@ struct SandboxRecord {
   cgroup::Placement cgroup;
   std::vector<std::string> env_names;
   std::string volume;  // its files volume's name (runtime/volume_store.h)
+  std::vector<bucket::BucketMount> mounts;  // never their credentials
+  std::vector<pid_t> mount_servers;         // a FUSE server's pid per mount
 
   nlohmann::json to_json() const;
   static Result<SandboxRecord> from_json(const nlohmann::json& j);

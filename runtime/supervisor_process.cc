@@ -12,7 +12,9 @@
 namespace nsbox {
 namespace {
 
-constexpr int kStartTimeoutMs = 30000;
+// A sandbox starts in milliseconds; a bucket mount's server may take up to a minute to
+// give up on a remote that does not answer (bucket_servers.cc), and the report waits for it.
+constexpr int kStartTimeoutMs = 90000;
 
 [[noreturn]] void exec_supervisor(const std::string& path, const StateRoot& root, int in_fd, int out_fd) {
   ::setsid();
@@ -39,7 +41,7 @@ Result<std::string> read_line_bounded(int fd) {
   for (;;) {
     pollfd p{fd, POLLIN, 0};
     int n = sys::retry_eintr([&] { return ::poll(&p, 1, kStartTimeoutMs); });
-    if (n == 0) return fail(make_error(ErrorCode::kTimeout, "the supervisor did not report within 30 s"));
+    if (n == 0) return fail(make_error(ErrorCode::kTimeout, "the supervisor did not report within " + std::to_string(kStartTimeoutMs / 1000) + " s"));
     ssize_t got = sys::retry_eintr([&] { return ::read(fd, buf, sizeof buf); });
     if (got < 0) return fail(sys_error("read from the supervisor"));
     if (got == 0) return line;

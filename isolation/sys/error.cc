@@ -7,7 +7,7 @@
 namespace nsbox {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kNames = {{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 13> kNames = {{
     {ErrorCode::kInvalidArgument, "invalid_argument"},
     {ErrorCode::kNotFound, "not_found"},
     {ErrorCode::kAlreadyExists, "already_exists"},
@@ -19,6 +19,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kNames = {{
     {ErrorCode::kLimitExceeded, "limit_exceeded"},
     {ErrorCode::kPermissionDenied, "permission_denied"},
     {ErrorCode::kBusy, "busy"},
+    {ErrorCode::kRemote, "remote"},
     {ErrorCode::kInternal, "internal"},
 }};
 

@@ -25,6 +25,7 @@ enum class ErrorCode {
   kLimitExceeded,     // a resource limit was hit (OOM, quota)
   kPermissionDenied,  // not allowed for this user
   kBusy,              // the sandbox is busy (e.g. being removed)
+  kRemote,            // an object store refused or failed a request (its status says why)
   kInternal,          // a bug in nsbox
 };
 

@@ -49,8 +49,10 @@ Json error_json(const Error& e) {
 Json SupervisorSpec::to_json() const {
   Json env_obj = Json::array();
   for (const auto& [k, v] : env) env_obj.push_back({k, v});
-  return {{"id", id}, {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)}, {"env", env_obj},
-          {"volume", volume}};
+  Json mounts_arr = Json::array();
+  for (const auto& m : mounts) mounts_arr.push_back({{"mount", m.mount.to_json()}, {"credentials", m.credentials.to_json()}});
+  return {{"id", id},         {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)},
+          {"env", env_obj},   {"volume", volume}, {"mounts", mounts_arr}};
 }
 
 Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
@@ -62,6 +64,9 @@ Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
     s.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
     for (const auto& kv : j.value("env", Json::array())) s.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
     s.volume = j.at("volume").get<std::string>();
+    for (const auto& m : j.value("mounts", Json::array()))
+      s.mounts.push_back({NSBOX_TRY(bucket::BucketMount::from_json(m.at("mount"))),
+                          bucket::BucketCredentials::from_json(m.value("credentials", Json::object()))});
     return s;
   } catch (const Json::exception& e) {
     return fail(make_error(ErrorCode::kProtocol, std::string("malformed supervisor spec: ") + e.what()));
@@ -69,18 +74,23 @@ Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
 }
 
 Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, const SupervisorSpec& spec,
-                                                      const std::string& sandbox_libexec) {
+                                                      const InstallLayout& layout) {
   std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
   const StateRoot& root = store.root();
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
-  InstanceOptions options{spec.id,       spec.size,       spec.net, volume.image ? "" : volume.path, volume.image,
-                          sandbox_libexec, root.cache_dir(), {}};
+  InstanceOptions options{spec.id, spec.size, spec.net, volume.image ? "" : volume.path, volume.image, {},
+                          layout.sandbox_dir(), root.cache_dir(), {}};
+  for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount.mount_path);
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
   NSBOX_CHECK(self->register_handlers());
   // The kernel first: Python boots (on another core) while the volume is attached.
   self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self));
   self->kernel_->start();
   NSBOX_CHECK_CTX(self->attach_volume(volume), "attach the files volume " + volume.name);
+  auto ids = userns::host_ids();
+  self->buckets_ = NSBOX_TRY(BucketServers::start(
+      spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging"},
+      self->instance_->init_pid(), ids.uid, ids.gid));
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(spec.id)));
   NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
 
@@ -96,6 +106,8 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.cgroup = self->instance_->placement();
   for (const auto& [k, v] : spec.env) r.env_names.push_back(k);
   r.volume = spec.volume;
+  for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
+  r.mount_servers = self->buckets_.pids();
   NSBOX_CHECK(store.save(r));
   return self;
 }
@@ -168,6 +180,7 @@ Result<void> Supervisor::serve() {
   refill_spare_volume();
   auto result = loop_->run();
   (void)instance_->destroy();
+  buckets_.stop();
   ::unlink(store_.root().socket_path(record_.id).c_str());
   return result;
 }

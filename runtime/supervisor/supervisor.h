@@ -20,6 +20,8 @@
 #include "runtime/state_store.h"
 #include "runtime/volume_store.h"
 #include "mounts/files_volume.h"
+#include "runtime/install_layout.h"
+#include "runtime/supervisor/bucket_servers.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/kernel_session.h"
 #include "runtime/supervisor/output_capture.h"
@@ -35,6 +37,7 @@ struct SupervisorSpec {
   network::Mode net = network::Mode::kNone;
   EnvList env;
   std::string volume;  // the files volume's name (made by the caller)
+  std::vector<bucket::MountRequest> mounts;  // with their credentials
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);
@@ -46,7 +49,7 @@ class Supervisor final : private KernelHost {
   // socket; the returned record is saved. Runs in a private mount namespace (root): the
   // volume's mount is ours and the sandbox's only.
   static Result<std::unique_ptr<Supervisor>> start(const StateStore& store, const SupervisorSpec& spec,
-                                                   const std::string& sandbox_libexec);
+                                                   const InstallLayout& layout);
   const SandboxRecord& record() const { return record_; }
   const std::string& fallback_reason() const { return instance_->fallback_reason(); }
 
@@ -121,6 +124,7 @@ class Supervisor final : private KernelHost {
   SupervisorSpec spec_;
   SandboxRecord record_;
   std::unique_ptr<SandboxInstance> instance_;
+  BucketServers buckets_;  // stopped before instance_ goes (members go in reverse)
   std::unique_ptr<EventLoop> loop_;
   UniqueFd listen_fd_;
   UniqueFd signal_fd_;

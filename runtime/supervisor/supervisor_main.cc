@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   if (::geteuid() == 0 && (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0))
     return fail_start(nsbox::sys_error("a private mount namespace for the supervisor"));
 
-  auto supervisor = nsbox::Supervisor::start(store, *spec, layout->sandbox_dir());
+  auto supervisor = nsbox::Supervisor::start(store, *spec, *layout);
   if (!supervisor) return fail_start(supervisor.error());
   Json ready = {{"ok", true}, {"record", (*supervisor)->record().to_json()}};
   if (!(*supervisor)->fallback_reason().empty()) ready["warning"] = (*supervisor)->fallback_reason();

@@ -1,0 +1,101 @@
+// nsbox-bucketfs: the FUSE server of one bucket mount. Started by the supervisor, on the
+// host side and in the supervisor's mount namespace; the sandbox only ever sees the
+// mounted directory, never this process, its environment or its credentials.
+//
+//   stdin:  {"mount": BucketMount, "credentials": {...}, "mountpoint": DIR,
+//            "staging_dir": DIR, "uid": N, "gid": N}   (closed after)
+//   fd 3:   one JSON line once mounted ({"ok":true}) or not ({"ok":false,"error":{...}})
+//   stderr: the supervisor's log (why a request failed; never a secret)
+#include <fuse_lowlevel.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "mounts/bucket/bucket_fs.h"
+
+namespace {
+
+using nlohmann::json;
+using namespace nsbox;
+using namespace nsbox::bucket;
+
+constexpr int kReportFd = 3;
+constexpr int kMaxThreads = 16;
+
+void report(const json& message) {
+  std::string line = message.dump() + "\n";
+  (void)!::write(kReportFd, line.data(), line.size());
+  ::close(kReportFd);
+}
+
+int fail_start(const Error& e, const BucketCredentials& credentials) {
+  report({{"ok", false},
+          {"error", {{"code", error_code_name(e.code)}, {"message", redact(e.message, credentials)}, {"hint", e.hint}}}});
+  return 1;
+}
+
+struct Config {
+  BucketMount mount;
+  BucketCredentials credentials;
+  std::string mountpoint;
+  BucketFsOptions options;
+};
+
+Result<Config> read_config() {
+  std::string input(std::istreambuf_iterator<char>(std::cin), {});
+  json j = json::parse(input, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return fail(make_error(ErrorCode::kProtocol, "nsbox-bucketfs: stdin is not a JSON object"));
+  Config c;
+  c.mount = NSBOX_TRY(BucketMount::from_json(j["mount"]));
+  c.credentials = BucketCredentials::from_json(j.value("credentials", json::object()));
+  c.mountpoint = j.value("mountpoint", "");
+  c.options = {j.value("uid", 0u), j.value("gid", 0u), c.mount.read_only, c.mount.prefix, j.value("staging_dir", "/tmp")};
+  return c;
+}
+
+int serve(BucketFs& fs, const Config& config) {
+  std::string options = "allow_other,default_permissions,noatime,fsname=nsbox-bucket:" + config.mount.bucket;
+  if (config.mount.read_only) options += ",ro";
+  const char* argv[] = {"nsbox-bucketfs", "-o", options.c_str()};
+  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(argv));
+  fuse_session* session = fuse_session_new(&args, &BucketFs::operations(), sizeof(fuse_lowlevel_ops), &fs);
+  if (!session)
+    return fail_start(make_error(ErrorCode::kInternal, "fuse_session_new failed (options: " + options + ")"), config.credentials);
+  if (fuse_session_mount(session, config.mountpoint.c_str()) != 0) {
+    fuse_session_destroy(session);
+    return fail_start(make_error(ErrorCode::kSystem, "mount the FUSE filesystem at " + config.mountpoint), config.credentials);
+  }
+  fuse_set_signal_handlers(session);
+  report({{"ok", true}});
+  fuse_loop_config* loop = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_clone_fd(loop, 1);  // a /dev/fuse queue per worker thread
+  fuse_loop_cfg_set_max_threads(loop, kMaxThreads);
+  int result = fuse_session_loop_mt(session, loop);
+  fuse_loop_cfg_destroy(loop);
+  fuse_remove_signal_handlers(session);
+  fuse_session_unmount(session);
+  fuse_session_destroy(session);
+  return result == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main() {
+  // With the supervisor gone, nothing may keep serving: the connection aborts with us.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto config = read_config();
+  if (!config) return fail_start(config.error(), {});
+  auto client = make_client(config->mount, config->credentials);
+  if (!client)
+    return fail_start(make_error(ErrorCode::kUnsupported, std::string(kind_name(config->mount.kind)) + " mounts are not built in"),
+                      config->credentials);
+  if (auto probed = client->probe(config->mount.prefix); !probed)
+    return fail_start(std::move(probed.error()).context("mount " + config->mount.describe()), config->credentials);
+  BucketFs fs(*client, config->options);
+  return serve(fs, *config);
+}

@@ -1,0 +1,68 @@
+// The inodes a bucket filesystem has handed to the kernel, and the directory listings it
+// keeps for a short while so that lookups after a readdir cost no request.
+//
+// An inode is a path inside the mount ("" is the root, "a/b" a key below the prefix); the
+// kernel holds it by number and forgets it by count (FUSE's nlookup).
+#pragma once
+
+#include <fuse_lowlevel.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "mounts/bucket/bucket_client.h"
+
+namespace nsbox::bucket {
+
+struct Node {
+  std::string path;
+  bool is_dir = false;
+  uint64_t size = 0;
+  std::time_t mtime = 0;
+  std::string etag;
+  uint64_t nlookup = 0;
+  std::chrono::steady_clock::time_point seen_at;  // when the remote last confirmed it
+  // Made here and not uploaded yet (a created file before its first flush, a directory
+  // before anything is in it): the remote does not know it, lookups must.
+  bool local = false;
+};
+
+using Clock = std::chrono::steady_clock;
+
+class InodeTable {
+ public:
+  InodeTable();
+
+  // Remembers (or refreshes) `node` and counts one lookup; returns its number.
+  fuse_ino_t remember(const Node& node);
+  std::optional<Node> get(fuse_ino_t ino);
+  std::optional<fuse_ino_t> find(const std::string& path);
+  void update(fuse_ino_t ino, const Node& node);
+  void forget(fuse_ino_t ino, uint64_t count);
+  void drop_path(const std::string& path);  // after unlink/rename: the name is free again
+
+  // Listings, whole, for `ttl` after they were read.
+  void cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries);
+  // nullopt: no fresh listing of `dir`; otherwise whether it has `name` (and what).
+  std::optional<std::optional<ObjectEntry>> cached_entry(const std::string& dir, const std::string& name);
+  void invalidate_listing(const std::string& dir);
+
+  static constexpr std::chrono::milliseconds kListingTtl{1000};
+
+ private:
+  std::mutex mutex_;
+  fuse_ino_t next_ = FUSE_ROOT_ID + 1;
+  std::unordered_map<fuse_ino_t, Node> nodes_;
+  std::unordered_map<std::string, fuse_ino_t> by_path_;
+  struct Listing {
+    Clock::time_point read_at;
+    std::map<std::string, ObjectEntry> entries;
+  };
+  std::unordered_map<std::string, Listing> listings_;
+};
+
+}  // namespace nsbox::bucket

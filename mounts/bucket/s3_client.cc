@@ -1,0 +1,280 @@
+// The S3 protocol, as AWS, R2 and GCS's XML API speak it (docs/semantics.md, "Bucket
+// mounts"): ListObjectsV2 with a delimiter, ranged GETs pinned by If-Match, single PUT or
+// equal-size multipart uploads, CopyObject, DeleteObject. Requests are signed with SigV4
+// unless the mount is anonymous.
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "mounts/bucket/bucket_client.h"
+#include "mounts/bucket/crypto.h"
+#include "mounts/bucket/remote_reply.h"
+#include "mounts/bucket/xml_tree.h"
+
+namespace nsbox::bucket {
+namespace {
+
+constexpr uint64_t kMultipartThreshold = 16ull << 20;
+constexpr uint64_t kMinPartSize = 8ull << 20;
+constexpr uint64_t kMaxParts = 10000;
+constexpr int kParallelParts = 4;
+
+struct Call {
+  std::string method = "GET";
+  std::string key;  // "" for requests on the bucket
+  std::vector<std::pair<std::string, std::string>> query;
+  Headers headers;
+  std::string body;
+  int body_fd = -1;
+  uint64_t body_offset = 0;
+  uint64_t body_length = 0;
+  char* sink = nullptr;
+  size_t sink_capacity = 0;
+};
+
+class S3Client final : public BucketClient {
+ public:
+  S3Client(const BucketMount& mount, const BucketCredentials& credentials, HttpLimits limits)
+      : mount_(mount), credentials_{credentials.access_key_id, credentials.secret_access_key, credentials.session_token},
+        secrets_(credentials), http_(limits) {
+    std::string url = mount.endpoint_url;
+    auto scheme_end = url.find("://");
+    scheme_ = scheme_end == std::string::npos ? "https" : url.substr(0, scheme_end);
+    std::string rest = scheme_end == std::string::npos ? url : url.substr(scheme_end + 3);
+    host_ = rest.substr(0, rest.find('/'));
+    if (!mount.path_style) host_ = mount.bucket + "." + host_;
+    base_path_ = mount.path_style ? "/" + uri_encode(mount.bucket) : "";
+  }
+
+  Result<ListPage> list(const std::string& prefix, bool delimited, const std::string& token, int max_keys) override {
+    Call call;
+    call.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(max_keys)}};
+    if (delimited) call.query.emplace_back("delimiter", "/");
+    if (!token.empty()) call.query.emplace_back("continuation-token", token);
+    auto response = NSBOX_TRY(send(call, "list " + where(prefix)));
+    auto doc = NSBOX_TRY(parse_xml(response.body));
+    ListPage page;
+    for (const auto* c : doc.all("Contents")) {
+      std::string key = c->child_text("Key");
+      if (key == prefix) page.has_marker = true;
+      if (key.size() <= prefix.size() || !key.starts_with(prefix)) continue;
+      ObjectEntry e{key.substr(prefix.size()), false, 0, parse_iso8601(c->child_text("LastModified")), c->child_text("ETag")};
+      e.size = std::strtoull(c->child_text("Size").c_str(), nullptr, 10);
+      page.entries.push_back(std::move(e));
+    }
+    for (const auto* p : doc.all("CommonPrefixes")) {
+      std::string key = p->child_text("Prefix");
+      if (key.size() <= prefix.size() + 1 || !key.starts_with(prefix)) continue;
+      page.entries.push_back({key.substr(prefix.size(), key.size() - prefix.size() - 1), true, 0, 0, {}});
+    }
+    if (doc.child_text("IsTruncated") == "true") page.next_token = doc.child_text("NextContinuationToken");
+    return page;
+  }
+
+  Result<std::optional<ObjectHead>> head(const std::string& key) override {
+    Call call;
+    call.method = "HEAD";
+    call.key = key;
+    auto response = send(call, "head " + where(key));
+    if (!response) {
+      if (response.error().sys_errno == ENOENT) return std::optional<ObjectHead>();
+      return fail(std::move(response.error()));
+    }
+    ObjectHead h;
+    h.size = std::strtoull(response->header("content-length").c_str(), nullptr, 10);
+    h.mtime = parse_http_date(response->header("last-modified"));
+    h.etag = response->header("etag");
+    return std::optional<ObjectHead>(std::move(h));
+  }
+
+  Result<size_t> read(const std::string& key, const std::string& etag, uint64_t offset, char* buffer,
+                      size_t length) override {
+    if (length == 0) return size_t{0};
+    Call call;
+    call.key = key;
+    call.headers = {{"range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1)}};
+    if (!etag.empty()) call.headers.emplace_back("if-match", etag);
+    call.sink = buffer;
+    call.sink_capacity = length;
+    auto response = send(call, "read " + where(key), {416});
+    if (!response) return fail(std::move(response.error()));
+    if (response->status == 416) return size_t{0};
+    if (response->status == 200 && offset != 0)
+      return fail(remote_error(EIO, "read " + where(key) + ": the remote ignored the Range header"));
+    return response->sunk;
+  }
+
+  Result<std::string> upload(const std::string& key, int fd, uint64_t size) override {
+    if (size <= kMultipartThreshold) {
+      Call call;
+      call.method = "PUT";
+      call.key = key;
+      call.body_fd = fd;
+      call.body_length = size;
+      auto response = NSBOX_TRY(send(call, "upload " + where(key)));
+      return response.header("etag");
+    }
+    return upload_in_parts(key, fd, size);
+  }
+
+  Result<void> remove(const std::string& key) override {
+    Call call;
+    call.method = "DELETE";
+    call.key = key;
+    auto response = send(call, "delete " + where(key));
+    if (!response && response.error().sys_errno != ENOENT) return fail(std::move(response.error()));
+    return {};
+  }
+
+  Result<void> copy(const std::string& from, const std::string& to) override {
+    Call call;
+    call.method = "PUT";
+    call.key = to;
+    call.headers = {{"x-amz-copy-source", base_path_for_copy() + uri_encode(from, true)}};
+    auto response = NSBOX_TRY(send(call, "copy " + where(from) + " to " + to));
+    NSBOX_CHECK(error_in_body(response, "copy " + where(from) + " to " + to));  // a 200 may carry an <Error>
+    return {};
+  }
+
+  Result<void> probe(const std::string& prefix) override {
+    NSBOX_CHECK(list(prefix, true, "", 1));
+    return {};
+  }
+
+ private:
+  std::string where(const std::string& key) const { return std::string(kind_name(mount_.kind)) + "://" + mount_.bucket + "/" + key; }
+  std::string base_path_for_copy() const { return "/" + uri_encode(mount_.bucket) + "/"; }
+
+  Result<std::string> upload_in_parts(const std::string& key, int fd, uint64_t size) {
+    // Equal parts (R2 requires it), at least 8 MiB, at most 10,000 of them.
+    uint64_t part = std::max(kMinPartSize, (size + kMaxParts - 1) / kMaxParts);
+    part = (part + (1 << 20) - 1) & ~uint64_t{(1 << 20) - 1};
+    uint64_t count = (size + part - 1) / part;
+    std::string what = "upload " + where(key);
+
+    Call start;
+    start.method = "POST";
+    start.key = key;
+    start.query = {{"uploads", ""}};
+    auto started = NSBOX_TRY(send(start, what + " (start multipart)"));
+    std::string upload_id = NSBOX_TRY(parse_xml(started.body)).child_text("UploadId");
+    if (upload_id.empty()) return fail(remote_error(EIO, what + ": the remote gave no UploadId"));
+
+    std::vector<std::string> etags(count);
+    std::atomic<uint64_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::optional<Error> first_error;
+    auto worker = [&] {
+      for (uint64_t i = next++; i < count && !failed; i = next++) {
+        Call put;
+        put.method = "PUT";
+        put.key = key;
+        put.query = {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}};
+        put.body_fd = fd;
+        put.body_offset = i * part;
+        put.body_length = std::min(part, size - i * part);
+        auto r = send(put, what + " (part " + std::to_string(i + 1) + " of " + std::to_string(count) + ")");
+        if (!r) {
+          std::lock_guard lock(error_mutex);
+          if (!first_error) first_error = std::move(r.error());
+          failed = true;
+          return;
+        }
+        etags[i] = r->header("etag");
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kParallelParts && static_cast<uint64_t>(t) < count; ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+    if (first_error) {
+      abort_upload(key, upload_id);
+      return fail(std::move(*first_error));
+    }
+
+    Call complete;
+    complete.method = "POST";
+    complete.key = key;
+    complete.query = {{"uploadId", upload_id}};
+    complete.body = "<CompleteMultipartUpload>";
+    for (uint64_t i = 0; i < count; ++i)
+      complete.body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] + "</ETag></Part>";
+    complete.body += "</CompleteMultipartUpload>";
+    auto done = send(complete, what + " (complete multipart)");
+    Result<void> checked = done ? error_in_body(*done, what + " (complete multipart)") : fail(std::move(done.error()));
+    if (!checked) {
+      abort_upload(key, upload_id);
+      return fail(std::move(checked.error()));
+    }
+    auto doc = parse_xml(done->body);
+    return doc ? doc->child_text("ETag") : std::string();
+  }
+
+  void abort_upload(const std::string& key, const std::string& upload_id) {
+    Call abort;
+    abort.method = "DELETE";
+    abort.key = key;
+    abort.query = {{"uploadId", upload_id}};
+    (void)send(abort, "abort the upload of " + where(key));
+  }
+
+  // "HTTP 200 with an <Error> body": CompleteMultipartUpload and CopyObject fail that way.
+  Result<void> error_in_body(const HttpResponse& response, const std::string& what) {
+    auto doc = parse_xml(response.body);
+    if (doc && doc->name == "Error") return fail(remote_error_from_reply(what, response, secrets_));
+    return {};
+  }
+
+  // Signs and sends, retrying transport failures and 5xx/429 answers with backoff. An
+  // answer outside 2xx (and `accepted`) is an error with the remote's code and message.
+  Result<HttpResponse> send(const Call& call, const std::string& what, std::initializer_list<long> accepted = {}) {
+    std::string path = base_path_ + "/" + uri_encode(call.key, true);
+    std::string query = canonical_query(call.query);
+    HttpRequest request;
+    request.method = call.method;
+    request.url = scheme_ + "://" + host_ + path + (query.empty() ? "" : "?" + query);
+    request.sink = call.sink;
+    request.sink_capacity = call.sink_capacity;
+    if (call.body_fd >= 0) {
+      request.body_fd = call.body_fd;
+      request.body_offset = call.body_offset;
+      request.body_length = call.body_length;
+    } else {
+      request.body = call.body;
+    }
+    SigV4Request to_sign{call.method, host_, path, call.query, call.headers,
+                         call.body_fd >= 0 ? std::string(kUnsignedPayload) : to_hex(sha256_raw(call.body))};
+    Result<HttpResponse> response = fail(make_error(ErrorCode::kInternal, "no attempt"));
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(backoff(attempt));
+      request.headers = call.headers;
+      Headers auth = sigv4_sign(to_sign, credentials_, {mount_.region, "s3"}, std::time(nullptr));
+      request.headers.insert(request.headers.end(), auth.begin(), auth.end());
+      response = http_.perform(request);
+      if (response && !retryable(response->status)) break;
+    }
+    if (!response) return fail(remote_error(EIO, redact(what + ": " + response.error().message, secrets_)));
+    long status = response->status;
+    if ((status >= 200 && status < 300) || std::find(accepted.begin(), accepted.end(), status) != accepted.end())
+      return response;
+    return fail(remote_error_from_reply(what, *response, secrets_));
+  }
+
+  BucketMount mount_;
+  AwsCredentials credentials_;
+  BucketCredentials secrets_;
+  HttpClient http_;
+  std::string scheme_, host_, base_path_;
+};
+
+}  // namespace
+
+std::unique_ptr<BucketClient> make_s3_client(const BucketMount& mount, const BucketCredentials& credentials,
+                                             HttpLimits limits) {
+  return std::make_unique<S3Client>(mount, credentials, limits);
+}
+
+}  // namespace nsbox::bucket

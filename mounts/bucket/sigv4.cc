@@ -1,0 +1,121 @@
+#include "mounts/bucket/sigv4.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "mounts/bucket/crypto.h"
+
+namespace nsbox::bucket {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// "Trimall": no spaces at the ends, runs of spaces inside become one.
+std::string trim_all(std::string_view value) {
+  std::string out;
+  bool space = false;
+  for (char c : value) {
+    if (c == ' ' || c == '\t') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+Headers canonical_headers(const Headers& headers) {
+  Headers out;
+  for (const auto& [name, value] : headers) out.emplace_back(lower(name), trim_all(value));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string signed_header_names(const Headers& canonical) {
+  std::string names;
+  for (const auto& [name, value] : canonical) names += (names.empty() ? "" : ";") + name;
+  return names;
+}
+
+}  // namespace
+
+std::string uri_encode(std::string_view s, bool keep_slash) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kDigits[c >> 4];
+      out += kDigits[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string canonical_query(const std::vector<std::pair<std::string, std::string>>& query) {
+  std::vector<std::pair<std::string, std::string>> encoded;
+  for (const auto& [name, value] : query) encoded.emplace_back(uri_encode(name), uri_encode(value));
+  std::sort(encoded.begin(), encoded.end());
+  std::string out;
+  for (const auto& [name, value] : encoded) out += (out.empty() ? "" : "&") + name + "=" + value;
+  return out;
+}
+
+std::string amz_date(std::time_t now) {
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[20];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+std::string canonical_request(const SigV4Request& request, const Headers& all_signed_headers) {
+  Headers canonical = canonical_headers(all_signed_headers);
+  std::string text = request.method + "\n" + request.path + "\n" + canonical_query(request.query) + "\n";
+  for (const auto& [name, value] : canonical) text += name + ":" + value + "\n";
+  text += "\n" + signed_header_names(canonical) + "\n" + request.payload_sha256;
+  return text;
+}
+
+std::string string_to_sign(std::string_view date, const SigV4Scope& scope, std::string_view canonical) {
+  std::string day(date.substr(0, 8));
+  return "AWS4-HMAC-SHA256\n" + std::string(date) + "\n" + day + "/" + scope.region + "/" + scope.service +
+         "/aws4_request\n" + to_hex(sha256_raw(canonical));
+}
+
+Headers sigv4_sign(const SigV4Request& request, const AwsCredentials& credentials, const SigV4Scope& scope,
+                   std::time_t now) {
+  if (credentials.anonymous()) return {};
+  std::string date = amz_date(now);
+  Headers added = {{"x-amz-date", date}, {"x-amz-content-sha256", request.payload_sha256}};
+  if (!credentials.session_token.empty()) added.emplace_back("x-amz-security-token", credentials.session_token);
+
+  Headers to_sign = request.headers;
+  to_sign.emplace_back("host", request.host);
+  to_sign.insert(to_sign.end(), added.begin(), added.end());
+  std::string canonical = canonical_request(request, to_sign);
+
+  std::string day = date.substr(0, 8);
+  std::string key = hmac_sha256("AWS4" + credentials.secret_access_key, day);
+  key = hmac_sha256(key, scope.region);
+  key = hmac_sha256(key, scope.service);
+  key = hmac_sha256(key, "aws4_request");
+  std::string signature = to_hex(hmac_sha256(key, string_to_sign(date, scope, canonical)));
+
+  added.emplace_back("Authorization", "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + day + "/" +
+                                          scope.region + "/" + scope.service +
+                                          "/aws4_request, SignedHeaders=" + signed_header_names(canonical_headers(to_sign)) +
+                                          ", Signature=" + signature);
+  return added;
+}
+
+}  // namespace nsbox::bucket

@@ -1,0 +1,146 @@
+#include "runtime/supervisor/bucket_servers.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/mount_injection.h"
+#include "isolation/sys/files.h"
+#include "isolation/sys/syscall.h"
+
+namespace nsbox {
+namespace {
+
+using nlohmann::json;
+
+// The server checks the bucket before it mounts: a remote that never answers costs it
+// three attempts of HttpLimits' bounds (under 40 s), which this must outlast.
+constexpr int kReadyTimeoutMs = 60000;
+constexpr int kExitTimeoutMs = 2000;
+
+[[noreturn]] void exec_server(const std::string& path, int config_fd, int report_fd) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::dup2(config_fd, STDIN_FILENO);
+  int null_fd = ::open("/dev/null", O_WRONLY);
+  ::dup2(null_fd, STDOUT_FILENO);
+  ::dup2(report_fd, 3);
+  sys::close_range(4, ~0U, 0);  // nothing of the supervisor's (its liveness lock above all)
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execl(path.c_str(), "nsbox-bucketfs", static_cast<char*>(nullptr));
+  ::_exit(127);
+}
+
+Result<std::string> read_report(int fd, const std::string& what) {
+  std::string line;
+  char buf[4096];
+  while (line.find('\n') == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    int n = sys::retry_eintr([&] { return ::poll(&p, 1, kReadyTimeoutMs); });
+    if (n == 0) return fail(make_error(ErrorCode::kTimeout, what + ": its server did not mount within " +
+                                                                std::to_string(kReadyTimeoutMs / 1000) + " s"));
+    ssize_t got = sys::retry_eintr([&] { return ::read(fd, buf, sizeof buf); });
+    if (got <= 0) break;
+    line.append(buf, static_cast<size_t>(got));
+  }
+  return line;
+}
+
+}  // namespace
+
+Result<BucketServers> BucketServers::start(const std::vector<bucket::MountRequest>& requests, const BucketServerPaths& paths,
+                                           pid_t init_pid, uid_t uid, gid_t gid) {
+  BucketServers servers;
+  if (requests.empty()) return servers;
+  if (::geteuid() != 0)
+    return fail(make_error(ErrorCode::kUnsupported, "bucket mounts need nsbox to run as root (the supervisor makes the FUSE mount)",
+                           "run nsbox as root, or drop --mount"));
+  NSBOX_CHECK(files::ensure_private_dir(paths.mounts_dir));
+  NSBOX_CHECK(files::ensure_private_dir(paths.staging_dir));
+  for (size_t i = 0; i < requests.size(); ++i)
+    NSBOX_CHECK(servers.start_one(requests[i], paths, i, init_pid, uid, gid));  // the destructor stops the rest
+  return servers;
+}
+
+Result<void> BucketServers::start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index,
+                                      pid_t init_pid, uid_t uid, gid_t gid) {
+  std::string what = "mount " + request.mount.describe();
+  if (request.mount.strategy != bucket::MountStrategy::kBuiltin)
+    return fail(make_error(ErrorCode::kUnsupported, what + ": the " + std::string(bucket::strategy_name(request.mount.strategy)) +
+                                                        " strategy is not available yet",
+                           "use the builtin strategy (the default)"));
+  Server server;
+  server.host_mountpoint = paths.mounts_dir + "/" + std::to_string(index);
+  if (::mkdir(server.host_mountpoint.c_str(), 0700) != 0 && errno != EEXIST)
+    return fail(sys_error("mkdir " + server.host_mountpoint).context(what));
+
+  int config[2], report[2];
+  if (::pipe2(config, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
+  UniqueFd config_r(config[0]), config_w(config[1]);
+  if (::pipe2(report, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
+  UniqueFd report_r(report[0]), report_w(report[1]);
+  server.pid = ::fork();
+  if (server.pid < 0) return fail(sys_error("fork the server").context(what));
+  if (server.pid == 0) exec_server(paths.server, config_r.get(), report_w.get());
+  server.pidfd.reset(sys::pidfd_open(server.pid, 0));
+  std::string host_mountpoint = server.host_mountpoint;
+  servers_.push_back(std::move(server));
+  config_r.reset();
+  report_w.reset();
+
+  json message = {{"mount", request.mount.to_json()},   {"credentials", request.credentials.to_json()},
+                  {"mountpoint", host_mountpoint},       {"staging_dir", paths.staging_dir},
+                  {"uid", uid},                          {"gid", gid}};
+  struct sigaction ignore{}, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  (void)files::write_all(config_w.get(), message.dump(), "the bucket server's stdin");
+  ::sigaction(SIGPIPE, &previous, nullptr);
+  config_w.reset();
+
+  std::string line = NSBOX_TRY(read_report(report_r.get(), what));
+  json answer = json::parse(line, nullptr, false);
+  if (answer.is_discarded() || !answer.is_object())
+    return fail(make_error(ErrorCode::kInternal, what + ": its server exited without a report (see the supervisor log)"));
+  if (!answer.value("ok", false)) {
+    const json& e = answer["error"];
+    return fail(make_error(error_code_from_name(e.value("code", "internal")), e.value("message", what + ": failed"),
+                           e.value("hint", "")));
+  }
+  unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (request.mount.read_only ? MOUNT_ATTR_RDONLY : 0);
+  auto attached = mount_injection::inject(host_mountpoint, init_pid, request.mount.mount_path, attrs);
+  if (!attached) return fail(std::move(attached.error()).context(what));
+  return {};
+}
+
+std::vector<pid_t> BucketServers::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& s : servers_) out.push_back(s.pid);
+  return out;
+}
+
+// The host copy goes first; a server whose connection then ends exits by itself. One that
+// does not (the sandbox's copy still held, or a hung remote) is killed, which aborts it.
+void BucketServers::stop() {
+  for (auto& s : servers_) {
+    if (!s.pid) continue;
+    ::umount2(s.host_mountpoint.c_str(), MNT_DETACH);
+    pollfd p{s.pidfd.get(), POLLIN, 0};
+    if (s.pidfd && sys::retry_eintr([&] { return ::poll(&p, 1, kExitTimeoutMs); }) == 0) ::kill(s.pid, SIGKILL);
+    ::waitpid(s.pid, nullptr, 0);
+    ::rmdir(s.host_mountpoint.c_str());
+    s.pid = 0;
+  }
+  servers_.clear();
+}
+
+}  // namespace nsbox

@@ -1,0 +1,51 @@
+// The FUSE servers of a sandbox's bucket mounts: one nsbox-bucketfs process per mount,
+// children of the supervisor, on the host side. Each mounts its bucket in the supervisor's
+// private mount namespace; that mount is then attached in the sandbox (mount_injection).
+//
+// A server is killed with the supervisor (PR_SET_PDEATHSIG). A server that dies leaves its
+// mount answering ENOTCONN; stopping never waits on a hung one: killing the server closes
+// /dev/fuse, which aborts the connection.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "isolation/sys/unique_fd.h"
+#include "mounts/bucket/mount_spec.h"
+
+namespace nsbox {
+
+struct BucketServerPaths {
+  std::string server;       // libexec/nsbox/nsbox-bucketfs
+  std::string mounts_dir;   // <run>/sandboxes/<id>/buckets: the host-side mount points
+  std::string staging_dir;  // <data>/staging: files being written, before upload
+};
+
+class BucketServers {
+ public:
+  BucketServers() = default;
+  BucketServers(BucketServers&&) = default;
+  BucketServers& operator=(BucketServers&&) = default;
+  ~BucketServers() { stop(); }
+
+  // Starts a server per mount and attaches each mount at its path in the sandbox of
+  // `init_pid`. On a failure, what was started is stopped and the error names the mount.
+  static Result<BucketServers> start(const std::vector<bucket::MountRequest>& requests, const BucketServerPaths& paths,
+                                     pid_t init_pid, uid_t uid, gid_t gid);
+  std::vector<pid_t> pids() const;
+  void stop();
+
+ private:
+  struct Server {
+    pid_t pid = 0;
+    UniqueFd pidfd;
+    std::string host_mountpoint;
+  };
+  Result<void> start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index, pid_t init_pid,
+                         uid_t uid, gid_t gid);
+  std::vector<Server> servers_;
+};
+
+}  // namespace nsbox

@@ -1,0 +1,223 @@
+// Bucket mounts served by nsbox-bucketfs against a real s3rver, driven from inside real
+// sandboxes; what the sandbox wrote is read back with boto3 (Debian's), byte for byte.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "isolation/sys/files.h"
+#include "tests/support/nsbox_cli.h"
+#include "tests/support/object_store_peers.h"
+
+using namespace nsbox::test;
+using nlohmann::json;
+
+namespace {
+
+// s3rver knows one access key and checks no signature: the secret can be anything, so it
+// is one that is easy to search for.
+constexpr const char* kSecret = "nsbox-test-secret-6d1f0c9a";
+
+std::vector<std::string> credentials_env(const S3rverPeer& s3) {
+  return {"AWS_ACCESS_KEY_ID=S3RVER", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret, "S3_ENDPOINT_URL=" + s3.endpoint(),
+          "AWS_REGION=us-east-1"};
+}
+
+std::string create_with(TestRoot& root, const S3rverPeer& s3, const std::vector<std::string>& mounts) {
+  std::vector<std::string> args = {"create"};
+  for (const auto& m : mounts) args.insert(args.end(), {"--mount", m});
+  auto r = root.nsbox(args, {.extra_env = credentials_env(s3)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string id = r.out;
+  while (!id.empty() && id.back() == '\n') id.pop_back();
+  return id;
+}
+
+// boto3 on the host side, the way a user's own code sees the bucket.
+ProcessResult boto(const S3rverPeer& s3, const std::string& code, const std::string& stdin_data = "") {
+  std::string program =
+      "import boto3, sys, hashlib\n"
+      "s3 = boto3.client('s3', endpoint_url='" + s3.endpoint() + "', aws_access_key_id='S3RVER',"
+      " aws_secret_access_key='S3RVER', region_name='us-east-1')\n" + code;
+  ProcessOptions options{.stdin_data = stdin_data, .stdin_is_null = stdin_data.empty(), .timeout_s = 120,
+                         .extra_env = {"AWS_CA_BUNDLE="}};
+  return run_process({"/usr/bin/python3.11", "-c", program}, options);
+}
+
+ProcessResult boto_put(const S3rverPeer& s3, const std::string& bucket, const std::string& key, const std::string& body) {
+  return boto(s3, "s3.put_object(Bucket='" + bucket + "', Key='" + key + "', Body=sys.stdin.buffer.read())", body);
+}
+
+std::string boto_get(const S3rverPeer& s3, const std::string& bucket, const std::string& key) {
+  auto r = boto(s3, "sys.stdout.buffer.write(s3.get_object(Bucket='" + bucket + "', Key='" + key + "')['Body'].read())");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return r.out;
+}
+
+}  // namespace
+
+TEST_CASE("a read-write bucket mount lists, reads, writes, overwrites and deletes, and boto3 sees the same bytes", "[s3]") {
+  S3rverPeer s3({"work"});
+  REQUIRE(boto_put(s3, "work", "docs/readme.txt", "from the host\n").exit_code == 0);
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://work:/data:rw"});
+
+  auto r = root.sh(id, "ls /data; ls -l /data/docs; cat /data/docs/readme.txt");
+  INFO(r.err);
+  CHECK(r.out.find("docs\n") == 0);
+  CHECK(r.out.find(" user user 14 ") != std::string::npos);  // owned by the sandbox user
+  CHECK(r.out.find("from the host\n") != std::string::npos);
+
+  r = root.sh(id, "printf 'written inside\\n' > /data/out.txt && printf 'v2' > /data/docs/readme.txt && mkdir /data/new && "
+                  "printf x > /data/new/f && cat /data/out.txt /data/docs/readme.txt");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "written inside\nv2");
+  CHECK(boto_get(s3, "work", "out.txt") == "written inside\n");
+  CHECK(boto_get(s3, "work", "docs/readme.txt") == "v2");
+  CHECK(boto_get(s3, "work", "new/f") == "x");
+
+  r = root.sh(id, "mv /data/out.txt /data/moved.txt && rm /data/new/f && rmdir /data/new && ls /data");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "docs\nmoved.txt\n");
+  auto keys = boto(s3, "print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket='work').get('Contents', [])))");
+  CHECK(keys.out == "['docs/readme.txt', 'moved.txt']\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("a bucket mount is read-only unless asked: writes get EROFS, reads work", "[s3]") {
+  S3rverPeer s3({"ro"});
+  REQUIRE(boto_put(s3, "ro", "a.txt", "A").exit_code == 0);
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://ro:/data"});
+  auto r = root.sh(id, "cat /data/a.txt; echo x > /data/b.txt; rm /data/a.txt; mkdir /data/d; true");
+  CHECK(r.out == "A");
+  CHECK(r.err.find("/data/b.txt: Read-only file system") != std::string::npos);
+  CHECK(r.err.find("Read-only file system") != r.err.rfind("Read-only file system"));  // rm and mkdir too
+  CHECK(boto_get(s3, "ro", "a.txt") == "A");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("a prefix confines the mount: keys outside it are out of sight and out of reach", "[s3]") {
+  S3rverPeer s3({"shared"});
+  REQUIRE(boto_put(s3, "shared", "agents/a1/notes.md", "mine").exit_code == 0);
+  REQUIRE(boto_put(s3, "shared", "agents/a2/notes.md", "theirs").exit_code == 0);
+  REQUIRE(boto_put(s3, "shared", "top.txt", "top").exit_code == 0);
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://shared/agents/a1:/data:rw"});
+  auto r = root.sh(id, "ls -a /data; cat /data/notes.md; cat /data/../a2/notes.md 2>&1; echo new > /data/new.md");
+  CHECK(r.out.find(".\n..\nnotes.md\nmine") == 0);
+  CHECK(r.out.find("theirs") == std::string::npos);
+  CHECK(boto_get(s3, "shared", "agents/a1/new.md") == "new\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("a 200 MiB file goes up in parts and comes back byte for byte, and many small files list and read", "[s3]") {
+  S3rverPeer s3({"big"});
+  std::string small_puts = "for i in range(200): s3.put_object(Bucket='big', Key=f'small/f{i:03}.txt', Body=f'file {i}\\n'.encode())";
+  REQUIRE(boto(s3, small_puts).exit_code == 0);
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://big:/data:rw"});
+  auto r = root.sh(id, "head -c 200M /dev/urandom > /data/blob.bin && sha256sum < /data/blob.bin && ls -l /data/blob.bin",
+                   {}, {.timeout_s = 240});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string inside_sum = r.out.substr(0, 64);
+  CHECK(r.out.find(" 209715200 ") != std::string::npos);
+  auto host = boto(s3, "b = s3.get_object(Bucket='big', Key='blob.bin')['Body'].read(); print(len(b), hashlib.sha256(b).hexdigest())");
+  CHECK(host.out == "209715200 " + inside_sum + "\n");
+
+  r = root.sh(id, "ls /data/small | wc -l; cat /data/small/* | wc -l; cat /data/small/f123.txt");
+  CHECK(r.out == "200\n200\nfile 123\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("two fresh sandboxes mounting the same prefix: what the first writes, the second reads", "[s3]") {
+  S3rverPeer s3({"memory"});
+  TestRoot root;
+  auto first = create_with(root, s3, {"s3://memory/agent-7:/home/user/memories:rw"});
+  REQUIRE(root.sh(first, "echo '# what I learned' > ~/memories/memory_summary.md").exit_code == 0);
+  CHECK(root.nsbox({"rm", first}).exit_code == 0);
+  auto second = create_with(root, s3, {"s3://memory/agent-7:memories"});
+  CHECK(root.sh(second, "cat ~/memories/memory_summary.md").out == "# what I learned\n");
+  CHECK(root.nsbox({"rm", second}).exit_code == 0);
+}
+
+TEST_CASE("the secret is nowhere the sandbox can look, nor in inspect, the state file or the log", "[s3]") {
+  S3rverPeer s3({"sec"});
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://sec:/data:rw"});
+  // /usr is the host's own, read-only and untouched by nsbox; everything else is searched.
+  // The pattern is the secret with its last character in brackets: it matches the secret
+  // and not itself, so the searching commands' own command lines do not count.
+  std::string pattern = std::string(kSecret, std::strlen(kSecret) - 1) + "[" + kSecret[std::strlen(kSecret) - 1] + "]";
+  auto r = root.sh(id, "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | grep -ac '" + pattern + "'; grep -rls '" + pattern +
+                           "' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr --exclude-dir=data; echo done",
+                   {}, {.timeout_s = 240});
+  CHECK(r.out == "0\ndone\n");
+  auto inspect = root.nsbox({"inspect", "--json", id});
+  CHECK(inspect.out.find(kSecret) == std::string::npos);
+  CHECK(inspect.out.find("\"mount_path\": \"/data\"") != std::string::npos);
+  std::string dir = root.path() + "/run/sandboxes/" + id;
+  CHECK(nsbox::files::read_file(dir + "/state.json")->find(kSecret) == std::string::npos);
+  CHECK(nsbox::files::read_file(dir + "/supervisor.log")->find(kSecret) == std::string::npos);
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("a mount that cannot be set up fails create with the mount and the remote's answer, and leaves nothing", "[s3]") {
+  S3rverPeer s3({"exists"});
+  TestRoot root;
+  auto missing = root.nsbox({"create", "--mount", "s3://nosuch:/data"}, {.extra_env = credentials_env(s3)});
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("mount s3://nosuch/ at /data") != std::string::npos);
+  CHECK(missing.err.find("404 NoSuchBucket") != std::string::npos);
+
+  auto env = credentials_env(s3);
+  env[0] = "AWS_ACCESS_KEY_ID=NOT-A-KEY";
+  auto bad_key = root.nsbox({"create", "--mount", "s3://exists:/data"}, {.extra_env = env});
+  CHECK(bad_key.exit_code != 0);
+  CHECK(bad_key.err.find("403 InvalidAccessKeyId") != std::string::npos);
+  CHECK(bad_key.err.find(kSecret) == std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+}
+
+TEST_CASE("the endpoint dying mid-read gives EIO in bounded time, not a hung reader", "[s3]") {
+  S3rverPeer s3({"flaky"});
+  REQUIRE(boto(s3, "s3.put_object(Bucket='flaky', Key='big.bin', Body=b'x' * (48 << 20))").exit_code == 0);
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://flaky:/data"});
+  ProcessResult reader;
+  std::thread t([&] {
+    reader = root.sh(id,
+                     "python3 -c \"import time\nf = open('/data/big.bin', 'rb')\nf.read(1 << 20)\ntime.sleep(3)\n"
+                     "try:\n  f.read()\n  print('read all')\nexcept OSError as e:\n  print('errno', e.errno)\"",
+                     {}, {.timeout_s = 150});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  s3.kill_now();
+  t.join();
+  INFO(reader.err);
+  CHECK_FALSE(reader.timed_out);
+  CHECK(reader.out == "errno 5\n");  // EIO
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("a killed FUSE server gives ENOTCONN inside, and rm still cleans everything", "[s3]") {
+  S3rverPeer s3({"gone"});
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://gone:/data:rw"});
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  REQUIRE(info["mount_servers"].size() == 1);
+  pid_t server = info["mount_servers"][0].get<pid_t>();
+  REQUIRE(::kill(server, SIGKILL) == 0);
+  auto r = root.sh(id, "ls /data");
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("Transport endpoint is not connected") != std::string::npos);
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+  CHECK_FALSE(nsbox::files::exists(root.path() + "/run/sandboxes/" + id));
+}
