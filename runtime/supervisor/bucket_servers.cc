@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "isolation/mount_injection.h"
@@ -79,6 +80,7 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
                                                         " strategy is not available yet",
                            "use the builtin strategy (the default)"));
   Server server;
+  server.what = what;
   server.host_mountpoint = paths.mounts_dir + "/" + std::to_string(index);
   if (::mkdir(server.host_mountpoint.c_str(), 0700) != 0 && errno != EEXIST)
     return fail(sys_error("mkdir " + server.host_mountpoint).context(what));
@@ -128,17 +130,35 @@ std::vector<pid_t> BucketServers::pids() const {
   return out;
 }
 
+std::vector<int> BucketServers::pidfds() const {
+  std::vector<int> out;
+  for (const auto& s : servers_) out.push_back(s.pidfd.get());
+  return out;
+}
+
+void BucketServers::on_exit(int pidfd) {
+  for (auto& s : servers_) {
+    if (s.pidfd.get() != pidfd || s.gone) continue;
+    int status = 0;
+    ::waitpid(s.pid, &status, 0);
+    s.gone = true;
+    std::fprintf(stderr, "nsbox-supervisor: the server of %s %s %d; the mount answers ENOTCONN\n", s.what.c_str(),
+                 WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  }
+}
+
 // The host copy goes first; a server whose connection then ends exits by itself. One that
 // does not (the sandbox's copy still held, or a hung remote) is killed, which aborts it.
 void BucketServers::stop() {
   for (auto& s : servers_) {
-    if (!s.pid) continue;
     ::umount2(s.host_mountpoint.c_str(), MNT_DETACH);
-    pollfd p{s.pidfd.get(), POLLIN, 0};
-    if (s.pidfd && sys::retry_eintr([&] { return ::poll(&p, 1, kExitTimeoutMs); }) == 0) ::kill(s.pid, SIGKILL);
-    ::waitpid(s.pid, nullptr, 0);
+    if (!s.gone) {
+      pollfd p{s.pidfd.get(), POLLIN, 0};
+      if (s.pidfd && sys::retry_eintr([&] { return ::poll(&p, 1, kExitTimeoutMs); }) == 0) ::kill(s.pid, SIGKILL);
+      ::waitpid(s.pid, nullptr, 0);
+    }
     ::rmdir(s.host_mountpoint.c_str());
-    s.pid = 0;
   }
   servers_.clear();
 }

@@ -35,6 +35,10 @@ class BucketServers {
   static Result<BucketServers> start(const std::vector<bucket::MountRequest>& requests, const BucketServerPaths& paths,
                                      pid_t init_pid, uid_t uid, gid_t gid);
   std::vector<pid_t> pids() const;
+  std::vector<int> pidfds() const;  // readable when a server exits
+  // A server exited before stop(): reaped and logged; its mount answers ENOTCONN until
+  // the sandbox goes.
+  void on_exit(int pidfd);
   void stop();
 
  private:
@@ -42,6 +46,8 @@ class BucketServers {
     pid_t pid = 0;
     UniqueFd pidfd;
     std::string host_mountpoint;
+    std::string what;  // "mount s3://... at /data (read-write)"
+    bool gone = false;
   };
   Result<void> start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index, pid_t init_pid,
                          uid_t uid, gid_t gid);

@@ -91,6 +91,11 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   self->buckets_ = NSBOX_TRY(BucketServers::start(
       spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging"},
       self->instance_->init_pid(), ids.uid, ids.gid));
+  for (int pidfd : self->buckets_.pidfds())
+    NSBOX_CHECK(self->loop_->add(pidfd, EPOLLIN, [s = self.get(), pidfd](uint32_t) {
+      s->buckets_.on_exit(pidfd);
+      s->loop_->remove(pidfd);
+    }));
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(spec.id)));
   NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
 

@@ -15,6 +15,7 @@
 #include "mounts/bucket/crypto.h"
 #include "mounts/bucket/http_client.h"
 #include "mounts/bucket/xml_tree.h"
+#include "tests/support/nsbox_cli.h"
 #include "tests/support/object_store_peers.h"
 
 using namespace nsbox;
@@ -427,3 +428,38 @@ TEST_CASE("azure: a read from a frozen Azurite fails after the stall bound, not 
   CHECK(seconds >= 2);
   CHECK(seconds < 15);
 }
+
+TEST_CASE("an Azure container mounted in a sandbox: written inside, read back by the client, the key never inside", "[azure]") {
+  AzuritePeer peer;
+  create_container(peer, "agent");
+  auto client = make_azure_client(azure_mount(peer, "agent"), with_key());
+  upload(*client, "memories/notes.md", "from the host\n");
+
+  nsbox::test::TestRoot root;
+  std::vector<std::string> env = {"AZURE_STORAGE_KEY=" + kKey, "AZURE_STORAGE_BLOB_ENDPOINT=" + peer.endpoint() + "/" + kAccount};
+  auto created = root.nsbox({"create", "--mount", "azblob://" + kAccount + "/agent/memories:/home/user/memories:rw"},
+                            {.extra_env = env});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  std::string id = created.out.substr(0, created.out.find('\n'));
+
+  auto r = root.sh(id, "cat ~/memories/notes.md && echo '# summary' > ~/memories/memory_summary.md && mkdir ~/memories/d && ls ~/memories");
+  INFO(r.err);
+  CHECK(r.out == "from the host\nd\nmemory_summary.md\nnotes.md\n");
+  auto head = client->head("memories/memory_summary.md");
+  REQUIRE(head);
+  REQUIRE(*head);
+  CHECK(read_all(*client, "memories/memory_summary.md", (*head)->etag, (*head)->size) == "# summary\n");
+  CHECK(root.nsbox({"inspect", "--json", id}).out.find(kKey) == std::string::npos);
+  auto environ = root.sh(id, "cat /proc/*/environ | grep -c AZURE_STORAGE; true");
+  CHECK(environ.out == "0\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+
+  auto wrong = root.nsbox({"create", "--mount", "azblob://" + kAccount + "/agent:/data"},
+                          {.extra_env = {"AZURE_STORAGE_KEY=" + base64_encode(std::string(64, 'x')),
+                                         "AZURE_STORAGE_BLOB_ENDPOINT=" + peer.endpoint() + "/" + kAccount}});
+  CHECK(wrong.exit_code != 0);
+  CHECK(wrong.err.find("mount azblob://devstoreaccount1/agent/ at /data") != std::string::npos);
+  CHECK(wrong.err.find("HTTP 403") != std::string::npos);
+}
+

@@ -215,9 +215,24 @@ TEST_CASE("a killed FUSE server gives ENOTCONN inside, and rm still cleans every
   REQUIRE(info["mount_servers"].size() == 1);
   pid_t server = info["mount_servers"][0].get<pid_t>();
   REQUIRE(::kill(server, SIGKILL) == 0);
+  // Dead, not dying: a request the server had in hand when the kill landed gets
+  // ECONNABORTED; the ones after it, ENOTCONN.
+  auto dead = [&] {
+    auto stat = nsbox::files::read_file("/proc/" + std::to_string(server) + "/stat");
+    return !stat || stat->find(") Z ") != std::string::npos;
+  };
+  for (int i = 0; i < 500 && !dead(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(dead());
   auto r = root.sh(id, "ls /data");
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("Transport endpoint is not connected") != std::string::npos);
+  // Reaped at once, and said in the sandbox's log.
+  std::string log;
+  for (int i = 0; i < 100 && log.find("was killed by signal 9") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    log = nsbox::files::read_file(root.path() + "/run/sandboxes/" + id + "/supervisor.log").value_or("");
+  }
+  CHECK(log.find("the server of mount s3://gone/ at /data (read-write) was killed by signal 9") != std::string::npos);
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
   CHECK_FALSE(nsbox::files::exists(root.path() + "/run/sandboxes/" + id));
 }
