@@ -5,6 +5,7 @@
 //   stdin:  {"mount": BucketMount, "credentials": {...}, "mountpoint": DIR,
 //            "staging_dir": DIR, "uid": N, "gid": N}   (closed after)
 //   fd 3:   one JSON line once mounted ({"ok":true}) or not ({"ok":false,"error":{...}})
+//   --probe: only check the bucket and report (for mounts rclone or s3fs serve)
 //   stderr: the supervisor's log (why a request failed; never a secret)
 #include <fuse_lowlevel.h>
 #include <signal.h>
@@ -84,7 +85,9 @@ int serve(BucketFs& fs, const Config& config) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --probe: check the bucket and report, for a mount another tool serves (rclone, s3fs).
+  bool probe_only = argc > 1 && std::string(argv[1]) == "--probe";
   // With the supervisor gone, nothing may keep serving: the connection aborts with us.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::signal(SIGPIPE, SIG_IGN);
@@ -96,6 +99,10 @@ int main() {
                       config->credentials);
   if (auto probed = client->probe(config->mount.prefix); !probed)
     return fail_start(std::move(probed.error()).context("mount " + config->mount.describe()), config->credentials);
+  if (probe_only) {
+    report({{"ok", true}});
+    return 0;
+  }
   BucketFs fs(*client, config->options);
   return serve(fs, *config);
 }

@@ -16,6 +16,7 @@
 #include "isolation/mount_injection.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
+#include "runtime/supervisor/helper_mount.h"
 
 namespace nsbox {
 namespace {
@@ -27,7 +28,7 @@ using nlohmann::json;
 constexpr int kReadyTimeoutMs = 60000;
 constexpr int kExitTimeoutMs = 2000;
 
-[[noreturn]] void exec_server(const std::string& path, int config_fd, int report_fd) {
+[[noreturn]] void exec_server(const std::string& path, bool probe_only, int config_fd, int report_fd) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::dup2(config_fd, STDIN_FILENO);
   int null_fd = ::open("/dev/null", O_WRONLY);
@@ -37,7 +38,7 @@ constexpr int kExitTimeoutMs = 2000;
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execl(path.c_str(), "nsbox-bucketfs", static_cast<char*>(nullptr));
+  ::execl(path.c_str(), "nsbox-bucketfs", probe_only ? "--probe" : static_cast<char*>(nullptr), static_cast<char*>(nullptr));
   ::_exit(127);
 }
 
@@ -72,54 +73,83 @@ Result<BucketServers> BucketServers::start(const std::vector<bucket::MountReques
   return servers;
 }
 
-Result<void> BucketServers::start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index,
-                                      pid_t init_pid, uid_t uid, gid_t gid) {
-  std::string what = "mount " + request.mount.describe();
-  if (request.mount.strategy != bucket::MountStrategy::kBuiltin)
-    return fail(make_error(ErrorCode::kUnsupported, what + ": the " + std::string(bucket::strategy_name(request.mount.strategy)) +
-                                                        " strategy is not available yet",
-                           "use the builtin strategy (the default)"));
-  Server server;
-  server.what = what;
-  server.host_mountpoint = paths.mounts_dir + "/" + std::to_string(index);
-  if (::mkdir(server.host_mountpoint.c_str(), 0700) != 0 && errno != EEXIST)
-    return fail(sys_error("mkdir " + server.host_mountpoint).context(what));
-
-  int config[2], report[2];
-  if (::pipe2(config, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
-  UniqueFd config_r(config[0]), config_w(config[1]);
-  if (::pipe2(report, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
-  UniqueFd report_r(report[0]), report_w(report[1]);
-  server.pid = ::fork();
-  if (server.pid < 0) return fail(sys_error("fork the server").context(what));
-  if (server.pid == 0) exec_server(paths.server, config_r.get(), report_w.get());
-  server.pidfd.reset(sys::pidfd_open(server.pid, 0));
-  std::string host_mountpoint = server.host_mountpoint;
-  servers_.push_back(std::move(server));
+// nsbox-bucketfs with the mount's config on stdin: it checks the bucket, then serves it
+// (or, with --probe, only checks). Its one-line report is the result.
+Result<pid_t> BucketServers::run_bucketfs(const std::string& path, const json& config, bool probe_only,
+                                          const std::string& what) {
+  int config_pipe[2], report_pipe[2];
+  if (::pipe2(config_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
+  UniqueFd config_r(config_pipe[0]), config_w(config_pipe[1]);
+  if (::pipe2(report_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
+  UniqueFd report_r(report_pipe[0]), report_w(report_pipe[1]);
+  pid_t pid = ::fork();
+  if (pid < 0) return fail(sys_error("fork the server").context(what));
+  if (pid == 0) exec_server(path, probe_only, config_r.get(), report_w.get());
   config_r.reset();
   report_w.reset();
-
-  json message = {{"mount", request.mount.to_json()},   {"credentials", request.credentials.to_json()},
-                  {"mountpoint", host_mountpoint},       {"staging_dir", paths.staging_dir},
-                  {"uid", uid},                          {"gid", gid}};
   struct sigaction ignore{}, previous{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
-  (void)files::write_all(config_w.get(), message.dump(), "the bucket server's stdin");
+  (void)files::write_all(config_w.get(), config.dump(), "the bucket server's stdin");
   ::sigaction(SIGPIPE, &previous, nullptr);
   config_w.reset();
 
-  std::string line = NSBOX_TRY(read_report(report_r.get(), what));
-  json answer = json::parse(line, nullptr, false);
-  if (answer.is_discarded() || !answer.is_object())
-    return fail(make_error(ErrorCode::kInternal, what + ": its server exited without a report (see the supervisor log)"));
-  if (!answer.value("ok", false)) {
+  auto line = read_report(report_r.get(), what);
+  json answer = line ? json::parse(*line, nullptr, false) : json();
+  Result<pid_t> result = pid;
+  if (!line) {
+    result = fail(std::move(line.error()));
+  } else if (answer.is_discarded() || !answer.is_object()) {
+    result = fail(make_error(ErrorCode::kInternal, what + ": its server exited without a report (see the supervisor log)"));
+  } else if (!answer.value("ok", false)) {
     const json& e = answer["error"];
-    return fail(make_error(error_code_from_name(e.value("code", "internal")), e.value("message", what + ": failed"),
-                           e.value("hint", "")));
+    result = fail(make_error(error_code_from_name(e.value("code", "internal")), e.value("message", what + ": failed"),
+                             e.value("hint", "")));
   }
-  unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (request.mount.read_only ? MOUNT_ATTR_RDONLY : 0);
-  auto attached = mount_injection::inject(host_mountpoint, init_pid, request.mount.mount_path, attrs);
+  if (!result || probe_only) {
+    ::kill(pid, SIGKILL);  // a probe is done; a failed server is of no use
+    ::waitpid(pid, nullptr, 0);
+  }
+  return result;
+}
+
+Result<void> BucketServers::start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index,
+                                      pid_t init_pid, uid_t uid, gid_t gid) {
+  const bucket::BucketMount& mount = request.mount;
+  std::string what = "mount " + mount.describe();
+  std::string base = paths.mounts_dir + "/" + std::to_string(index);
+  Server server;
+  server.what = what;
+  server.host_mountpoint = base;
+  if (::mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + base).context(what));
+  json config = {{"mount", mount.to_json()}, {"credentials", request.credentials.to_json()}, {"mountpoint", base},
+                 {"staging_dir", paths.staging_dir}, {"uid", uid}, {"gid", gid}};
+
+  if (mount.strategy == bucket::MountStrategy::kBuiltin) {
+    server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what));
+  } else {
+    bucket::HelperPaths helper_paths{base, base + ".secrets", paths.staging_dir + "/" + paths.sandbox_id + "-" + std::to_string(index),
+                                     uid, gid};
+    auto command = bucket::helper_command(mount, request.credentials, helper_paths);
+    if (!command) return fail(std::move(command.error()).context(what));
+    // The same check as the builtin strategy's first, so that a missing bucket or a refused
+    // key reads the same whichever tool serves the mount.
+    NSBOX_CHECK(run_bucketfs(paths.server, config, true, what));
+    server.cache_dir = helper_paths.cache_dir;
+    NSBOX_CHECK(files::ensure_private_dir(helper_paths.secrets_dir));
+    NSBOX_CHECK(files::ensure_private_dir(helper_paths.cache_dir));
+    auto pid = start_helper_mount(*command, base + ".log", base, request.credentials, what);
+    ::rmdir(helper_paths.secrets_dir.c_str());
+    if (!pid) {
+      (void)files::remove_tree(server.cache_dir);
+      return fail(std::move(pid.error()));
+    }
+    server.pid = *pid;
+  }
+  server.pidfd.reset(sys::pidfd_open(server.pid, 0));
+  servers_.push_back(std::move(server));
+  unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (mount.read_only ? MOUNT_ATTR_RDONLY : 0);
+  auto attached = mount_injection::inject(base, init_pid, mount.mount_path, attrs);
   if (!attached) return fail(std::move(attached.error()).context(what));
   return {};
 }
@@ -159,6 +189,7 @@ void BucketServers::stop() {
       ::waitpid(s.pid, nullptr, 0);
     }
     ::rmdir(s.host_mountpoint.c_str());
+    if (!s.cache_dir.empty()) (void)files::remove_tree(s.cache_dir);
   }
   servers_.clear();
 }

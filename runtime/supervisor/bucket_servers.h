@@ -1,5 +1,5 @@
-// The FUSE servers of a sandbox's bucket mounts: one nsbox-bucketfs process per mount,
-// children of the supervisor, on the host side. Each mounts its bucket in the supervisor's
+// The FUSE servers of a sandbox's bucket mounts: one process per mount (nsbox-bucketfs,
+// or rclone/s3fs for those strategies), children of the supervisor, on the host side. Each mounts its bucket in the supervisor's
 // private mount namespace; that mount is then attached in the sandbox (mount_injection).
 //
 // A server is killed with the supervisor (PR_SET_PDEATHSIG). A server that dies leaves its
@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct BucketServerPaths {
   std::string server;       // libexec/nsbox/nsbox-bucketfs
   std::string mounts_dir;   // <run>/sandboxes/<id>/buckets: the host-side mount points
   std::string staging_dir;  // <data>/staging: files being written, before upload
+  std::string sandbox_id;   // names an external tool's cache under staging_dir
 };
 
 class BucketServers {
@@ -47,8 +49,10 @@ class BucketServers {
     UniqueFd pidfd;
     std::string host_mountpoint;
     std::string what;  // "mount s3://... at /data (read-write)"
+    std::string cache_dir;  // an external tool's; removed at stop
     bool gone = false;
   };
+  Result<pid_t> run_bucketfs(const std::string& path, const nlohmann::json& config, bool probe_only, const std::string& what);
   Result<void> start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index, pid_t init_pid,
                          uid_t uid, gid_t gid);
   std::vector<Server> servers_;

@@ -89,7 +89,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   NSBOX_CHECK_CTX(self->attach_volume(volume), "attach the files volume " + volume.name);
   auto ids = userns::host_ids();
   self->buckets_ = NSBOX_TRY(BucketServers::start(
-      spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging"},
+      spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging", spec.id},
       self->instance_->init_pid(), ids.uid, ids.gid));
   for (int pidfd : self->buckets_.pidfds())
     NSBOX_CHECK(self->loop_->add(pidfd, EPOLLIN, [s = self.get(), pidfd](uint32_t) {

@@ -236,3 +236,58 @@ TEST_CASE("a killed FUSE server gives ENOTCONN inside, and rm still cleans every
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
   CHECK_FALSE(nsbox::files::exists(root.path() + "/run/sandboxes/" + id));
 }
+
+TEST_CASE("the rclone and s3fs strategies serve the same mount, with the secret in no command line", "[s3]") {
+  S3rverPeer s3({"tools"});
+  REQUIRE(boto_put(s3, "tools", "in/hello.txt", "hello").exit_code == 0);
+  TestRoot root;
+  for (std::string tool : {"rclone", "s3fs"}) {
+    INFO(tool);
+    std::string manifest = root.path() + "/" + tool + ".json";
+    REQUIRE(nsbox::files::atomic_write(manifest, R"([{"type": "s3", "bucket": "tools", "mount_path": "/data", "read_only": false,
+                                                     "strategy": ")" + tool + R"("}])"));
+    auto created = root.nsbox({"create", "--manifest", manifest}, {.extra_env = credentials_env(s3)});
+    INFO(created.err);
+    REQUIRE(created.exit_code == 0);
+    std::string id = created.out.substr(0, created.out.find('\n'));
+    auto r = root.sh(id, "cat /data/in/hello.txt && echo ' from " + tool + "' > /data/" + tool + ".txt && ls /data");
+    INFO(r.err);
+    CHECK(r.out.rfind("hello", 0) == 0);
+    CHECK(r.out.find(tool + ".txt\n") != std::string::npos);
+    CHECK(r.out.find("in\n") != std::string::npos);
+    // rclone's close() returns before its upload is done: wait for it, bounded.
+    std::string got;
+    for (int i = 0; i < 100 && got.empty(); ++i) {
+      auto g = boto(s3, "print(s3.get_object(Bucket='tools', Key='" + tool + ".txt')['Body'].read().decode(), end='')");
+      if (g.exit_code == 0) got = g.out;
+      else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    CHECK(got == " from " + tool + "\n");
+    auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+    pid_t server = info["mount_servers"][0].get<pid_t>();
+    auto cmdline = nsbox::files::read_file("/proc/" + std::to_string(server) + "/cmdline");
+    REQUIRE(cmdline);
+    CHECK(cmdline->find(tool) != std::string::npos);
+    CHECK(cmdline->find(kSecret) == std::string::npos);
+    auto environ = nsbox::files::read_file("/proc/" + std::to_string(server) + "/environ");
+    CHECK(environ->find(kSecret) == std::string::npos);
+    CHECK(environ->find("AWS_CA_BUNDLE") == std::string::npos);
+    CHECK(nsbox::files::list_dir(root.path() + "/run/sandboxes/" + id + "/buckets")->size() == 2);  // the mount point and its log: no secret file
+    CHECK(root.nsbox({"rm", id}).exit_code == 0);
+  }
+}
+
+TEST_CASE("a mount tool that is not installed fails create with the package to install", "[s3]") {
+  S3rverPeer s3({"notool"});
+  TestRoot root;
+  auto env = credentials_env(s3);
+  env.push_back("PATH=/nonexistent-nsbox-test-dir");
+  std::string manifest = root.path() + "/m.json";
+  REQUIRE(nsbox::files::atomic_write(manifest, R"([{"type": "s3", "bucket": "notool", "mount_path": "/data", "strategy": "rclone"}])"));
+  auto r = root.nsbox({"create", "--manifest", manifest}, {.extra_env = env});
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("mount s3://notool/ at /data (read-only): mount tool missing: rclone is not installed") != std::string::npos);
+  CHECK(r.err.find("apt-get install rclone") != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+}
+

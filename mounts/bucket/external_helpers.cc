@@ -1,0 +1,104 @@
+#include "mounts/bucket/external_helpers.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace nsbox::bucket {
+namespace {
+
+// A minimal environment: nothing of the caller's (AWS_CA_BUNDLE, set machine-wide on some
+// hosts, breaks rclone's S3 backend; AWS_* secrets must not reach a helper's environ).
+const std::vector<std::string> kEnvironment = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent"};
+
+std::string s3_provider(BucketKind kind) {
+  switch (kind) {
+    case BucketKind::kR2: return "Cloudflare";
+    case BucketKind::kGcs: return "GCS";
+    default: return "Other";
+  }
+}
+
+std::string remote_path(const BucketMount& m) {
+  std::string prefix = m.prefix;
+  if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  return m.bucket + (prefix.empty() ? "" : "/" + prefix);
+}
+
+HelperCommand rclone(const std::string& program, const BucketMount& m, const BucketCredentials& c, const HelperPaths& p) {
+  std::string config = p.secrets_dir + "/rclone.conf";
+  std::string text = "[bucket]\n";
+  if (m.kind == BucketKind::kAzureBlob) {
+    text += "type = azureblob\naccount = " + m.account + "\n";
+    if (!c.azure_key.empty()) text += "key = " + c.azure_key + "\n";
+    if (!c.azure_sas.empty()) text += "sas_url = " + m.endpoint_url + "/" + m.bucket + "?" + c.azure_sas + "\n";
+    if (!m.endpoint_url.empty()) text += "endpoint = " + m.endpoint_url + "\n";
+  } else {
+    text += "type = s3\nprovider = " + s3_provider(m.kind) + "\nenv_auth = false\n";
+    if (!c.access_key_id.empty())
+      text += "access_key_id = " + c.access_key_id + "\nsecret_access_key = " + c.secret_access_key + "\n";
+    if (!c.session_token.empty()) text += "session_token = " + c.session_token + "\n";
+    text += "endpoint = " + m.endpoint_url + "\nregion = " + m.region + "\n";
+    text += std::string("force_path_style = ") + (m.path_style ? "true" : "false") + "\n";
+  }
+  HelperCommand cmd{program, {"rclone", "mount", "bucket:" + remote_path(m), p.mountpoint, "--config", config,
+                              "--cache-dir", p.cache_dir, "--allow-other", "--uid", std::to_string(p.uid), "--gid",
+                              std::to_string(p.gid), "--umask", "022", "--dir-cache-time", "1s", "--attr-timeout", "1s",
+                              // Written files go up right after close (rclone's close does not wait for it).
+                              "--vfs-cache-mode", "writes", "--vfs-write-back", "0s"},
+                    {{config, text}}, kEnvironment};
+  if (m.read_only) cmd.argv.push_back("--read-only");
+  return cmd;
+}
+
+HelperCommand s3fs(const std::string& program, const BucketMount& m, const BucketCredentials& c, const HelperPaths& p) {
+  std::string prefix = m.prefix;
+  if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  std::string options = "url=" + m.endpoint_url + ",endpoint=" + m.region + ",allow_other,uid=" + std::to_string(p.uid) +
+                        ",gid=" + std::to_string(p.gid) + ",umask=022,mp_umask=022";
+  if (m.path_style) options += ",use_path_request_style";
+  if (m.read_only) options += ",ro";
+  HelperCommand cmd{program, {"s3fs", m.bucket + (prefix.empty() ? "" : ":/" + prefix), p.mountpoint, "-f"}, {}, kEnvironment};
+  if (c.access_key_id.empty()) {
+    options += ",public_bucket=1";
+  } else {
+    std::string passwd = p.secrets_dir + "/passwd-s3fs";
+    cmd.secret_files.emplace_back(passwd, c.access_key_id + ":" + c.secret_access_key + "\n");
+    options += ",passwd_file=" + passwd;
+    // s3fs reads a session token from its environment only: the one secret that has to go there.
+    if (!c.session_token.empty()) cmd.environment.push_back("AWSSESSIONTOKEN=" + c.session_token);
+  }
+  cmd.argv.insert(cmd.argv.end(), {"-o", options});
+  return cmd;
+}
+
+}  // namespace
+
+// Along the PATH of the nsbox command (the supervisor inherits it), as a shell would.
+Result<std::string> find_helper(MountStrategy strategy) {
+  std::string name(strategy_name(strategy));
+  const char* env_path = std::getenv("PATH");
+  std::string search = env_path && *env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= search.size()) {
+    size_t end = search.find(':', start);
+    if (end == std::string::npos) end = search.size();
+    std::string dir = search.substr(start, end - start);
+    std::string path = (dir.empty() ? "." : dir) + "/" + name;
+    if (!dir.empty() && dir.front() == '/' && ::access(path.c_str(), X_OK) == 0) return path;
+    start = end + 1;
+  }
+  return fail(make_error(ErrorCode::kUnsupported, "mount tool missing: " + name + " is not installed",
+                         "install the Debian package " + name + " (apt-get install " + name + ")"));
+}
+
+Result<HelperCommand> helper_command(const BucketMount& mount, const BucketCredentials& credentials,
+                                     const HelperPaths& paths) {
+  std::string program = NSBOX_TRY(find_helper(mount.strategy));
+  if (mount.strategy == MountStrategy::kRclone) return rclone(program, mount, credentials, paths);
+  if (mount.kind == BucketKind::kAzureBlob)
+    return fail(make_error(ErrorCode::kInvalidArgument, "s3fs cannot mount Azure Blob containers", "use builtin or rclone"));
+  return s3fs(program, mount, credentials, paths);
+}
+
+}  // namespace nsbox::bucket

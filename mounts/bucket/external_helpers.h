@@ -1,0 +1,41 @@
+// The second strategy for bucket mounts: rclone or s3fs (Debian packages), run on the host
+// side like nsbox-bucketfs, mounting into the supervisor's namespace; the mount is then
+// attached in the sandbox the same way.
+//
+// Their secrets go in 0600 files (an rclone config, an s3fs passwd file) that exist only
+// until the helper has mounted: never in an argument list or an environment.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "isolation/sys/error.h"
+#include "mounts/bucket/mount_spec.h"
+
+namespace nsbox::bucket {
+
+struct HelperPaths {
+  std::string mountpoint;
+  std::string secrets_dir;  // 0700, for the files below
+  std::string cache_dir;    // rclone's write cache
+  uid_t uid = 0;            // the owner the files show
+  gid_t gid = 0;
+};
+
+struct HelperCommand {
+  std::string program;  // absolute
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> secret_files;  // path, content (0600)
+  std::vector<std::string> environment;                           // K=V: all it gets
+};
+
+// Where the helper's binary is, or a "mount tool missing" error naming the package.
+Result<std::string> find_helper(MountStrategy strategy);
+
+Result<HelperCommand> helper_command(const BucketMount& mount, const BucketCredentials& credentials,
+                                     const HelperPaths& paths);
+
+}  // namespace nsbox::bucket

@@ -1,0 +1,21 @@
+// Running an external mount tool (rclone, s3fs) for a bucket mount: its secret files
+// written 0600 and removed once it has mounted, its output in a log beside the mount
+// point, a bounded wait until the mount is there.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "isolation/sys/error.h"
+#include "mounts/bucket/external_helpers.h"
+
+namespace nsbox {
+
+// Returns the helper's pid once `mountpoint` is mounted; on a failure the helper is
+// killed and reaped and the error quotes the end of its log, secrets redacted.
+Result<pid_t> start_helper_mount(const bucket::HelperCommand& command, const std::string& log_path,
+                                 const std::string& mountpoint, const bucket::BucketCredentials& credentials,
+                                 const std::string& what);
+
+}  // namespace nsbox

@@ -1,0 +1,80 @@
+// The rclone and s3fs command lines nsbox builds: the secrets in files, never in argv or
+// the environment's AWS names; a missing tool named with its package.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "mounts/bucket/external_helpers.h"
+
+using namespace nsbox::bucket;
+
+namespace {
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += a + " ";
+  return out;
+}
+
+struct PathOverride {
+  explicit PathOverride(const char* value) : saved(std::getenv("PATH") ? std::getenv("PATH") : "") { ::setenv("PATH", value, 1); }
+  ~PathOverride() { ::setenv("PATH", saved.c_str(), 1); }
+  std::string saved;
+};
+
+}  // namespace
+
+TEST_CASE("rclone gets its keys in a config file and the mount's options on its command line") {
+  auto m = BucketMount::from_json({{"bucket", "b"}, {"prefix", "p/q"}, {"mount_path", "/data"}, {"strategy", "rclone"},
+                                   {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
+  REQUIRE(m);
+  BucketCredentials c{"AKID", "the-secret", "the-token", "", ""};
+  auto cmd = helper_command(*m, c, {"/mnt/x", "/run/s", "/var/cache/x", 1000, 1000});
+  REQUIRE(cmd);
+  std::string argv = joined(cmd->argv);
+  CHECK(argv.find("rclone mount bucket:b/p/q /mnt/x --config /run/s/rclone.conf") == 0);
+  CHECK(argv.find("--read-only") != std::string::npos);
+  CHECK(argv.find("--uid 1000 --gid 1000") != std::string::npos);
+  CHECK(argv.find("the-secret") == std::string::npos);
+  REQUIRE(cmd->secret_files.size() == 1);
+  const std::string& config = cmd->secret_files[0].second;
+  CHECK(config.find("secret_access_key = the-secret\n") != std::string::npos);
+  CHECK(config.find("session_token = the-token\n") != std::string::npos);
+  CHECK(config.find("force_path_style = true\n") != std::string::npos);
+  for (const auto& e : cmd->environment) CHECK(e.rfind("AWS_", 0) != 0);
+}
+
+TEST_CASE("s3fs gets a passwd file, or public_bucket when anonymous; it cannot mount Azure") {
+  auto m = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", "s3fs"}, {"read_only", false},
+                                   {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
+  REQUIRE(m);
+  auto cmd = helper_command(*m, {"AKID", "the-secret", "", "", ""}, {"/mnt/x", "/run/s", "/var/cache/x", 0, 0});
+  REQUIRE(cmd);
+  std::string argv = joined(cmd->argv);
+  CHECK(argv.find("s3fs b /mnt/x -f -o url=http://127.0.0.1:9000,") == 0);
+  CHECK(argv.find("passwd_file=/run/s/passwd-s3fs") != std::string::npos);
+  CHECK(argv.find(",ro") == std::string::npos);
+  CHECK(argv.find("the-secret") == std::string::npos);
+  REQUIRE(cmd->secret_files.size() == 1);
+  CHECK(cmd->secret_files[0].second == "AKID:the-secret\n");
+
+  auto anonymous = helper_command(*m, {}, {"/mnt/x", "/run/s", "/var/cache/x", 0, 0});
+  REQUIRE(anonymous);
+  CHECK(joined(anonymous->argv).find("public_bucket=1") != std::string::npos);
+  CHECK(anonymous->secret_files.empty());
+
+  auto az = BucketMount::from_json({{"type", "azure_blob"}, {"account", "a"}, {"container", "c"}, {"mount_path", "/d"},
+                                    {"strategy", "s3fs"}});
+  REQUIRE_FALSE(az);
+  CHECK(az.error().message.find("s3fs cannot mount Azure Blob") != std::string::npos);
+}
+
+TEST_CASE("a missing mount tool is an error that names the package") {
+  PathOverride path("/nonexistent-nsbox-test-dir");
+  auto rclone = find_helper(MountStrategy::kRclone);
+  REQUIRE_FALSE(rclone);
+  CHECK(rclone.error().message == "mount tool missing: rclone is not installed");
+  CHECK(rclone.error().hint.find("apt-get install rclone") != std::string::npos);
+  auto s3fs = find_helper(MountStrategy::kS3fs);
+  REQUIRE_FALSE(s3fs);
+  CHECK(s3fs.error().message == "mount tool missing: s3fs is not installed");
+}
