@@ -3,18 +3,17 @@
 // List, Copy Blob (polled until done), Delete Blob. Requests are signed with SharedKey, or
 // carry a SAS token in their query, or neither for a public container.
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "mounts/bucket/azure_shared_key.h"
 #include "mounts/bucket/bucket_client.h"
 #include "mounts/bucket/crypto.h"
+#include "mounts/bucket/part_upload.h"
 #include "mounts/bucket/remote_reply.h"
 #include "mounts/bucket/xml_tree.h"
 
@@ -29,19 +28,6 @@ constexpr int kMaxResults = 5000;
 // A copy inside one account is done when Copy Blob answers (Azurite, and Azure for most
 // blobs); one still pending after this long is aborted rather than left to finish later.
 constexpr auto kCopyWait = std::chrono::seconds(120);
-
-struct Call {
-  std::string method = "GET";
-  std::string key;  // "" for requests on the container
-  std::vector<std::pair<std::string, std::string>> query;
-  Headers headers;
-  std::string body;
-  int body_fd = -1;
-  uint64_t body_offset = 0;
-  uint64_t body_length = 0;
-  char* sink = nullptr;
-  size_t sink_capacity = 0;
-};
 
 // Azure lists ETags bare (0x8D...) and sends them quoted in headers: quoted everywhere, so
 // an entry's etag and a head's compare equal.
@@ -122,16 +108,7 @@ class AzureClient final : public BucketClient {
     Call call;
     call.method = "HEAD";
     call.key = key;
-    auto response = send(call, "head " + where(key));
-    if (!response) {
-      if (response.error().sys_errno == ENOENT) return std::optional<ObjectHead>();
-      return fail(std::move(response.error()));
-    }
-    ObjectHead h;
-    h.size = std::strtoull(response->header("content-length").c_str(), nullptr, 10);
-    h.mtime = parse_http_date(response->header("last-modified"));
-    h.etag = response->header("etag");
-    return std::optional<ObjectHead>(std::move(h));
+    return object_head(send(call, "head " + where(key)));
   }
 
   Result<size_t> read(const std::string& key, const std::string& etag, uint64_t offset, char* buffer,
@@ -143,12 +120,8 @@ class AzureClient final : public BucketClient {
     if (!etag.empty()) call.headers.emplace_back("if-match", etag);
     call.sink = buffer;
     call.sink_capacity = length;
-    auto response = send(call, "read " + where(key), {416});  // 416: at or past the end
-    if (!response) return fail(std::move(response.error()));
-    if (response->status == 416) return size_t{0};
-    if (response->status == 200 && offset != 0)
-      return fail(remote_error(EIO, "read " + where(key) + ": the remote ignored the x-ms-range header"));
-    return response->sunk;
+    std::string what = "read " + where(key);
+    return ranged_read_result(send(call, what, {416}), offset, what, "x-ms-range");
   }
 
   Result<std::string> upload(const std::string& key, int fd, uint64_t size) override {
@@ -202,39 +175,24 @@ class AzureClient final : public BucketClient {
 
   Result<std::string> upload_in_blocks(const std::string& key, int fd, uint64_t size) {
     // Equal blocks of at least 8 MiB, at most 50,000 of them.
-    uint64_t block = std::max(kMinBlockSize, (size + kMaxBlocks - 1) / kMaxBlocks);
-    block = (block + (1 << 20) - 1) & ~uint64_t{(1 << 20) - 1};
-    uint64_t count = (size + block - 1) / block;
+    PartPlan plan = plan_parts(size, kMinBlockSize, kMaxBlocks);
     uint64_t tag = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
     std::string what = "upload " + where(key);
 
-    std::atomic<uint64_t> next{0};
-    std::atomic<bool> failed{false};
-    std::mutex error_mutex;
-    std::optional<Error> first_error;
-    auto worker = [&] {
-      for (uint64_t i = next++; i < count && !failed; i = next++) {
-        Call put;
-        put.method = "PUT";
-        put.key = key;
-        put.query = {{"comp", "block"}, {"blockid", block_id(tag, i)}};
-        put.body_fd = fd;
-        put.body_offset = i * block;
-        put.body_length = std::min(block, size - i * block);
-        auto r = send(put, what + " (block " + std::to_string(i + 1) + " of " + std::to_string(count) + ")");
-        if (!r) {
-          std::lock_guard lock(error_mutex);
-          if (!first_error) first_error = std::move(r.error());
-          failed = true;
-          return;
-        }
-      }
+    auto put_block = [&](uint64_t i, uint64_t offset, uint64_t length) -> Result<void> {
+      Call put;
+      put.method = "PUT";
+      put.key = key;
+      put.query = {{"comp", "block"}, {"blockid", block_id(tag, i)}};
+      put.body_fd = fd;
+      put.body_offset = offset;
+      put.body_length = length;
+      NSBOX_CHECK(send(put, what + " (block " + std::to_string(i + 1) + " of " + std::to_string(plan.count) + ")"));
+      return {};
     };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kParallelBlocks && static_cast<uint64_t>(t) < count; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-    // Uncommitted blocks are not part of the blob; the service drops them after a week.
-    if (first_error) return fail(std::move(*first_error));
+    // A failure leaves the blocks already sent uncommitted: they are not part of the blob,
+    // and the service drops them after a week.
+    NSBOX_CHECK(upload_parts(plan, size, kParallelBlocks, put_block));
 
     Call commit;
     commit.method = "PUT";
@@ -242,9 +200,9 @@ class AzureClient final : public BucketClient {
     commit.query = {{"comp", "blocklist"}};
     commit.headers = {{"content-type", "application/xml"}};
     commit.body = "<?xml version=\"1.0\" encoding=\"utf-8\"?><BlockList>";
-    for (uint64_t i = 0; i < count; ++i) commit.body += "<Latest>" + block_id(tag, i) + "</Latest>";
+    for (uint64_t i = 0; i < plan.count; ++i) commit.body += "<Latest>" + block_id(tag, i) + "</Latest>";
     commit.body += "</BlockList>";
-    auto done = NSBOX_TRY(send(commit, what + " (commit " + std::to_string(count) + " blocks)"));
+    auto done = NSBOX_TRY(send(commit, what + " (commit " + std::to_string(plan.count) + " blocks)"));
     return done.header("etag");
   }
 
@@ -285,24 +243,13 @@ class AzureClient final : public BucketClient {
     (void)send(call, "abort the copy to " + where(to));
   }
 
-  HttpRequest request_for(const Call& call, const std::string& path) const {
+  // The call's query, then the SAS when there is one.
+  std::string url_for(const Call& call, const std::string& path) const {
     std::string query;
     for (const auto& [name, value] : call.query)
       query += (query.empty() ? "" : "&") + uri_encode(name) + "=" + uri_encode(value);
     if (!sas_.empty()) query += (query.empty() ? "" : "&") + sas_;
-    HttpRequest request;
-    request.method = call.method;
-    request.url = scheme_ + "://" + host_ + path + (query.empty() ? "" : "?" + query);
-    request.sink = call.sink;
-    request.sink_capacity = call.sink_capacity;
-    if (call.body_fd >= 0) {
-      request.body_fd = call.body_fd;
-      request.body_offset = call.body_offset;
-      request.body_length = call.body_length;
-    } else {
-      request.body = call.body;
-    }
-    return request;
+    return scheme_ + "://" + host_ + path + (query.empty() ? "" : "?" + query);
   }
 
   // The headers of one attempt: the call's, x-ms-version and x-ms-date, and SharedKey's
@@ -323,24 +270,12 @@ class AzureClient final : public BucketClient {
     return headers;
   }
 
-  // Signs and sends, retrying transport failures and 5xx/429 answers with backoff. An
-  // answer outside 2xx (and `accepted`) is an error with the remote's code and message.
+  // Signs each attempt (SharedKey, a fresh date) and sends with send_with_retries.
   Result<HttpResponse> send(const Call& call, const std::string& what, std::initializer_list<long> accepted = {}) {
     if (key_malformed_) return fail(remote_error(EACCES, what + ": the Azure account key is not valid base64"));
     std::string path = path_of(call.key);
-    HttpRequest request = request_for(call, path);
-    Result<HttpResponse> response = fail(make_error(ErrorCode::kInternal, "no attempt"));
-    for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(backoff(attempt));
-      request.headers = attempt_headers(call, path);
-      response = http_.perform(request);
-      if (response && !retryable(response->status)) break;
-    }
-    if (!response) return fail(remote_error(EIO, redact(what + ": " + response.error().message, secrets_)));
-    long status = response->status;
-    if ((status >= 200 && status < 300) || std::find(accepted.begin(), accepted.end(), status) != accepted.end())
-      return response;
-    return fail(remote_error_from_reply(what, *response, secrets_));
+    return send_with_retries(http_, http_request_for(call, url_for(call, path)),
+                             [&] { return attempt_headers(call, path); }, what, accepted, secrets_);
   }
 
   BucketMount mount_;

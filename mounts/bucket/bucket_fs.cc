@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -104,6 +105,18 @@ Result<std::vector<ObjectEntry>> list_all(BucketFs& fs, const std::string& dir_p
     token = page.next_token;
   } while (!token.empty());
   return all;
+}
+
+// Staging files are on the host's disk, which no quota of the sandbox covers: a writer
+// without end gets ENOSPC while the disk still has kStagingReserve (or 5 %) free.
+constexpr uint64_t kStagingReserve = 1ull << 30;
+
+bool staging_has_room(BucketFs& fs, size_t bytes) {
+  struct statvfs st{};
+  if (::statvfs(fs.options().staging_dir.c_str(), &st) != 0) return true;
+  uint64_t total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+  uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  return free >= bytes + std::max(kStagingReserve, total / 20);
 }
 
 Result<UniqueFd> staging_file(BucketFs& fs) {
@@ -251,6 +264,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     fs.inodes().update(ino, *node);
   }
   if (writing) {
+    if (!(fi->flags & O_TRUNC) && !staging_has_room(fs, node->size)) return (void)fuse_reply_err(req, ENOSPC);
     auto staging = staging_file(fs);
     if (!staging) return (void)fuse_reply_err(req, errno_of(staging.error(), "open"));
     file->staging = std::move(*staging);
@@ -314,6 +328,11 @@ void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_in
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t offset, fuse_file_info* fi) {
   BucketFs& fs = fs_of(req);
   OpenFile& f = file_of(fi);
+  if (!staging_has_room(fs, size)) {
+    std::fprintf(stderr, "nsbox-bucketfs: write to %s: ENOSPC, the staging disk (%s) is nearly full\n", f.key.c_str(),
+                 fs.options().staging_dir.c_str());
+    return (void)fuse_reply_err(req, ENOSPC);
+  }
   ssize_t n = -1;
   int err = EBADF;
   {

@@ -2,10 +2,14 @@
 // that starts at 1 MiB, doubles on sequential reads up to 32 MiB, and is fetched ahead in
 // the background while the kernel consumes the current one. A random read drops back to
 // one small window at the new offset.
+//
+// Windows are host memory that no limit of the sandbox covers: all the open files of a
+// server share kReadBudget, and past it a window stays at kFirstWindow.
 #pragma once
 
 #include <future>
 #include <string>
+#include <utility>
 
 #include "mounts/bucket/bucket_client.h"
 
@@ -24,14 +28,30 @@ class ObjectReader {
 
   static constexpr size_t kFirstWindow = 1 << 20;
   static constexpr size_t kMaxWindow = 32 << 20;
+  static constexpr uint64_t kReadBudget = 256 << 20;
+  static uint64_t budget_in_use();  // for tests
 
  private:
+  // A share of kReadBudget, given back when its chunk goes.
+  class Lease {
+   public:
+    Lease() = default;
+    explicit Lease(uint64_t bytes) : bytes_(bytes) {}
+    Lease(Lease&& other) noexcept : bytes_(std::exchange(other.bytes_, 0)) {}
+    Lease& operator=(Lease&& other) noexcept;
+    ~Lease();
+
+   private:
+    uint64_t bytes_ = 0;
+  };
   struct Chunk {
     uint64_t offset = 0;
     std::string data;
+    Lease lease;
     bool covers(uint64_t at) const { return at >= offset && at < offset + data.size(); }
   };
-  Result<Chunk> fetch(uint64_t offset, size_t length);
+  // `length` bytes if the budget allows, else no more than max(kFirstWindow, minimum).
+  Result<Chunk> fetch(uint64_t offset, size_t length, size_t minimum);
   Result<void> load_chunk_at(uint64_t offset, size_t at_least);
   void prefetch_next();
 

@@ -1,6 +1,9 @@
 #include "mounts/bucket/remote_reply.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <thread>
 
 #include "mounts/bucket/xml_tree.h"
 
@@ -9,6 +12,39 @@ namespace nsbox::bucket {
 std::chrono::milliseconds backoff(int attempt) { return std::chrono::milliseconds(200 << (2 * (attempt - 1))); }
 
 bool retryable(long status) { return status >= 500 || status == 429; }
+
+HttpRequest http_request_for(const Call& call, std::string url) {
+  HttpRequest request;
+  request.method = call.method;
+  request.url = std::move(url);
+  request.sink = call.sink;
+  request.sink_capacity = call.sink_capacity;
+  if (call.body_fd >= 0) {
+    request.body_fd = call.body_fd;
+    request.body_offset = call.body_offset;
+    request.body_length = call.body_length;
+  } else {
+    request.body = call.body;
+  }
+  return request;
+}
+
+Result<HttpResponse> send_with_retries(HttpClient& http, HttpRequest request,
+                                       const std::function<Headers()>& attempt_headers, const std::string& what,
+                                       std::initializer_list<long> accepted, const BucketCredentials& secrets) {
+  Result<HttpResponse> response = fail(make_error(ErrorCode::kInternal, "no attempt"));
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(backoff(attempt));
+    request.headers = attempt_headers();
+    response = http.perform(request);
+    if (response && !retryable(response->status)) break;
+  }
+  if (!response) return fail(remote_error(EIO, redact(what + ": " + response.error().message, secrets)));
+  long status = response->status;
+  if ((status >= 200 && status < 300) || std::find(accepted.begin(), accepted.end(), status) != accepted.end())
+    return response;
+  return fail(remote_error_from_reply(what, *response, secrets));
+}
 
 Error remote_error(int err, std::string message) {
   Error e = make_error(ErrorCode::kRemote, std::move(message));
@@ -34,6 +70,27 @@ Error remote_error_from_reply(const std::string& what, const HttpResponse& respo
     text += " " + code;  // Azure's HEAD errors have no body
   }
   return remote_error(err, redact(std::move(text), secrets));
+}
+
+Result<std::optional<ObjectHead>> object_head(Result<HttpResponse> response) {
+  if (!response) {
+    if (response.error().sys_errno == ENOENT) return std::optional<ObjectHead>();
+    return fail(std::move(response.error()));
+  }
+  ObjectHead h;
+  h.size = std::strtoull(response->header("content-length").c_str(), nullptr, 10);
+  h.mtime = parse_http_date(response->header("last-modified"));
+  h.etag = response->header("etag");
+  return std::optional<ObjectHead>(std::move(h));
+}
+
+Result<size_t> ranged_read_result(Result<HttpResponse> response, uint64_t offset, const std::string& what,
+                                  std::string_view range_header) {
+  if (!response) return fail(std::move(response.error()));
+  if (response->status == 416) return size_t{0};
+  if (response->status == 200 && offset != 0)
+    return fail(remote_error(EIO, what + ": the remote ignored the " + std::string(range_header) + " header"));
+  return response->sunk;
 }
 
 std::time_t parse_iso8601(const std::string& text) {

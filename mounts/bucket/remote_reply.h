@@ -1,17 +1,43 @@
-// What S3 and Azure Blob replies have in common: when to retry, how an error reads
-// (status, the remote's code and message, secrets redacted, an errno for the filesystem),
-// and the two date formats they use.
+// What S3 and Azure Blob requests and replies have in common: a request before it is
+// signed, when and how often to retry, how an error reads (status, the remote's code and
+// message, secrets redacted, an errno for the filesystem), what a HEAD and a ranged GET
+// answered, and the two date formats they use.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <ctime>
+#include <functional>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "isolation/sys/error.h"
+#include "mounts/bucket/bucket_client.h"
 #include "mounts/bucket/http_client.h"
 #include "mounts/bucket/mount_spec.h"
 
 namespace nsbox::bucket {
+
+// One request to the store before its URL is built and it is signed.
+struct Call {
+  std::string method = "GET";
+  std::string key;  // "" for requests on the bucket or container
+  std::vector<std::pair<std::string, std::string>> query;
+  Headers headers;
+  std::string body;
+  int body_fd = -1;
+  uint64_t body_offset = 0;
+  uint64_t body_length = 0;
+  char* sink = nullptr;
+  size_t sink_capacity = 0;
+};
+
+// `call` sent to `url`, without headers. The request points into `call.body`.
+HttpRequest http_request_for(const Call& call, std::string url);
 
 // Three attempts, 0.2 s then 0.8 s apart: with HttpLimits' bounds, a remote that stops
 // answering fails a request in under 40 s, one that refuses connections in about 1 s.
@@ -19,10 +45,26 @@ inline constexpr int kAttempts = 3;
 std::chrono::milliseconds backoff(int attempt);
 bool retryable(long status);  // 5xx and 429 (throttling)
 
+// Sends `request`, retrying transport failures and retryable answers with backoff; each
+// attempt gets fresh headers from `attempt_headers` (a new date, a new signature). An
+// answer outside 2xx (and `accepted`) is an error with the remote's code and message.
+Result<HttpResponse> send_with_retries(HttpClient& http, HttpRequest request,
+                                       const std::function<Headers()>& attempt_headers, const std::string& what,
+                                       std::initializer_list<long> accepted, const BucketCredentials& secrets);
+
 // kRemote with sys_errno set: ENOENT, EACCES, ESTALE or EIO.
 Error remote_error(int err, std::string message);
 // "what: HTTP 403 AccessDenied: Access Denied", the errno from the status.
 Error remote_error_from_reply(const std::string& what, const HttpResponse& response, const BucketCredentials& secrets);
+
+// What a HEAD found: the object's size, mtime and ETag from the headers; none for a
+// missing key (ENOENT); other errors as they are.
+Result<std::optional<ObjectHead>> object_head(Result<HttpResponse> response);
+// The bytes a ranged GET (sent accepting 416) put in its sink: none at or past the end
+// (416), an EIO if the remote sent the whole object for a range not at 0 (it ignored
+// `range_header`).
+Result<size_t> ranged_read_result(Result<HttpResponse> response, uint64_t offset, const std::string& what,
+                                  std::string_view range_header);
 
 std::time_t parse_iso8601(const std::string& text);    // 2026-11-30T01:02:03.000Z; 0 when malformed
 std::time_t parse_http_date(const std::string& text);  // Mon, 30 Nov 2026 01:02:03 GMT; 0 when malformed

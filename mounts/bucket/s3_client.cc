@@ -2,15 +2,11 @@
 // mounts"): ListObjectsV2 with a delimiter, ranged GETs pinned by If-Match, single PUT or
 // equal-size multipart uploads, CopyObject, DeleteObject. Requests are signed with SigV4
 // unless the mount is anonymous.
-#include <algorithm>
-#include <atomic>
-#include <mutex>
 #include <cerrno>
-#include <chrono>
-#include <thread>
 
 #include "mounts/bucket/bucket_client.h"
 #include "mounts/bucket/crypto.h"
+#include "mounts/bucket/part_upload.h"
 #include "mounts/bucket/remote_reply.h"
 #include "mounts/bucket/xml_tree.h"
 
@@ -21,19 +17,6 @@ constexpr uint64_t kMultipartThreshold = 16ull << 20;
 constexpr uint64_t kMinPartSize = 8ull << 20;
 constexpr uint64_t kMaxParts = 10000;
 constexpr int kParallelParts = 4;
-
-struct Call {
-  std::string method = "GET";
-  std::string key;  // "" for requests on the bucket
-  std::vector<std::pair<std::string, std::string>> query;
-  Headers headers;
-  std::string body;
-  int body_fd = -1;
-  uint64_t body_offset = 0;
-  uint64_t body_length = 0;
-  char* sink = nullptr;
-  size_t sink_capacity = 0;
-};
 
 class S3Client final : public BucketClient {
  public:
@@ -78,16 +61,7 @@ class S3Client final : public BucketClient {
     Call call;
     call.method = "HEAD";
     call.key = key;
-    auto response = send(call, "head " + where(key));
-    if (!response) {
-      if (response.error().sys_errno == ENOENT) return std::optional<ObjectHead>();
-      return fail(std::move(response.error()));
-    }
-    ObjectHead h;
-    h.size = std::strtoull(response->header("content-length").c_str(), nullptr, 10);
-    h.mtime = parse_http_date(response->header("last-modified"));
-    h.etag = response->header("etag");
-    return std::optional<ObjectHead>(std::move(h));
+    return object_head(send(call, "head " + where(key)));
   }
 
   Result<size_t> read(const std::string& key, const std::string& etag, uint64_t offset, char* buffer,
@@ -99,12 +73,8 @@ class S3Client final : public BucketClient {
     if (!etag.empty()) call.headers.emplace_back("if-match", etag);
     call.sink = buffer;
     call.sink_capacity = length;
-    auto response = send(call, "read " + where(key), {416});
-    if (!response) return fail(std::move(response.error()));
-    if (response->status == 416) return size_t{0};
-    if (response->status == 200 && offset != 0)
-      return fail(remote_error(EIO, "read " + where(key) + ": the remote ignored the Range header"));
-    return response->sunk;
+    std::string what = "read " + where(key);
+    return ranged_read_result(send(call, what, {416}), offset, what, "Range");
   }
 
   Result<std::string> upload(const std::string& key, int fd, uint64_t size) override {
@@ -150,9 +120,7 @@ class S3Client final : public BucketClient {
 
   Result<std::string> upload_in_parts(const std::string& key, int fd, uint64_t size) {
     // Equal parts (R2 requires it), at least 8 MiB, at most 10,000 of them.
-    uint64_t part = std::max(kMinPartSize, (size + kMaxParts - 1) / kMaxParts);
-    part = (part + (1 << 20) - 1) & ~uint64_t{(1 << 20) - 1};
-    uint64_t count = (size + part - 1) / part;
+    PartPlan plan = plan_parts(size, kMinPartSize, kMaxParts);
     std::string what = "upload " + where(key);
 
     Call start;
@@ -163,36 +131,23 @@ class S3Client final : public BucketClient {
     std::string upload_id = NSBOX_TRY(parse_xml(started.body)).child_text("UploadId");
     if (upload_id.empty()) return fail(remote_error(EIO, what + ": the remote gave no UploadId"));
 
-    std::vector<std::string> etags(count);
-    std::atomic<uint64_t> next{0};
-    std::atomic<bool> failed{false};
-    std::mutex error_mutex;
-    std::optional<Error> first_error;
-    auto worker = [&] {
-      for (uint64_t i = next++; i < count && !failed; i = next++) {
-        Call put;
-        put.method = "PUT";
-        put.key = key;
-        put.query = {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}};
-        put.body_fd = fd;
-        put.body_offset = i * part;
-        put.body_length = std::min(part, size - i * part);
-        auto r = send(put, what + " (part " + std::to_string(i + 1) + " of " + std::to_string(count) + ")");
-        if (!r) {
-          std::lock_guard lock(error_mutex);
-          if (!first_error) first_error = std::move(r.error());
-          failed = true;
-          return;
-        }
-        etags[i] = r->header("etag");
-      }
+    std::vector<std::string> etags(plan.count);
+    auto put_part = [&](uint64_t i, uint64_t offset, uint64_t length) -> Result<void> {
+      Call put;
+      put.method = "PUT";
+      put.key = key;
+      put.query = {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}};
+      put.body_fd = fd;
+      put.body_offset = offset;
+      put.body_length = length;
+      std::string part = " (part " + std::to_string(i + 1) + " of " + std::to_string(plan.count) + ")";
+      etags[i] = NSBOX_TRY(send(put, what + part)).header("etag");
+      return {};
     };
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kParallelParts && static_cast<uint64_t>(t) < count; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-    if (first_error) {
+    auto sent = upload_parts(plan, size, kParallelParts, put_part);
+    if (!sent) {
       abort_upload(key, upload_id);
-      return fail(std::move(*first_error));
+      return fail(std::move(sent.error()));
     }
 
     Call complete;
@@ -200,7 +155,7 @@ class S3Client final : public BucketClient {
     complete.key = key;
     complete.query = {{"uploadId", upload_id}};
     complete.body = "<CompleteMultipartUpload>";
-    for (uint64_t i = 0; i < count; ++i)
+    for (uint64_t i = 0; i < plan.count; ++i)
       complete.body += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] + "</ETag></Part>";
     complete.body += "</CompleteMultipartUpload>";
     auto done = send(complete, what + " (complete multipart)");
@@ -228,39 +183,20 @@ class S3Client final : public BucketClient {
     return {};
   }
 
-  // Signs and sends, retrying transport failures and 5xx/429 answers with backoff. An
-  // answer outside 2xx (and `accepted`) is an error with the remote's code and message.
+  // Signs each attempt with SigV4 (a fresh date) and sends with send_with_retries.
   Result<HttpResponse> send(const Call& call, const std::string& what, std::initializer_list<long> accepted = {}) {
     std::string path = base_path_ + "/" + uri_encode(call.key, true);
     std::string query = canonical_query(call.query);
-    HttpRequest request;
-    request.method = call.method;
-    request.url = scheme_ + "://" + host_ + path + (query.empty() ? "" : "?" + query);
-    request.sink = call.sink;
-    request.sink_capacity = call.sink_capacity;
-    if (call.body_fd >= 0) {
-      request.body_fd = call.body_fd;
-      request.body_offset = call.body_offset;
-      request.body_length = call.body_length;
-    } else {
-      request.body = call.body;
-    }
+    HttpRequest request = http_request_for(call, scheme_ + "://" + host_ + path + (query.empty() ? "" : "?" + query));
     SigV4Request to_sign{call.method, host_, path, call.query, call.headers,
                          call.body_fd >= 0 ? std::string(kUnsignedPayload) : to_hex(sha256_raw(call.body))};
-    Result<HttpResponse> response = fail(make_error(ErrorCode::kInternal, "no attempt"));
-    for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(backoff(attempt));
-      request.headers = call.headers;
+    auto signed_headers = [&] {
+      Headers headers = call.headers;
       Headers auth = sigv4_sign(to_sign, credentials_, {mount_.region, "s3"}, std::time(nullptr));
-      request.headers.insert(request.headers.end(), auth.begin(), auth.end());
-      response = http_.perform(request);
-      if (response && !retryable(response->status)) break;
-    }
-    if (!response) return fail(remote_error(EIO, redact(what + ": " + response.error().message, secrets_)));
-    long status = response->status;
-    if ((status >= 200 && status < 300) || std::find(accepted.begin(), accepted.end(), status) != accepted.end())
-      return response;
-    return fail(remote_error_from_reply(what, *response, secrets_));
+      headers.insert(headers.end(), auth.begin(), auth.end());
+      return headers;
+    };
+    return send_with_retries(http_, std::move(request), signed_headers, what, accepted, secrets_);
   }
 
   BucketMount mount_;

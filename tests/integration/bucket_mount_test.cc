@@ -1,10 +1,14 @@
 // Bucket mounts served by nsbox-bucketfs against a real s3rver, driven from inside real
 // sandboxes; what the sandbox wrote is read back with boto3 (Debian's), byte for byte.
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "isolation/sys/files.h"
@@ -289,5 +293,24 @@ TEST_CASE("a mount tool that is not installed fails create with the package to i
   CHECK(r.err.find("mount s3://notool/ at /data (read-only): mount tool missing: rclone is not installed") != std::string::npos);
   CHECK(r.err.find("apt-get install rclone") != std::string::npos);
   CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+}
+
+TEST_CASE("writes through a bucket mount get ENOSPC before the host disk they are staged on fills", "[s3]") {
+  S3rverPeer s3({"fill"});
+  TestRoot root;
+  SmallDisk disk(root, "1536m");  // the host's disk the writes are staged on
+  auto nsbox = [&](const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    return disk.nsbox(args, env);
+  };
+  auto created = nsbox({"create", "--files-quota", "64M", "--mount", "s3://fill:/data:rw"}, credentials_env(s3));
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  std::string id = created.out.substr(0, created.out.find('\n'));
+  auto r = nsbox({"sh", id, "--", "head -c 1200M /dev/zero > /data/big.bin; echo $?"});
+  CHECK(r.out == "1\n");
+  CHECK(r.err.find("No space left on device") != std::string::npos);
+  struct statvfs st{};
+  REQUIRE(::statvfs(disk.path().c_str(), &st) == 0);
+  CHECK(static_cast<uint64_t>(st.f_bavail) * st.f_frsize >= (512ull << 20));  // the reserve stayed free
 }
 

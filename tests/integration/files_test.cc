@@ -246,23 +246,8 @@ TEST_CASE("the quota holds from inside and outside, and the upload size limit to
 
 TEST_CASE("on a small disk the default quota shrinks to fit, and a larger explicit one is refused") {
   TestRoot root;
-  std::string small = root.path() + "/small";  // a 3 GiB disk: a tmpfs of that size
-  REQUIRE(::mkdir(small.c_str(), 0700) == 0);
-  REQUIRE(::mount("tmpfs", small.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=3g,mode=0700") == 0);
-  auto nsbox = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {nsbox_binary(), "--root", small});
-    return run_process(args, {.timeout_s = 60});
-  };
-  struct Cleanup {  // the sandboxes first (they hold the images), then the disk
-    std::function<ProcessResult(std::vector<std::string>)> nsbox;
-    std::string mount;
-    ~Cleanup() {
-      auto ls = json::parse(nsbox({"ls", "--json"}).out, nullptr, false);
-      if (!ls.is_discarded())
-        for (const auto& sb : ls.value("sandboxes", json::array())) nsbox({"rm", sb.value("id", "")});
-      ::umount2(mount.c_str(), MNT_DETACH);
-    }
-  } cleanup{nsbox, small};
+  SmallDisk disk(root, "3g");
+  auto nsbox = [&](const std::vector<std::string>& args) { return disk.nsbox(args); };
   auto created = nsbox({"create", "--json"});
   INFO(created.err);
   REQUIRE(created.exit_code == 0);

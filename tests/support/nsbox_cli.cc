@@ -1,5 +1,7 @@
 #include "tests/support/nsbox_cli.h"
 
+#include <sys/mount.h>
+
 #include <pwd.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -120,6 +122,24 @@ std::optional<RunAs> rootless_user() {
   passwd* pw = ::getpwnam("nsbox-rootless");
   if (!pw) return std::nullopt;
   return RunAs{pw->pw_uid, pw->pw_gid};
+}
+
+SmallDisk::SmallDisk(const TestRoot& parent, const std::string& size) : path_(parent.path() + "/small-disk") {
+  REQUIRE(::mkdir(path_.c_str(), 0700) == 0);
+  REQUIRE(::mount("tmpfs", path_.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, ("size=" + size + ",mode=0700").c_str()) == 0);
+}
+
+SmallDisk::~SmallDisk() {
+  // The sandboxes first: they hold the images and mounts that live on the disk.
+  auto ls = nlohmann::json::parse(nsbox({"ls", "--json"}).out, nullptr, false);
+  if (!ls.is_discarded())
+    for (const auto& sb : ls.value("sandboxes", nlohmann::json::array())) nsbox({"rm", sb.value("id", "")});
+  ::umount2(path_.c_str(), MNT_DETACH);
+}
+
+ProcessResult SmallDisk::nsbox(std::vector<std::string> args, const std::vector<std::string>& env) const {
+  args.insert(args.begin(), {nsbox_binary(), "--root", path_});
+  return run_process(args, {.timeout_s = 120, .extra_env = env});
 }
 
 }  // namespace nsbox::test

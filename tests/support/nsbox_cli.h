@@ -50,6 +50,24 @@ class TestRoot {
   std::string binary_;  // nsbox_binary(), or a copy the other user can reach
 };
 
+// A second state root on a disk of its own, small (a tmpfs of `size`, e.g. "3g"), under
+// `parent`: for what happens when a disk fills. Its sandboxes are removed before the disk
+// goes.
+class SmallDisk {
+ public:
+  SmallDisk(const TestRoot& parent, const std::string& size);
+  ~SmallDisk();
+  SmallDisk(const SmallDisk&) = delete;
+  SmallDisk& operator=(const SmallDisk&) = delete;
+
+  const std::string& path() const { return path_; }
+  // nsbox --root <path> ARGS..., with `env` added to its environment.
+  ProcessResult nsbox(std::vector<std::string> args, const std::vector<std::string>& env = {}) const;
+
+ private:
+  std::string path_;
+};
+
 // The host-side test user for rootless tests (created by the CTest fixture).
 std::optional<RunAs> rootless_user();
 
