@@ -29,6 +29,7 @@ bench: build
 	@bench/startup
 	@bench/kernel
 	@bench/files
+	@bench/buckets
 
 clean:
 	rm -rf $(BUILD)

@@ -31,7 +31,11 @@ struct OpenFile {
   std::string key;
   std::unique_ptr<ObjectReader> reader;
   UniqueFd staging;
-  bool dirty = false;
+  bool dirty = false;  // written since the last upload: flush/fsync/release upload it
+  // Created, or truncated by O_TRUNC, and not written yet: uploaded at release, not at a
+  // flush. A shell's `> f` closes a dup of the fd before it writes; uploading the empty
+  // file there would cost a PUT and show readers an empty file for a moment.
+  bool unsent = false;
 };
 
 struct OpenDir {
@@ -143,6 +147,7 @@ Result<void> upload_staged(BucketFs& fs, OpenFile& f) {
   if (::fstat(f.staging.get(), &st) != 0) return fail(sys_error("fstat the staging file of " + f.key));
   std::string etag = NSBOX_TRY(fs.client().upload(f.key, f.staging.get(), static_cast<uint64_t>(st.st_size)));
   f.dirty = false;
+  f.unsent = false;
   if (auto node = fs.inodes().get(f.ino)) {
     node->size = static_cast<uint64_t>(st.st_size);
     node->etag = etag;
@@ -268,11 +273,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto staging = staging_file(fs);
     if (!staging) return (void)fuse_reply_err(req, errno_of(staging.error(), "open"));
     file->staging = std::move(*staging);
-    file->dirty = (fi->flags & O_TRUNC) != 0;
-    if (!file->dirty && node->size > 0 && !node->local)
+    file->unsent = (fi->flags & O_TRUNC) != 0;
+    if (!file->unsent && node->size > 0 && !node->local)
       if (auto r = download_into(fs, file->key, *node, file->staging.get()); !r)
         return (void)fuse_reply_err(req, errno_of(r.error(), "open"));
-    if (file->dirty) {
+    if (file->unsent) {
       node->size = 0;
       fs.inodes().update(ino, *node);
     }
@@ -298,7 +303,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse
   auto file = std::make_unique<OpenFile>();
   file->key = fs.key_of(node.path);
   file->staging = std::move(*staging);
-  file->dirty = true;  // an empty file is a file too
+  file->unsent = true;  // an empty file is a file too
   fuse_entry_param entry{};
   entry.ino = file->ino = fs.inodes().remember(node);
   entry.attr = fs.attributes(entry.ino, node);
@@ -349,24 +354,26 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
 }
 
 // close() and fsync() are where a write reaches the bucket, and where its failure is told.
-void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+void upload_and_reply(fuse_req_t req, fuse_file_info* fi, bool with_unsent) {
   BucketFs& fs = fs_of(req);
   OpenFile& f = file_of(fi);
   int err = 0;
   {
     std::lock_guard lock(f.mutex);
-    if (f.staging && f.dirty)
-      if (auto r = upload_staged(fs, f); !r) err = errno_of(r.error(), "upload at close");
+    if (f.staging && (f.dirty || (with_unsent && f.unsent)))
+      if (auto r = upload_staged(fs, f); !r) err = errno_of(r.error(), "upload");
   }
   fuse_reply_err(req, err);
 }
 
-void op_fsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) { op_flush(req, ino, fi); }
+void op_flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { upload_and_reply(req, fi, false); }
+void op_fsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info* fi) { upload_and_reply(req, fi, true); }
 
 void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
   BucketFs& fs = fs_of(req);
   std::unique_ptr<OpenFile> f(&file_of(fi));
-  if (f->staging && f->dirty)  // no flush came (the writer was killed): still upload what was written
+  // Also what no flush sent: a file created or truncated and never written.
+  if (f->staging && (f->dirty || f->unsent))
     if (auto r = upload_staged(fs, *f); !r) (void)errno_of(r.error(), "upload at release");
   fuse_reply_err(req, 0);
 }

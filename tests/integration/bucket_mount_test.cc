@@ -314,3 +314,30 @@ TEST_CASE("writes through a bucket mount get ENOSPC before the host disk they ar
   CHECK(static_cast<uint64_t>(st.f_bavail) * st.f_frsize >= (512ull << 20));  // the reserve stayed free
 }
 
+TEST_CASE("a shell redirect uploads once, with its content; a touched new file arrives empty", "[s3]") {
+  S3rverPeer s3({"once"});
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://once:/data:rw"});
+  // `> f` opens, dups the fd and closes the first one before writing: that close must not
+  // upload an empty file.
+  REQUIRE(root.sh(id, "echo hello > /data/f.txt && touch /data/empty").exit_code == 0);
+  auto puts_of = [&](const std::string& key) {
+    std::string log = s3.log(), needle = "Stored object \"" + key + "\"";
+    size_t count = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++count;
+    return count;
+  };
+  CHECK(puts_of("f.txt") == 1);
+  CHECK(boto_get(s3, "once", "f.txt") == "hello\n");
+  // An empty new file goes up when its last descriptor closes, just after close() returns.
+  ProcessResult empty;
+  for (int i = 0; i < 50; ++i) {
+    empty = boto(s3, "print(s3.head_object(Bucket='once', Key='empty')['ContentLength'])");
+    if (empty.exit_code == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(empty.out == "0\n");
+  CHECK(puts_of("empty") == 1);
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
