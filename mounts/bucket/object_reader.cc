@@ -32,9 +32,7 @@ uint64_t ObjectReader::budget_in_use() { return g_leased.load(); }
 ObjectReader::ObjectReader(BucketClient& client, std::string key, std::string etag, uint64_t size)
     : client_(client), key_(std::move(key)), etag_(std::move(etag)), size_(size) {}
 
-ObjectReader::~ObjectReader() {
-  if (ahead_.valid()) ahead_.wait();
-}
+ObjectReader::~ObjectReader() = default;  // futures of std::async wait for their fetch
 
 Result<ObjectReader::Chunk> ObjectReader::fetch(uint64_t offset, size_t length, size_t minimum) {
   Lease lease;
@@ -49,30 +47,36 @@ Result<ObjectReader::Chunk> ObjectReader::fetch(uint64_t offset, size_t length, 
   return chunk;
 }
 
-// Makes current_ cover `offset`: from the background fetch when it is the right one,
-// otherwise with a request now.
+// Makes current_ cover `offset`: from the windows fetched ahead when they are the right
+// ones (those before it are dropped), otherwise with a request now.
 Result<void> ObjectReader::load_chunk_at(uint64_t offset, size_t at_least) {
-  if (ahead_.valid()) {
-    auto next = ahead_.get();
-    if (next && next->covers(offset)) {
-      current_ = std::move(*next);
-      return {};
-    }
+  while (!ahead_.empty()) {
+    Pending next = std::move(ahead_.front());
+    ahead_.pop_front();
+    if (offset < next.offset || offset >= next.offset + next.length) continue;  // waited for and dropped
+    auto chunk = next.chunk.get();
+    if (!chunk) return fail(std::move(chunk.error()));
+    if (!chunk->covers(offset)) continue;  // cut short by the budget: fetch the rest now
+    current_ = std::move(*chunk);
+    return {};
   }
   bool sequential = offset == expected_next_;
   window_ = sequential ? window_ : kFirstWindow;
   size_t length = static_cast<size_t>(std::min<uint64_t>(std::max(window_, at_least), size_ - offset));
   current_ = NSBOX_TRY(fetch(offset, length, at_least));
+  scheduled_end_ = current_.offset + current_.data.size();
   return {};
 }
 
-void ObjectReader::prefetch_next() {
-  uint64_t from = current_.offset + current_.data.size();
-  if (ahead_.valid() || from >= size_) return;
-  window_ = std::min(window_ * 2, kMaxWindow);
-  size_t length = static_cast<size_t>(std::min<uint64_t>(window_, size_ - from));
-  ahead_offset_ = from;
-  ahead_ = std::async(std::launch::async, [this, from, length] { return fetch(from, length, 0); });
+void ObjectReader::prefetch() {
+  scheduled_end_ = std::max(scheduled_end_, current_.offset + current_.data.size());
+  while (ahead_.size() < kAhead && scheduled_end_ < size_) {
+    window_ = std::min(window_ * 2, kMaxWindow);
+    uint64_t from = scheduled_end_;
+    size_t length = static_cast<size_t>(std::min<uint64_t>(window_, size_ - from));
+    ahead_.push_back({from, length, std::async(std::launch::async, [this, from, length] { return fetch(from, length, 0); })});
+    scheduled_end_ += length;
+  }
 }
 
 Result<std::string> ObjectReader::read(uint64_t offset, size_t length) {
@@ -92,7 +96,7 @@ Result<std::string> ObjectReader::read(uint64_t offset, size_t length) {
     out.append(current_.data, from, take);
   }
   expected_next_ = offset + out.size();
-  if (sequential || offset == 0) prefetch_next();
+  if (sequential || offset == 0) prefetch();
   return out;
 }
 

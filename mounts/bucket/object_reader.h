@@ -1,12 +1,14 @@
-// Reads of one open object: ranged GETs pinned to the ETag seen at open, with a window
-// that starts at 1 MiB, doubles on sequential reads up to 32 MiB, and is fetched ahead in
-// the background while the kernel consumes the current one. A random read drops back to
-// one small window at the new offset.
+// Reads of one open object: ranged GETs pinned to the ETag seen at open, in windows that
+// start at 1 MiB and double on sequential reads up to 16 MiB; on sequential reads up to
+// kAhead windows are fetched in parallel, in the background, while the kernel consumes the
+// current one (one connection each: a store serves several streams faster than one). A
+// random read drops what was fetched ahead and goes back to one small window.
 //
 // Windows are host memory that no limit of the sandbox covers: all the open files of a
 // server share kReadBudget, and past it a window stays at kFirstWindow.
 #pragma once
 
+#include <deque>
 #include <future>
 #include <string>
 #include <utility>
@@ -27,7 +29,8 @@ class ObjectReader {
   Result<std::string> read(uint64_t offset, size_t length);
 
   static constexpr size_t kFirstWindow = 1 << 20;
-  static constexpr size_t kMaxWindow = 32 << 20;
+  static constexpr size_t kMaxWindow = 16 << 20;
+  static constexpr size_t kAhead = 4;
   static constexpr uint64_t kReadBudget = 256 << 20;
   static uint64_t budget_in_use();  // for tests
 
@@ -53,15 +56,20 @@ class ObjectReader {
   // `length` bytes if the budget allows, else no more than max(kFirstWindow, minimum).
   Result<Chunk> fetch(uint64_t offset, size_t length, size_t minimum);
   Result<void> load_chunk_at(uint64_t offset, size_t at_least);
-  void prefetch_next();
+  void prefetch();
 
   BucketClient& client_;
   std::string key_;
   std::string etag_;
   uint64_t size_;
   Chunk current_;
-  std::future<Result<Chunk>> ahead_;
-  uint64_t ahead_offset_ = 0;
+  struct Pending {
+    uint64_t offset;
+    uint64_t length;
+    std::future<Result<Chunk>> chunk;
+  };
+  std::deque<Pending> ahead_;   // in the order of the object
+  uint64_t scheduled_end_ = 0;  // where the next window fetched ahead starts
   uint64_t expected_next_ = 0;  // where a sequential read goes on
   size_t window_ = kFirstWindow;
 };
