@@ -49,11 +49,11 @@ bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
 }  // namespace
 
-TEST_CASE("the object-store peers are installed (scripts/install-deps)") {
+TEST_CASE("the object-store peers are installed (scripts/install-deps)", "[peers]") {
   CHECK(peers_installed());
 }
 
-TEST_CASE("s3rver stores the bytes boto3 puts and returns them unchanged") {
+TEST_CASE("s3rver stores the bytes boto3 puts and returns them unchanged", "[peers]") {
   S3rverPeer s3({"peers-test"});
   std::string data;
   for (int i = 0; i < 300000; ++i) data += static_cast<char>((i * 7919) & 0xff);
@@ -70,7 +70,7 @@ sys.stdout.buffer.write(s3.get_object(Bucket="peers-test", Key="dir/blob.bin")["
   CHECK(read_file(s3.data_dir() + "/peers-test/dir/blob.bin._S3rver_object") == data);
 }
 
-TEST_CASE("s3rver pages a listing: its continuation token works on this Node") {
+TEST_CASE("s3rver pages a listing: its continuation token works on this Node", "[peers]") {
   S3rverPeer s3({"peers-test"});
   auto r = python(std::string(kBoto3Client) + R"(
 for key in ("a", "b", "c"):
@@ -84,7 +84,7 @@ print(" ".join("+".join(o["Key"] for o in page.get("Contents", [])) for page in 
   CHECK(r.out == "a b c\n");
 }
 
-TEST_CASE("azurite refuses unsigned and wrongly signed requests and serves SharedKey-signed ones") {
+TEST_CASE("azurite refuses unsigned and wrongly signed requests and serves SharedKey-signed ones", "[peers]") {
   AzuritePeer az;
   // A minimal SharedKey signer (Azure's "Authorize with Shared Key", version 2015-02-21+),
   // path style: the canonical resource names the account twice.
@@ -138,7 +138,7 @@ print(json.dumps({
   CHECK(doc["get"] == json::array({200, "hello azure\n"}));
 }
 
-TEST_CASE("a peer stops on request, or at once when killed, and its directory goes with it") {
+TEST_CASE("a peer stops on request, or at once when killed, and its directory goes with it", "[peers]") {
   std::string s3_dir, az_dir;
   pid_t s3_pid = 0, az_pid = 0;
   {
@@ -164,7 +164,7 @@ TEST_CASE("a peer stops on request, or at once when killed, and its directory go
   CHECK_FALSE(std::filesystem::exists(az_dir));
 }
 
-TEST_CASE("a peer still running when its object goes is stopped") {
+TEST_CASE("a peer still running when its object goes is stopped", "[peers]") {
   pid_t pid = 0;
   {
     S3rverPeer s3;

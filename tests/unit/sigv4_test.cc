@@ -63,7 +63,7 @@ TEST_CASE("SigV4 matches AWS's published S3 examples") {
   }
 }
 
-TEST_CASE("SigV4 signs what botocore signs, byte for byte") {
+TEST_CASE("SigV4 signs what botocore signs, byte for byte", "[botocore]") {
   struct Case {
     std::string method, host, key;
     std::vector<std::pair<std::string, std::string>> query;
