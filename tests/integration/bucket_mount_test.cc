@@ -314,7 +314,7 @@ TEST_CASE("writes through a bucket mount get ENOSPC before the host disk they ar
   CHECK(static_cast<uint64_t>(st.f_bavail) * st.f_frsize >= (512ull << 20));  // the reserve stayed free
 }
 
-TEST_CASE("a shell redirect uploads once, with its content; a touched new file arrives empty", "[s3]") {
+TEST_CASE("a shell redirect uploads once, with its content, and a touched new file arrives empty", "[s3]") {
   S3rverPeer s3({"once"});
   TestRoot root;
   auto id = create_with(root, s3, {"s3://once:/data:rw"});

@@ -43,7 +43,7 @@ TEST_CASE("rclone gets its keys in a config file and the mount's options on its 
   for (const auto& e : cmd->environment) CHECK(e.rfind("AWS_", 0) != 0);
 }
 
-TEST_CASE("s3fs gets a passwd file, or public_bucket when anonymous; it cannot mount Azure") {
+TEST_CASE("s3fs gets a passwd file, or public_bucket when anonymous, and cannot mount Azure") {
   auto m = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", "s3fs"}, {"read_only", false},
                                    {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
   REQUIRE(m);
