@@ -341,3 +341,63 @@ TEST_CASE("a shell redirect uploads once, with its content, and a touched new fi
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
+TEST_CASE("an upload that fails at close is the writer's EIO, not a silent loss", "[s3]") {
+  S3rverPeer s3({"lost"});
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://lost:/data:rw"});
+  ProcessResult writer;
+  std::thread t([&] {
+    writer = root.sh(id,
+                     "python3 -c \"import time\nf = open('/data/report.csv', 'w')\nf.write('a,b\\\\n' * 1000)\ntime.sleep(3)\n"
+                     "try:\n  f.close()\n  print('closed')\nexcept OSError as e:\n  print('errno', e.errno)\"",
+                     {}, {.timeout_s = 150});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  s3.kill_now();
+  t.join();
+  INFO(writer.err);
+  CHECK_FALSE(writer.timed_out);
+  CHECK(writer.out == "errno 5\n");
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  std::string log = nsbox::files::read_file(root.path() + "/run/sandboxes/" + id + "/supervisor.log").value_or("");
+  CHECK(log.find("upload s3://lost/report.csv") != std::string::npos);  // the log says what failed
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("a public bucket mounts without credentials, and a virtual-host endpoint serves a mount", "[s3]") {
+  S3rverPeer s3({"open", "vhost"}, "localhost");
+  REQUIRE(boto_put(s3, "open", "readme.txt", "public\n").exit_code == 0);
+  TestRoot root;
+  // No AWS_* at all: anonymous requests, which s3rver accepts like a public bucket.
+  auto anonymous = root.nsbox({"create", "--mount", "s3://open:/data"}, {.extra_env = {"S3_ENDPOINT_URL=" + s3.endpoint(),
+                                                                                      "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="}});
+  INFO(anonymous.err);
+  REQUIRE(anonymous.exit_code == 0);
+  std::string id = anonymous.out.substr(0, anonymous.out.find('\n'));
+  CHECK(root.sh(id, "cat /data/readme.txt").out == "public\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+
+  // What goes on the wire (the Host, the path) is checked in tests/unit/s3_addressing_test.cc.
+  std::string manifest = root.path() + "/vhost.json";
+  REQUIRE(nsbox::files::atomic_write(manifest, R"([{"type": "s3", "bucket": "vhost", "mount_path": "/data", "read_only": false,
+      "path_style": false, "endpoint_url": "http://s3.localhost:)" + std::to_string(s3.port()) + R"("}])"));
+  auto created = root.nsbox({"create", "--manifest", manifest}, {.extra_env = credentials_env(s3)});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  id = created.out.substr(0, created.out.find('\n'));
+  CHECK(root.sh(id, "echo by-host > /data/v.txt && cat /data/v.txt").out == "by-host\n");
+  CHECK(boto_get(s3, "vhost", "v.txt") == "by-host\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("an endpoint that does not answer fails create with the mount and the connection error", "[s3]") {
+  TestRoot root;
+  auto r = root.nsbox({"create", "--mount", "s3://any:/data"},
+                      {.extra_env = {"S3_ENDPOINT_URL=http://127.0.0.1:1", "AWS_ACCESS_KEY_ID=AKID", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret}});
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("mount s3://any/ at /data (read-only): list s3://any/: GET http://127.0.0.1:1/any/: Couldn't connect to server") !=
+        std::string::npos);
+  CHECK(r.err.find(kSecret) == std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+}
+

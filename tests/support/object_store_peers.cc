@@ -281,11 +281,12 @@ void PeerProcess::kill_now() {
 
 // ---- S3rverPeer ----
 
-S3rverPeer::S3rverPeer(const std::vector<std::string>& buckets) {
+S3rverPeer::S3rverPeer(const std::vector<std::string>& buckets, const std::string& service_endpoint) {
   require_installed("s3rver");
   process_ = std::make_unique<PeerProcess>("s3rver");
   std::vector<std::string> args = {"-d", process_->data_dir(), "-a", "127.0.0.1", "-p", "0"};
   for (const auto& bucket : buckets) args.insert(args.end(), {"--configure-bucket", bucket});
+  if (!service_endpoint.empty()) args.insert(args.end(), {"--service-endpoint", service_endpoint});
   // ListObjectsV2's continuation token is DES-encrypted, which OpenSSL 3 has only in its
   // legacy provider: without it, every truncated listing is an InternalError (Node >= 17).
   process_->start(s3rver_script(), args, {"NODE_OPTIONS=--openssl-legacy-provider"});

@@ -31,7 +31,9 @@ class PeerProcess;
 class S3rverPeer {
  public:
   // Creates `buckets` at start-up (names must be valid S3 bucket names).
-  explicit S3rverPeer(const std::vector<std::string>& buckets = {});
+  // With a `service_endpoint` (e.g. "localhost"), it also answers virtual-host requests:
+  // bucket B at host B.s3.<service_endpoint>.
+  explicit S3rverPeer(const std::vector<std::string>& buckets = {}, const std::string& service_endpoint = "");
   ~S3rverPeer();
   S3rverPeer(const S3rverPeer&) = delete;
   S3rverPeer& operator=(const S3rverPeer&) = delete;
