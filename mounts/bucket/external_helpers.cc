@@ -92,9 +92,8 @@ Result<std::string> find_helper(MountStrategy strategy) {
                          "install the Debian package " + name + " (apt-get install " + name + ")"));
 }
 
-Result<HelperCommand> helper_command(const BucketMount& mount, const BucketCredentials& credentials,
-                                     const HelperPaths& paths) {
-  std::string program = NSBOX_TRY(find_helper(mount.strategy));
+Result<HelperCommand> helper_command(const std::string& program, const BucketMount& mount,
+                                     const BucketCredentials& credentials, const HelperPaths& paths) {
   if (mount.strategy == MountStrategy::kRclone) return rclone(program, mount, credentials, paths);
   if (mount.kind == BucketKind::kAzureBlob)
     return fail(make_error(ErrorCode::kInvalidArgument, "s3fs cannot mount Azure Blob containers", "use builtin or rclone"));

@@ -35,7 +35,8 @@ struct HelperCommand {
 // Where the helper's binary is, or a "mount tool missing" error naming the package.
 Result<std::string> find_helper(MountStrategy strategy);
 
-Result<HelperCommand> helper_command(const BucketMount& mount, const BucketCredentials& credentials,
-                                     const HelperPaths& paths);
+// The command line, environment and secret files for `program` (what find_helper found).
+Result<HelperCommand> helper_command(const std::string& program, const BucketMount& mount,
+                                     const BucketCredentials& credentials, const HelperPaths& paths);
 
 }  // namespace nsbox::bucket

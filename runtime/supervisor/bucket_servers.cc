@@ -130,7 +130,9 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
   } else {
     bucket::HelperPaths helper_paths{base, base + ".secrets", paths.staging_dir + "/" + paths.sandbox_id + "-" + std::to_string(index),
                                      uid, gid};
-    auto command = bucket::helper_command(mount, request.credentials, helper_paths);
+    auto program = bucket::find_helper(mount.strategy);
+    if (!program) return fail(std::move(program.error()).context(what));
+    auto command = bucket::helper_command(*program, mount, request.credentials, helper_paths);
     if (!command) return fail(std::move(command.error()).context(what));
     // The same check as the builtin strategy's first, so that a missing bucket or a refused
     // key reads the same whichever tool serves the mount.

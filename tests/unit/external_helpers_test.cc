@@ -1,5 +1,6 @@
 // The rclone and s3fs command lines nsbox builds: the secrets in files, never in argv or
-// the environment's AWS names; a missing tool named with its package.
+// the environment's AWS names; a missing tool named with its package. (Whether the tools
+// are installed does not matter here: the integration tests run them.)
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -28,7 +29,7 @@ TEST_CASE("rclone gets its keys in a config file and the mount's options on its 
                                    {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
   REQUIRE(m);
   BucketCredentials c{"AKID", "the-secret", "the-token", "", ""};
-  auto cmd = helper_command(*m, c, {"/mnt/x", "/run/s", "/var/cache/x", 1000, 1000});
+  auto cmd = helper_command("/usr/bin/rclone", *m, c, {"/mnt/x", "/run/s", "/var/cache/x", 1000, 1000});
   REQUIRE(cmd);
   std::string argv = joined(cmd->argv);
   CHECK(argv.find("rclone mount bucket:b/p/q /mnt/x --config /run/s/rclone.conf") == 0);
@@ -47,7 +48,7 @@ TEST_CASE("s3fs gets a passwd file, or public_bucket when anonymous, and cannot 
   auto m = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", "s3fs"}, {"read_only", false},
                                    {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
   REQUIRE(m);
-  auto cmd = helper_command(*m, {"AKID", "the-secret", "", "", ""}, {"/mnt/x", "/run/s", "/var/cache/x", 0, 0});
+  auto cmd = helper_command("/usr/bin/s3fs", *m, {"AKID", "the-secret", "", "", ""}, {"/mnt/x", "/run/s", "/var/cache/x", 0, 0});
   REQUIRE(cmd);
   std::string argv = joined(cmd->argv);
   CHECK(argv.find("s3fs b /mnt/x -f -o url=http://127.0.0.1:9000,") == 0);
@@ -57,7 +58,7 @@ TEST_CASE("s3fs gets a passwd file, or public_bucket when anonymous, and cannot 
   REQUIRE(cmd->secret_files.size() == 1);
   CHECK(cmd->secret_files[0].second == "AKID:the-secret\n");
 
-  auto anonymous = helper_command(*m, {}, {"/mnt/x", "/run/s", "/var/cache/x", 0, 0});
+  auto anonymous = helper_command("/usr/bin/s3fs", *m, {}, {"/mnt/x", "/run/s", "/var/cache/x", 0, 0});
   REQUIRE(anonymous);
   CHECK(joined(anonymous->argv).find("public_bucket=1") != std::string::npos);
   CHECK(anonymous->secret_files.empty());
