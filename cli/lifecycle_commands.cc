@@ -33,6 +33,9 @@ Result<std::vector<bucket::MountRequest>> mount_requests(const ParsedArgs& args)
       std::string text = NSBOX_TRY(files::read_file(path));
       for (auto& m : NSBOX_TRY(bucket::parse_manifest(text, path))) mounts.push_back(std::move(m));
     }
+  std::vector<std::string> paths;
+  for (const auto& m : mounts) paths.push_back(m.mount_path);
+  NSBOX_CHECK(bucket::check_mount_paths(paths));
   bucket::Environment env;
   for (char** e = environ; *e; ++e) {
     std::string_view kv(*e);
@@ -41,9 +44,6 @@ Result<std::vector<bucket::MountRequest>> mount_requests(const ParsedArgs& args)
   }
   std::vector<bucket::MountRequest> requests;
   for (auto& m : mounts) {
-    for (const auto& other : requests)
-      if (other.mount.mount_path == m.mount_path)
-        return fail(make_error(ErrorCode::kInvalidArgument, "two mounts at " + m.mount_path));
     auto credentials = NSBOX_TRY(bucket::resolve(m, env));
     requests.push_back({std::move(m), std::move(credentials)});
   }

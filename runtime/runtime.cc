@@ -24,6 +24,9 @@ namespace {
 using protocol::Json;
 
 constexpr int kRequestTimeoutMs = 15000;
+// The supervisor's start without bucket mounts (milliseconds, usually); each mount adds
+// what its server may take (BucketServers::start_bound_ms), as they start one by one.
+constexpr int kSupervisorStartMs = 30000;
 
 Error error_from_json(const Json& j) {
   const Json& e = j.contains("error") && j["error"].is_object() ? j["error"] : j;
@@ -34,6 +37,16 @@ Error error_from_json(const Json& j) {
 Error dead_error(const std::string& id) {
   return make_error(ErrorCode::kSandboxDead, "sandbox " + id + " is dead: its supervisor is gone",
                     "remove it with `nsbox rm " + id + "`");
+}
+
+// <data>/staging/<id>-N: rclone's or s3fs's cache for mount N. The supervisor removes it
+// when it stops; one that was killed leaves it.
+Result<void> remove_mount_caches(const StateRoot& root, const std::string& id) {
+  std::string staging = root.data_dir + "/staging";
+  if (!files::exists(staging)) return {};
+  for (const auto& name : NSBOX_TRY(files::list_dir(staging)))
+    if (name.starts_with(id + "-")) NSBOX_CHECK(files::remove_tree(staging + "/" + name));
+  return {};
 }
 
 void set_receive_timeout(int fd, int timeout_ms) {
@@ -65,6 +78,7 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
 }
 
 void Runtime::remove_leftovers(const std::string& id, const std::string& name) const {
+  (void)remove_mount_caches(store_.root(), id);
   (void)files::remove_tree(store_.root().sandbox_dir(id));
   store_.release_name(name, id);
 }
@@ -72,6 +86,9 @@ void Runtime::remove_leftovers(const std::string& id, const std::string& name) c
 Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   NSBOX_CHECK(store_.ensure_dirs());
   if (!options.name.empty()) NSBOX_CHECK(StateStore::validate_name(options.name));
+  std::vector<std::string> mount_paths;
+  for (const auto& m : options.mounts) mount_paths.push_back(m.mount.mount_path);
+  NSBOX_CHECK(bucket::check_mount_paths(mount_paths));
   std::string id;
   for (int attempt = 0;; ++attempt) {
     id = store_.new_id();
@@ -95,7 +112,8 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     if (!volume->named) (void)volumes.remove(*volume);
   };
   SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name, options.mounts};
-  auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json());
+  auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
+                                 kSupervisorStartMs + BucketServers::start_bound_ms(options.mounts));
   if (!report || !report->value("ok", false)) {
     Error e = report ? error_from_json(*report) : report.error();
     // The supervisor removed its cgroup before exiting; wait (bounded) for its lock so
@@ -313,6 +331,7 @@ Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) con
       else NSBOX_CHECK_CTX(volumes.remove(*volume), "remove the files volume of " + id);
     }
   }
+  NSBOX_CHECK_CTX(remove_mount_caches(store_.root(), id), "remove the bucket mount caches of " + id);
   NSBOX_CHECK(files::remove_tree(store_.root().sandbox_dir(id)));
   store_.release_name(record ? record->name : std::string(), id);
   return {};

@@ -6,19 +6,40 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <string_view>
+#include <vector>
+
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox {
 namespace {
 
-// A sandbox starts in milliseconds; a bucket mount's server may take up to a minute to
-// give up on a remote that does not answer (bucket_servers.cc), and the report waits for it.
-constexpr int kStartTimeoutMs = 90000;
+// What the supervisor and its children read from their environment: PATH (mkfs.ext4,
+// the mount tools), NSBOX_* (NSBOX_LIBEXEC), the locale and time zone of messages. HOME
+// is for tools that look for it.
+bool kept_for_supervisor(std::string_view entry) {
+  for (std::string_view name : {"PATH=", "HOME=", "LANG=", "TZ="})
+    if (entry.starts_with(name)) return true;
+  return entry.starts_with("LC_") || entry.starts_with("NSBOX_");
+}
 
-[[noreturn]] void exec_supervisor(const std::string& path, const StateRoot& root, int in_fd, int out_fd) {
+// The caller's environment as the supervisor gets it (K=V).
+std::vector<std::string> supervisor_environment(char** environment) {
+  std::vector<std::string> kept;
+  for (char** e = environment; e && *e; ++e)
+    if (kept_for_supervisor(*e)) kept.emplace_back(*e);
+  return kept;
+}
+
+[[noreturn]] void exec_supervisor(const char* path, char* const argv[], char* const envp[], int in_fd, int out_fd) {
   ::setsid();
   if (::fork() != 0) ::_exit(0);  // the grandchild is adopted by init/subreaper
+  // Above 2 first: a pipe end that is already fd 0 or 1 (a caller started with them
+  // closed) would stay O_CLOEXEC through a dup2 onto itself.
+  in_fd = ::fcntl(in_fd, F_DUPFD_CLOEXEC, 3);
+  out_fd = ::fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
   ::dup2(in_fd, STDIN_FILENO);
   ::dup2(out_fd, STDOUT_FILENO);
   int null_fd = ::open("/dev/null", O_WRONLY);
@@ -30,18 +51,19 @@ constexpr int kStartTimeoutMs = 90000;
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execl(path.c_str(), "nsbox-supervisor", "--run-dir", root.run_dir.c_str(), "--data-dir", root.data_dir.c_str(),
-          static_cast<char*>(nullptr));
+  ::execve(path, argv, envp);
   ::_exit(127);
 }
 
-Result<std::string> read_line_bounded(int fd) {
+Result<std::string> read_line_bounded(int fd, int timeout_ms) {
   std::string line;
   char buf[4096];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{fd, POLLIN, 0};
-    int n = sys::retry_eintr([&] { return ::poll(&p, 1, kStartTimeoutMs); });
-    if (n == 0) return fail(make_error(ErrorCode::kTimeout, "the supervisor did not report within " + std::to_string(kStartTimeoutMs / 1000) + " s"));
+    int n = left <= 0 ? 0 : sys::retry_eintr([&] { return ::poll(&p, 1, static_cast<int>(left)); });
+    if (n == 0) return fail(make_error(ErrorCode::kTimeout, "the supervisor did not report within " + std::to_string(timeout_ms / 1000) + " s"));
     ssize_t got = sys::retry_eintr([&] { return ::read(fd, buf, sizeof buf); });
     if (got < 0) return fail(sys_error("read from the supervisor"));
     if (got == 0) return line;
@@ -53,7 +75,15 @@ Result<std::string> read_line_bounded(int fd) {
 }  // namespace
 
 Result<protocol::Json> spawn_supervisor(const std::string& supervisor_path, const StateRoot& root,
-                                        const protocol::Json& spec) {
+                                        const protocol::Json& spec, int timeout_ms) {
+  // Built before fork: the child only calls what is async-signal-safe.
+  std::vector<std::string> args = {"nsbox-supervisor", "--run-dir", root.run_dir, "--data-dir", root.data_dir};
+  std::vector<std::string> env = supervisor_environment(environ);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   int in_pipe[2], out_pipe[2];
   if (::pipe2(in_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd in_r(in_pipe[0]), in_w(in_pipe[1]);
@@ -62,7 +92,7 @@ Result<protocol::Json> spawn_supervisor(const std::string& supervisor_path, cons
 
   pid_t child = ::fork();
   if (child < 0) return fail(sys_error("fork the supervisor"));
-  if (child == 0) exec_supervisor(supervisor_path, root, in_r.get(), out_w.get());
+  if (child == 0) exec_supervisor(supervisor_path.c_str(), argv.data(), envp.data(), in_r.get(), out_w.get());
   in_r.reset();
   out_w.reset();
   ::waitpid(child, nullptr, 0);  // the intermediate exits at once
@@ -75,7 +105,7 @@ Result<protocol::Json> spawn_supervisor(const std::string& supervisor_path, cons
   auto written = files::write_all(in_w.get(), spec.dump(), "the supervisor's stdin");
   ::sigaction(SIGPIPE, &previous, nullptr);
   in_w.reset();
-  auto line = NSBOX_TRY(read_line_bounded(out_r.get()));
+  auto line = NSBOX_TRY(read_line_bounded(out_r.get(), timeout_ms));
   if (line.empty()) {
     if (!written) return fail(std::move(written.error()));
     return fail(make_error(ErrorCode::kInternal, "the supervisor exited without a report",

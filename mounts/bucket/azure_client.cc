@@ -81,24 +81,23 @@ class AzureClient final : public BucketClient {
     auto response = NSBOX_TRY(send(call, "list " + where(prefix)));
     auto doc = NSBOX_TRY(parse_xml(response.body));
     ListPage page;
+    // A name XML cannot carry comes as <Name Encoded="true">, percent-encoded.
+    auto name_of = [](const XmlElement* item) {
+      const XmlElement* name = item->child("Name");
+      if (!name) return std::string();
+      return name->attribute("Encoded") == "true" ? uri_decode(name->text, false) : name->text;
+    };
     if (const XmlElement* blobs = doc.child("Blobs")) {
       for (const auto* b : blobs->all("Blob")) {
-        std::string name = b->child_text("Name");
-        if (name.size() <= prefix.size() || !name.starts_with(prefix)) continue;  // the prefix's own marker
-        const XmlElement* props = b->child("Properties");
-        ObjectEntry e{name.substr(prefix.size()), false, 0, 0, {}};
-        if (props) {
+        ObjectEntry e;
+        if (const XmlElement* props = b->child("Properties")) {
           e.size = std::strtoull(props->child_text("Content-Length").c_str(), nullptr, 10);
           e.mtime = parse_http_date(props->child_text("Last-Modified"));
           e.etag = quoted(props->child_text("Etag"));
         }
-        page.entries.push_back(std::move(e));
+        add_listed(page, prefix, name_of(b), false, std::move(e));
       }
-      for (const auto* p : blobs->all("BlobPrefix")) {
-        std::string name = p->child_text("Name");
-        if (name.size() <= prefix.size() + 1 || !name.starts_with(prefix)) continue;
-        page.entries.push_back({name.substr(prefix.size(), name.size() - prefix.size() - 1), true, 0, 0, {}});
-      }
+      for (const auto* p : blobs->all("BlobPrefix")) add_listed(page, prefix, name_of(p), true, {});
     }
     page.next_token = doc.child_text("NextMarker");
     return page;

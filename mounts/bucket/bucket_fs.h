@@ -20,6 +20,7 @@ struct BucketFsOptions {
   bool read_only = true;
   std::string prefix;       // of every key; "" or ending in '/'
   std::string staging_dir;  // host directory for files being written (O_TMPFILE there)
+  bool azure_names = false;  // refuse the names Azure Blob rewrites ('\\', a trailing '.')
 };
 
 class BucketFs {

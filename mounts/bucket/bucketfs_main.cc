@@ -7,7 +7,9 @@
 //   fd 3:   one JSON line once mounted ({"ok":true}) or not ({"ok":false,"error":{...}})
 //   --probe: only check the bucket and report (for mounts rclone or s3fs serve)
 //   stderr: the supervisor's log (why a request failed; never a secret)
+//   environment: PATH only
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -54,8 +56,17 @@ Result<Config> read_config() {
   c.mount = NSBOX_TRY(BucketMount::from_json(j["mount"]));
   c.credentials = BucketCredentials::from_json(j.value("credentials", json::object()));
   c.mountpoint = j.value("mountpoint", "");
-  c.options = {j.value("uid", 0u), j.value("gid", 0u), c.mount.read_only, c.mount.prefix, j.value("staging_dir", "/tmp")};
+  c.options = {j.value("uid", 0u), j.value("gid", 0u), c.mount.read_only, c.mount.prefix, j.value("staging_dir", "/tmp"),
+               c.mount.kind == BucketKind::kAzureBlob};
   return c;
+}
+
+// The supervisor stops a server with SIGTERM (and SIGKILL 2 s later).
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+  return set;
 }
 
 int serve(BucketFs& fs, const Config& config) {
@@ -75,6 +86,10 @@ int serve(BucketFs& fs, const Config& config) {
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(loop, 1);  // a /dev/fuse queue per worker thread
   fuse_loop_cfg_set_max_threads(loop, kMaxThreads);
+  // Only this thread takes SIGTERM (main() blocked it for every thread made before): the
+  // handler ends the session, but only a wait it interrupts here notices at once.
+  sigset_t stop = stop_signals();
+  ::pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   int result = fuse_session_loop_mt(session, loop);
   fuse_loop_cfg_destroy(loop);
   fuse_remove_signal_handlers(session);
@@ -86,11 +101,16 @@ int serve(BucketFs& fs, const Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before the credentials are read: no core dump of a process holding keys, and no
+  // ptrace or /proc/PID/mem by anyone without CAP_SYS_PTRACE.
+  ::prctl(PR_SET_DUMPABLE, 0);
   // --probe: check the bucket and report, for a mount another tool serves (rclone, s3fs).
   bool probe_only = argc > 1 && std::string(argv[1]) == "--probe";
   // With the supervisor gone, nothing may keep serving: the connection aborts with us.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::signal(SIGPIPE, SIG_IGN);
+  sigset_t stop = stop_signals();
+  ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // inherited by every thread; serve() unblocks its own
   auto config = read_config();
   if (!config) return fail_start(config.error(), {});
   auto client = make_client(config->mount, config->credentials);
@@ -104,5 +124,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   BucketFs fs(*client, config->options);
-  return serve(fs, *config);
+  // Once the session is over nothing can reach the kernel any more: no destructor runs,
+  // so a read-ahead waiting on a stalled remote does not hold the exit.
+  ::_exit(serve(fs, *config));
 }

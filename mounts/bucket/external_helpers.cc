@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace nsbox::bucket {
@@ -18,6 +19,20 @@ std::string s3_provider(BucketKind kind) {
     default: return "Other";
   }
 }
+
+// A value in a FUSE -o list: fuse_opt splits on ',' unless escaped with '\\'.
+std::string fuse_option_value(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == ',' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// rclone's sizes: a bare number means KiB to it; "M" is MiB. At least 1 MiB: 0 would
+// mean no bound.
+std::string rclone_size(uint64_t bytes) { return std::to_string(std::max<uint64_t>(bytes >> 20, 1)) + "M"; }
 
 std::string remote_path(const BucketMount& m) {
   std::string prefix = m.prefix;
@@ -45,7 +60,9 @@ HelperCommand rclone(const std::string& program, const BucketMount& m, const Buc
                               "--cache-dir", p.cache_dir, "--allow-other", "--uid", std::to_string(p.uid), "--gid",
                               std::to_string(p.gid), "--umask", "022", "--dir-cache-time", "1s", "--attr-timeout", "1s",
                               // Written files go up right after close (rclone's close does not wait for it).
-                              "--vfs-cache-mode", "writes", "--vfs-write-back", "0s"},
+                              "--vfs-cache-mode", "writes", "--vfs-write-back", "0s",
+                              // Debian's rclone (1.60) has no --vfs-cache-min-free-space to bound it by.
+                              "--vfs-cache-max-size", rclone_size(p.cache_max_bytes)},
                     {{config, text}}, kEnvironment};
   if (m.read_only) cmd.argv.push_back("--read-only");
   return cmd;
@@ -55,7 +72,11 @@ HelperCommand s3fs(const std::string& program, const BucketMount& m, const Bucke
   std::string prefix = m.prefix;
   if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   std::string options = "url=" + m.endpoint_url + ",endpoint=" + m.region + ",allow_other,uid=" + std::to_string(p.uid) +
-                        ",gid=" + std::to_string(p.gid) + ",umask=022,mp_umask=022";
+                        ",gid=" + std::to_string(p.gid) + ",umask=022,mp_umask=022" +
+                        // Its temporary files in the sandbox's cache dir, and the staging
+                        // disk's reserve left free (s3fs answers ENOSPC past it).
+                        ",tmpdir=" + fuse_option_value(p.cache_dir) +
+                        ",ensure_diskfree=" + std::to_string(std::max<uint64_t>(p.disk_reserve_bytes >> 20, 1));
   if (m.path_style) options += ",use_path_request_style";
   if (m.read_only) options += ",ro";
   HelperCommand cmd{program, {"s3fs", m.bucket + (prefix.empty() ? "" : ":/" + prefix), p.mountpoint, "-f"}, {}, kEnvironment};
@@ -64,7 +85,7 @@ HelperCommand s3fs(const std::string& program, const BucketMount& m, const Bucke
   } else {
     std::string passwd = p.secrets_dir + "/passwd-s3fs";
     cmd.secret_files.emplace_back(passwd, c.access_key_id + ":" + c.secret_access_key + "\n");
-    options += ",passwd_file=" + passwd;
+    options += ",passwd_file=" + fuse_option_value(passwd);
     // s3fs reads a session token from its environment only: the one secret that has to go there.
     if (!c.session_token.empty()) cmd.environment.push_back("AWSSESSIONTOKEN=" + c.session_token);
   }

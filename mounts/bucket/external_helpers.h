@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,9 +21,13 @@ namespace nsbox::bucket {
 struct HelperPaths {
   std::string mountpoint;
   std::string secrets_dir;  // 0700, for the files below
-  std::string cache_dir;    // rclone's write cache
+  std::string cache_dir;    // rclone's write cache, s3fs's temporary files
   uid_t uid = 0;            // the owner the files show
   gid_t gid = 0;
+  // The cache's disk: what rclone's cache may hold (--vfs-cache-max-size, a soft bound:
+  // files open or not yet uploaded stay), and what s3fs leaves free (ensure_diskfree).
+  uint64_t cache_max_bytes = 0;
+  uint64_t disk_reserve_bytes = 1ull << 30;
 };
 
 struct HelperCommand {

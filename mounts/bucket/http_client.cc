@@ -19,6 +19,7 @@ struct Transfer {
   CURL* handle;
   uint64_t sent = 0;
   bool too_large = false;
+  bool sink_full = false;  // the transfer was stopped there: what was asked for has come
 };
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
@@ -31,7 +32,12 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
     size_t take = std::min(room, n);
     std::memcpy(t->request->sink + t->response->sunk, data, take);
     t->response->sunk += take;
-    return n;  // a longer body than asked for is cut, not an error
+    if (take == n) return n;
+    // A longer body than asked for (a server that ignores Range sends the whole object)
+    // is cut, not an error, and not read to its end: the transfer stops here, and its
+    // connection is closed rather than reused.
+    t->sink_full = true;
+    return 0;
   }
   if (t->response->body.size() + n > kMaxBufferedBody) {
     t->too_large = true;
@@ -119,10 +125,20 @@ void* HttpClient::take_handle() {
   return curl_easy_init();
 }
 
+// Idle handles (each with its connection) are kept up to a bound: a burst of parallel
+// requests must not leave a socket per request open for the server's life.
+constexpr size_t kMaxIdleHandles = 48;
+
 void HttpClient::give_back(void* handle) {
   curl_easy_reset(static_cast<CURL*>(handle));  // keeps its live connections
-  std::lock_guard lock(mutex_);
-  idle_.push_back(handle);
+  {
+    std::lock_guard lock(mutex_);
+    if (idle_.size() < kMaxIdleHandles) {
+      idle_.push_back(handle);
+      return;
+    }
+  }
+  curl_easy_cleanup(static_cast<CURL*>(handle));
 }
 
 Result<HttpResponse> HttpClient::perform(const HttpRequest& request) {
@@ -140,6 +156,11 @@ Result<HttpResponse> HttpClient::perform(const HttpRequest& request) {
   if (!has_type) add_header("Content-Type:");
 
   curl_easy_setopt(h, CURLOPT_URL, request.url.c_str());
+  // Object stores speak HTTP(S) only, and answer where they are asked: nothing else
+  // (file://, a redirect elsewhere) is reached with a request that may carry a signature.
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(limits_.connect_timeout_ms));
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -173,6 +194,7 @@ Result<HttpResponse> HttpClient::perform(const HttpRequest& request) {
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.get());
 
   CURLcode code = curl_easy_perform(h);
+  if (code == CURLE_WRITE_ERROR && t.sink_full) code = CURLE_OK;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &response.status);
   give_back(h);
   if (t.too_large)

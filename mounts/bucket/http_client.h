@@ -32,7 +32,8 @@ struct HttpRequest {
   uint64_t body_offset = 0;
   uint64_t body_length = 0;
   // A successful (2xx) response body goes here when set, at most `sink_capacity` bytes
-  // (ranged reads land in the FUSE reply buffer without a copy).
+  // (ranged reads land in the FUSE reply buffer without a copy); the transfer stops once
+  // it is full, whatever the server would send after.
   char* sink = nullptr;
   size_t sink_capacity = 0;
 };

@@ -1,6 +1,19 @@
 #include "mounts/bucket/inode_table.h"
 
 namespace nsbox::bucket {
+namespace {
+
+// What a caller may change; the counts and marks stay the table's.
+void take_facts(Node& known, const Node& from) {
+  known.is_dir = from.is_dir;
+  known.size = from.size;
+  known.mtime = from.mtime;
+  known.etag = from.etag;
+  known.seen_at = from.seen_at;
+  known.local = from.local;
+}
+
+}  // namespace
 
 InodeTable::InodeTable() {
   Node root;
@@ -14,13 +27,14 @@ fuse_ino_t InodeTable::remember(const Node& node) {
   std::lock_guard lock(mutex_);
   if (auto it = by_path_.find(node.path); it != by_path_.end()) {
     Node& known = nodes_[it->second];
-    uint64_t count = known.nlookup;
-    known = node;
-    known.nlookup = count + 1;
+    if (known.writers == 0) take_facts(known, node);
+    ++known.nlookup;
     return it->second;
   }
   fuse_ino_t ino = next_++;
-  Node fresh = node;
+  Node fresh;
+  fresh.path = node.path;
+  take_facts(fresh, node);
   fresh.nlookup = 1;
   nodes_[ino] = std::move(fresh);
   by_path_[node.path] = ino;
@@ -43,11 +57,7 @@ std::optional<fuse_ino_t> InodeTable::find(const std::string& path) {
 
 void InodeTable::update(fuse_ino_t ino, const Node& node) {
   std::lock_guard lock(mutex_);
-  auto it = nodes_.find(ino);
-  if (it == nodes_.end()) return;
-  uint64_t count = it->second.nlookup;
-  it->second = node;
-  it->second.nlookup = count;
+  if (auto it = nodes_.find(ino); it != nodes_.end()) take_facts(it->second, node);
 }
 
 void InodeTable::forget(fuse_ino_t ino, uint64_t count) {
@@ -60,14 +70,47 @@ void InodeTable::forget(fuse_ino_t ino, uint64_t count) {
   nodes_.erase(it);
 }
 
-void InodeTable::drop_path(const std::string& path) {
+void InodeTable::add_writer(fuse_ino_t ino) {
   std::lock_guard lock(mutex_);
-  by_path_.erase(path);
+  if (auto it = nodes_.find(ino); it != nodes_.end()) ++it->second.writers;
+}
+
+void InodeTable::remove_writer(fuse_ino_t ino) {
+  std::lock_guard lock(mutex_);
+  if (auto it = nodes_.find(ino); it != nodes_.end() && it->second.writers > 0) --it->second.writers;
+}
+
+void InodeTable::unlink_locked(const std::string& path) {
+  auto it = by_path_.find(path);
+  if (it == by_path_.end()) return;
+  if (auto n = nodes_.find(it->second); n != nodes_.end()) n->second.unlinked = true;
+  by_path_.erase(it);
+}
+
+void InodeTable::unlink(const std::string& path) {
+  std::lock_guard lock(mutex_);
+  unlink_locked(path);
+}
+
+void InodeTable::rename(const std::string& from, const std::string& to) {
+  std::lock_guard lock(mutex_);
+  unlink_locked(to);
+  auto it = by_path_.find(from);
+  if (it == by_path_.end()) return;
+  fuse_ino_t ino = it->second;
+  by_path_.erase(it);
+  by_path_[to] = ino;
+  nodes_[ino].path = to;
 }
 
 void InodeTable::cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries) {
   std::lock_guard lock(mutex_);
-  listings_[dir] = {Clock::now(), std::move(entries)};
+  // Expired listings are of no use: drop them, so that walking a large tree does not keep
+  // every directory it saw.
+  auto now = Clock::now();
+  for (auto it = listings_.begin(); it != listings_.end();)
+    it = now - it->second.read_at > kListingTtl ? listings_.erase(it) : std::next(it);
+  listings_[dir] = {now, std::move(entries)};
 }
 
 std::optional<std::optional<ObjectEntry>> InodeTable::cached_entry(const std::string& dir, const std::string& name) {

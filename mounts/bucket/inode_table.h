@@ -2,7 +2,9 @@
 // keeps for a short while so that lookups after a readdir cost no request.
 //
 // An inode is a path inside the mount ("" is the root, "a/b" a key below the prefix); the
-// kernel holds it by number and forgets it by count (FUSE's nlookup).
+// kernel holds it by number and forgets it by count (FUSE's nlookup). While a file is open
+// for writing, its inode is the truth about it (size, times), not the remote: what the
+// remote says of it then is not taken.
 #pragma once
 
 #include <fuse_lowlevel.h>
@@ -18,34 +20,45 @@
 
 namespace nsbox::bucket {
 
+using Clock = std::chrono::steady_clock;
+
 struct Node {
   std::string path;
   bool is_dir = false;
   uint64_t size = 0;
   std::time_t mtime = 0;
   std::string etag;
-  uint64_t nlookup = 0;
-  std::chrono::steady_clock::time_point seen_at;  // when the remote last confirmed it
-  // Made here and not uploaded yet (a created file before its first flush, a directory
-  // before anything is in it): the remote does not know it, lookups must.
+  Clock::time_point seen_at;  // when the remote last confirmed it
+  // A created file before its first upload: the remote does not know it, lookups must.
   bool local = false;
+  // Kept by the table, whatever a caller passes in:
+  uint64_t nlookup = 0;
+  unsigned writers = 0;   // open handles that may upload it
+  bool unlinked = false;  // removed (or renamed over) while open: its uploads are dropped
 };
-
-using Clock = std::chrono::steady_clock;
 
 class InodeTable {
  public:
   InodeTable();
 
-  // Remembers (or refreshes) `node` and counts one lookup; returns its number.
+  // Remembers (or refreshes, unless it is open for writing) `node` and counts one lookup;
+  // returns its number.
   fuse_ino_t remember(const Node& node);
   std::optional<Node> get(fuse_ino_t ino);
   std::optional<fuse_ino_t> find(const std::string& path);
+  // Replaces what is known of `ino` (not its counts, nor its path).
   void update(fuse_ino_t ino, const Node& node);
   void forget(fuse_ino_t ino, uint64_t count);
-  void drop_path(const std::string& path);  // after unlink/rename: the name is free again
 
-  // Listings, whole, for `ttl` after they were read.
+  void add_writer(fuse_ino_t ino);
+  void remove_writer(fuse_ino_t ino);
+  // The name is gone: a later lookup makes a new inode; an open writer of the old one
+  // uploads nothing.
+  void unlink(const std::string& path);
+  // The inode at `from` is now at `to` (whatever was at `to` is unlinked).
+  void rename(const std::string& from, const std::string& to);
+
+  // Listings, whole, for kListingTtl after they were read.
   void cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries);
   // nullopt: no fresh listing of `dir`; otherwise whether it has `name` (and what).
   std::optional<std::optional<ObjectEntry>> cached_entry(const std::string& dir, const std::string& name);
@@ -54,6 +67,8 @@ class InodeTable {
   static constexpr std::chrono::milliseconds kListingTtl{1000};
 
  private:
+  void unlink_locked(const std::string& path);
+
   std::mutex mutex_;
   fuse_ino_t next_ = FUSE_ROOT_ID + 1;
   std::unordered_map<fuse_ino_t, Node> nodes_;

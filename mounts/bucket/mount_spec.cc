@@ -1,6 +1,10 @@
 #include "mounts/bucket/mount_spec.h"
 
+#include <string.h>
+
+#include <algorithm>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 namespace nsbox::bucket {
@@ -16,9 +20,96 @@ constexpr std::pair<MountStrategy, std::string_view> kStrategies[] = {
 // Where the sandbox's own trees are: a bucket may not be mounted over or inside them.
 constexpr std::string_view kReservedPaths[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
                                                "/dev", "/proc", "/sys", "/opt/nsbox", "/mnt/files"};
+// Trees a bucket may be mounted inside but not over: a mount at one of them, or at a
+// directory above one (/opt, /mnt, /home), would hide what the sandbox keeps there.
+constexpr std::string_view kHiddenByAncestors[] = {"/home/user", "/tmp"};
 
 Error invalid(std::string message, std::string hint = {}) {
   return make_error(ErrorCode::kInvalidArgument, std::move(message), std::move(hint));
+}
+
+bool has_control(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// `s` for an error message: control characters shown as '?', so that a newline in a name
+// cannot forge a second line of output.
+std::string printable(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return s;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || is_digit(c); }
+bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
+
+bool all_of(std::string_view s, bool (*allowed)(char)) { return std::all_of(s.begin(), s.end(), allowed); }
+
+// Names end up in a host name (virtual-host addressing, Azure's and R2's endpoints), a
+// URL path, FUSE's fsname= option, rclone's config and s3fs's -o list: only characters
+// that mean nothing in any of them get there.
+//
+// S3, R2, GCS: AWS's characters (a-z 0-9 '.' '-', a letter or digit at each end, no "..")
+// widened to what older buckets still use on AWS and GCS ('_', upper case, up to 255).
+// The length AWS asks for (3-63) is the store's to enforce: a short name injects nothing,
+// and test stores (s3rver) take them.
+Result<void> check_bucket_name(const std::string& name, std::string_view kind) {
+  auto allowed = [](char c) { return is_alnum(c) || c == '.' || c == '-' || c == '_'; };
+  if (name.empty() || name.size() > 255 || !all_of(name, allowed) || !is_alnum(name.front()) || !is_alnum(name.back()) ||
+      name.find("..") != std::string::npos)
+    return fail(invalid("'" + printable(name) + "' is not a valid " + std::string(kind) + " bucket name",
+                        "bucket names are letters, digits, '.', '-' or '_', starting and ending with a letter or digit "
+                        "(AWS's rule for new buckets: 3-63 lower-case letters, digits, '.' or '-')"));
+  return {};
+}
+
+// Azure: containers are 3-63 of a-z 0-9 '-', a letter or digit at each end, no "--";
+// accounts are 3-24 of a-z 0-9.
+Result<void> check_azure_names(const BucketMount& m) {
+  const std::string& c = m.bucket;
+  auto allowed = [](char ch) { return is_lower_alnum(ch) || ch == '-'; };
+  if (c.size() < 3 || c.size() > 63 || !all_of(c, allowed) || !is_lower_alnum(c.front()) || !is_lower_alnum(c.back()) ||
+      c.find("--") != std::string::npos)
+    return fail(invalid("'" + printable(c) + "' is not a valid Azure container name",
+                        "container names are 3-63 lower-case letters, digits or single '-', starting and ending with a letter or digit"));
+  if (!m.account.empty() && (m.account.size() < 3 || m.account.size() > 24 || !all_of(m.account, is_lower_alnum)))
+    return fail(invalid("'" + printable(m.account) + "' is not a valid Azure storage account name",
+                        "account names are 3-24 lower-case letters or digits"));
+  return {};
+}
+
+// http:// or https:// and a host: libcurl would take file://, ftp:// or a URL with
+// credentials in it, and a ',' or a newline would reach s3fs's options and rclone's config.
+Result<void> check_endpoint_url(const std::string& url) {
+  auto allowed = [](char c) {
+    return is_alnum(c) || c == '.' || c == '-' || c == '_' || c == '~' || c == ':' || c == '/' || c == '[' || c == ']' || c == '%';
+  };
+  std::string_view rest = url;
+  if (rest.starts_with("https://")) rest.remove_prefix(8);
+  else if (rest.starts_with("http://")) rest.remove_prefix(7);
+  else
+    return fail(invalid("endpoint_url '" + printable(url) + "' is not an http:// or https:// URL",
+                        "e.g. https://s3.eu-west-1.amazonaws.com or http://127.0.0.1:9000"));
+  if (rest.empty() || rest.front() == '/' || rest.front() == ':')
+    return fail(invalid("endpoint_url '" + printable(url) + "' has no host"));
+  if (!all_of(rest, allowed))
+    return fail(invalid("endpoint_url '" + printable(url) + "' has a character that belongs in no host, port or path",
+                        "give the scheme, host, port and path only (no user, query or fragment)"));
+  return {};
+}
+
+// The fields a mount has so far (resolve fills the rest, and checks again).
+Result<void> check_names(const BucketMount& m) {
+  if (m.kind == BucketKind::kAzureBlob) NSBOX_CHECK(check_azure_names(m));
+  else NSBOX_CHECK(check_bucket_name(m.bucket, kind_name(m.kind)));
+  if (m.kind == BucketKind::kR2 && !m.account.empty() && (m.account.size() > 63 || !all_of(m.account, is_alnum)))
+    return fail(invalid("'" + printable(m.account) + "' is not a valid R2 account id", "an account id is letters and digits"));
+  auto region_char = [](char c) { return is_alnum(c) || c == '-' || c == '_' || c == '.'; };
+  if (!m.region.empty() && (m.region.size() > 64 || !all_of(m.region, region_char)))
+    return fail(invalid("region '" + printable(m.region) + "' is not a region name", "e.g. us-east-1, or auto"));
+  if (!m.endpoint_url.empty()) NSBOX_CHECK(check_endpoint_url(m.endpoint_url));
+  return {};
 }
 
 bool is_under(std::string_view path, std::string_view dir) {
@@ -28,6 +119,7 @@ bool is_under(std::string_view path, std::string_view dir) {
 // Absolute, normalised, not '/', not in a reserved tree; relative paths are under /home/user.
 Result<std::string> check_mount_path(std::string path) {
   if (path.empty()) return fail(invalid("a bucket mount needs a mount path"));
+  if (has_control(path)) return fail(invalid("mount path '" + printable(path) + "' has a control character"));
   if (path.front() != '/') path = "/home/user/" + path;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   std::stringstream parts(path.substr(1));
@@ -35,10 +127,14 @@ Result<std::string> check_mount_path(std::string path) {
   while (std::getline(parts, part, '/'))
     if (part.empty() || part == "." || part == "..")
       return fail(invalid("mount path '" + path + "' is not a plain absolute path (no '.', '..' or '//')"));
-  if (path == "/" || path == "/home" || path == "/home/user" || path == "/tmp" || path == "/mnt")
-    return fail(invalid("a bucket cannot be mounted over " + path, "mount it at a directory of its own, e.g. /data"));
+  if (path == "/") return fail(invalid("a bucket cannot be mounted over /", "mount it at a directory of its own, e.g. /data"));
   for (auto reserved : kReservedPaths)
     if (is_under(path, reserved)) return fail(invalid("a bucket cannot be mounted at " + path + ": " + std::string(reserved) + " belongs to the sandbox"));
+  for (auto trees : {std::span<const std::string_view>(kReservedPaths), std::span<const std::string_view>(kHiddenByAncestors)})
+    for (auto tree : trees)
+      if (is_under(tree, path))
+        return fail(invalid("a bucket cannot be mounted over " + path + ": it would hide " + std::string(tree),
+                            "mount it at a directory of its own, e.g. /data"));
   return path;
 }
 
@@ -48,7 +144,14 @@ std::string normalise_prefix(std::string prefix) {
   return prefix;
 }
 
-Result<void> check_prefix(const std::string& prefix) {
+// A prefix is a key's start, so almost anything goes; not control characters (a newline
+// would end a line of rclone's output or our log), and not ',' for the tools, whose
+// argument parsers split on it.
+Result<void> check_prefix(const std::string& prefix, MountStrategy strategy) {
+  if (has_control(prefix)) return fail(invalid("bucket prefix '" + printable(prefix) + "' has a control character"));
+  if (strategy != MountStrategy::kBuiltin && prefix.find(',') != std::string::npos)
+    return fail(invalid("bucket prefix '" + prefix + "' has a ',', which " + std::string(strategy_name(strategy)) + " cannot take",
+                        "use the builtin strategy for this prefix"));
   std::stringstream parts(prefix);
   std::string part;
   while (std::getline(parts, part, '/'))
@@ -151,9 +254,10 @@ Result<BucketMount> BucketMount::from_json(const json& j) {
   if (m.bucket.empty()) return fail(invalid("a " + std::string(kind_name(m.kind)) + " mount needs a bucket"));
   if (m.kind == BucketKind::kAzureBlob && m.account.empty() && m.endpoint_url.empty())
     return fail(invalid("an azure_blob mount needs an account"));
-  NSBOX_CHECK(check_prefix(m.prefix));
+  NSBOX_CHECK(check_prefix(m.prefix, m.strategy));
   if (m.strategy == MountStrategy::kS3fs && m.kind == BucketKind::kAzureBlob)
     return fail(invalid("s3fs cannot mount Azure Blob containers", "use the builtin or rclone strategy"));
+  NSBOX_CHECK(check_names(m));
   return m;
 }
 
@@ -223,8 +327,9 @@ Result<BucketCredentials> resolve(BucketMount& mount, const Environment& process
       if (mount.endpoint_url.empty()) mount.endpoint_url = env_value(process_env, {"S3_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
       if (mount.endpoint_url.empty()) {
         mount.endpoint_url = "https://s3." + mount.region + ".amazonaws.com";
-        // AWS's own endpoint: virtual-host style, except for names TLS cannot carry.
-        mount.path_style = mount.bucket.find('.') != std::string::npos;
+        // AWS's own endpoint: virtual-host style, except for names TLS or DNS cannot
+        // carry ('.', and the legacy '_' and upper case).
+        mount.path_style = mount.bucket.size() > 63 || !all_of(mount.bucket, [](char c) { return is_lower_alnum(c) || c == '-'; });
       }
       break;
     case BucketKind::kR2:
@@ -258,6 +363,12 @@ Result<BucketCredentials> resolve(BucketMount& mount, const Environment& process
       break;
   }
   while (!mount.endpoint_url.empty() && mount.endpoint_url.back() == '/') mount.endpoint_url.pop_back();
+  NSBOX_CHECK(check_names(mount));
+  // Values go into rclone's config and s3fs's passwd file one per line.
+  for (const auto* value : {&c.access_key_id, &c.secret_access_key, &c.session_token, &c.azure_key, &c.azure_sas})
+    if (has_control(*value))
+      return fail(invalid(mount.source() + ": a credential has a control character (a newline?)",
+                          "check the credentials' values in the environment or the credentials file"));
   if (c.access_key_id.empty() != c.secret_access_key.empty())
     return fail(invalid(mount.source() + ": an access key id without its secret, or a secret without its id",
                         "set both, or neither for anonymous access"));
@@ -286,12 +397,37 @@ BucketCredentials BucketCredentials::from_json(const json& j) {
   return c;
 }
 
+void BucketCredentials::wipe() {
+  for (auto* s : {&access_key_id, &secret_access_key, &session_token, &azure_key, &azure_sas}) {
+    ::explicit_bzero(s->data(), s->size());  // not optimised away, though the memory is freed next
+    s->clear();
+    s->shrink_to_fit();
+  }
+}
+
 std::string redact(std::string text, const BucketCredentials& credentials) {
+  constexpr std::string_view kRedacted = "[redacted]";
   for (const auto& secret : credentials.secrets()) {
-    for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at))
-      text.replace(at, secret.size(), "[redacted]");
+    // The search goes on after the replacement: a secret inside "[redacted]" ("red")
+    // would otherwise be found in it again, forever.
+    for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at + kRedacted.size()))
+      text.replace(at, secret.size(), kRedacted);
   }
   return text;
+}
+
+Result<void> check_mount_paths(const std::vector<std::string>& mount_paths) {
+  std::vector<std::string> paths;
+  for (const auto& p : mount_paths) paths.push_back(NSBOX_TRY(check_mount_path(p)));
+  for (size_t i = 0; i < paths.size(); ++i)
+    for (size_t j = 0; j < paths.size(); ++j) {
+      if (i == j) continue;
+      if (paths[i] == paths[j]) return fail(invalid("two mounts at " + paths[i]));
+      if (is_under(paths[j], paths[i]))
+        return fail(invalid("mount path " + paths[j] + " is inside the mount at " + paths[i],
+                            "bucket mounts cannot be nested; mount them side by side, e.g. /data/a and /data/b"));
+    }
+  return {};
 }
 
 }  // namespace nsbox::bucket

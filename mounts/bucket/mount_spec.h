@@ -51,6 +51,8 @@ struct BucketCredentials {
 
   bool anonymous() const { return access_key_id.empty() && azure_key.empty() && azure_sas.empty(); }
   std::vector<std::string> secrets() const;  // every value that must never be shown
+  // Overwrites every value, then empties it: for a holder that no longer needs them.
+  void wipe();
   nlohmann::json to_json() const;
   static BucketCredentials from_json(const nlohmann::json& j);
 };
@@ -69,9 +71,15 @@ Result<BucketMount> parse_mount_flag(std::string_view flag);
 // A manifest: a JSON array of entries, or {"mounts": [...]}.
 Result<std::vector<BucketMount>> parse_manifest(std::string_view text, std::string_view source_name);
 
+// Mount paths that can go into one sandbox together: each a valid mount path, none the
+// same as another or inside it (a mount would hide or be hidden by the other). For the
+// CLI and for Runtime::create, which may be given mounts that no parser checked.
+Result<void> check_mount_paths(const std::vector<std::string>& mount_paths);
+
 // Fills the region and endpoint a mount leaves out and finds its credentials: the
 // credentials file when the mount names one, else `env` (the nsbox command's).
-// Anonymous when there are none.
+// Anonymous when there are none. What it fills from the environment is checked as the
+// mount's own fields are (an http(s) endpoint, a plain region and account).
 Result<BucketCredentials> resolve(BucketMount& mount, const Environment& env);
 
 // `text` with every secret replaced by "[redacted]": for messages that quote a remote.

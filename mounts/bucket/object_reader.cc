@@ -7,6 +7,7 @@ namespace nsbox::bucket {
 namespace {
 
 std::atomic<uint64_t> g_leased{0};
+std::atomic<int> g_fetching_ahead{0};  // threads of background fetches, all readers
 
 bool try_lease(uint64_t bytes) {
   uint64_t used = g_leased.load();
@@ -34,13 +35,7 @@ ObjectReader::ObjectReader(BucketClient& client, std::string key, std::string et
 
 ObjectReader::~ObjectReader() = default;  // futures of std::async wait for their fetch
 
-Result<ObjectReader::Chunk> ObjectReader::fetch(uint64_t offset, size_t length, size_t minimum) {
-  Lease lease;
-  size_t small = std::max(kFirstWindow, minimum);
-  if (length > small) {
-    if (try_lease(length)) lease = Lease(length);
-    else length = small;
-  }
+Result<ObjectReader::Chunk> ObjectReader::fetch(uint64_t offset, size_t length, Lease lease) {
   Chunk chunk{offset, std::string(length, '\0'), std::move(lease)};
   size_t got = NSBOX_TRY(client_.read(key_, etag_, offset, chunk.data.data(), length));
   chunk.data.resize(got);
@@ -62,8 +57,15 @@ Result<void> ObjectReader::load_chunk_at(uint64_t offset, size_t at_least) {
   }
   bool sequential = offset == expected_next_;
   window_ = sequential ? window_ : kFirstWindow;
-  size_t length = static_cast<size_t>(std::min<uint64_t>(std::max(window_, at_least), size_ - offset));
-  current_ = NSBOX_TRY(fetch(offset, length, at_least));
+  uint64_t left = size_ - offset;
+  size_t length = static_cast<size_t>(std::min<uint64_t>(std::max(window_, at_least), left));
+  if (try_lease(length)) {
+    current_ = NSBOX_TRY(fetch(offset, length, Lease(length)));
+  } else {
+    // No budget left: only what was asked for, kept no longer than this read.
+    length = static_cast<size_t>(std::min<uint64_t>(at_least, left));
+    current_ = NSBOX_TRY(fetch(offset, length, Lease()));
+  }
   scheduled_end_ = current_.offset + current_.data.size();
   return {};
 }
@@ -71,10 +73,24 @@ Result<void> ObjectReader::load_chunk_at(uint64_t offset, size_t at_least) {
 void ObjectReader::prefetch() {
   scheduled_end_ = std::max(scheduled_end_, current_.offset + current_.data.size());
   while (ahead_.size() < kAhead && scheduled_end_ < size_) {
-    window_ = std::min(window_ * 2, kMaxWindow);
+    size_t window = std::min(window_ * 2, kMaxWindow);
     uint64_t from = scheduled_end_;
-    size_t length = static_cast<size_t>(std::min<uint64_t>(window_, size_ - from));
-    ahead_.push_back({from, length, std::async(std::launch::async, [this, from, length] { return fetch(from, length, 0); })});
+    size_t length = static_cast<size_t>(std::min<uint64_t>(window, size_ - from));
+    // Memory and threads first: without both, the kernel's reads fetch as they come.
+    if (g_fetching_ahead.fetch_add(1) >= kMaxFetchingAhead) {
+      --g_fetching_ahead;
+      return;
+    }
+    if (!try_lease(length)) {
+      --g_fetching_ahead;
+      return;
+    }
+    window_ = window;
+    ahead_.push_back({from, length, std::async(std::launch::async, [this, from, length] {
+                        auto chunk = fetch(from, length, Lease(length));
+                        --g_fetching_ahead;
+                        return chunk;
+                      })});
     scheduled_end_ += length;
   }
 }
@@ -96,6 +112,7 @@ Result<std::string> ObjectReader::read(uint64_t offset, size_t length) {
     out.append(current_.data, from, take);
   }
   expected_next_ = offset + out.size();
+  if (current_.lease.bytes() == 0) current_ = Chunk{};  // unbudgeted: not kept
   if (sequential || offset == 0) prefetch();
   return out;
 }

@@ -4,8 +4,9 @@
 // current one (one connection each: a store serves several streams faster than one). A
 // random read drops what was fetched ahead and goes back to one small window.
 //
-// Windows are host memory that no limit of the sandbox covers: all the open files of a
-// server share kReadBudget, and past it a window stays at kFirstWindow.
+// Windows are host memory that no limit of the sandbox covers: every window of every open
+// file of a server takes a share of kReadBudget, and background fetches are at most
+// kMaxFetchingAhead threads. Past either, reads fetch just what the kernel asked for.
 #pragma once
 
 #include <deque>
@@ -32,6 +33,7 @@ class ObjectReader {
   static constexpr size_t kMaxWindow = 16 << 20;
   static constexpr size_t kAhead = 4;
   static constexpr uint64_t kReadBudget = 256 << 20;
+  static constexpr int kMaxFetchingAhead = 32;
   static uint64_t budget_in_use();  // for tests
 
  private:
@@ -43,6 +45,7 @@ class ObjectReader {
     Lease(Lease&& other) noexcept : bytes_(std::exchange(other.bytes_, 0)) {}
     Lease& operator=(Lease&& other) noexcept;
     ~Lease();
+    uint64_t bytes() const { return bytes_; }
 
    private:
     uint64_t bytes_ = 0;
@@ -53,8 +56,7 @@ class ObjectReader {
     Lease lease;
     bool covers(uint64_t at) const { return at >= offset && at < offset + data.size(); }
   };
-  // `length` bytes if the budget allows, else no more than max(kFirstWindow, minimum).
-  Result<Chunk> fetch(uint64_t offset, size_t length, size_t minimum);
+  Result<Chunk> fetch(uint64_t offset, size_t length, Lease lease);
   Result<void> load_chunk_at(uint64_t offset, size_t at_least);
   void prefetch();
 

@@ -93,6 +93,18 @@ Result<size_t> ranged_read_result(Result<HttpResponse> response, uint64_t offset
   return response->sunk;
 }
 
+void add_listed(ListPage& page, const std::string& prefix, const std::string& key, bool is_prefix, ObjectEntry entry) {
+  if (!is_prefix && key == prefix) {
+    page.has_marker = true;
+    return;
+  }
+  size_t tail = is_prefix ? 1 : 0;
+  if (key.size() <= prefix.size() + tail || !key.starts_with(prefix)) return;
+  entry.name = key.substr(prefix.size(), key.size() - prefix.size() - tail);
+  entry.is_prefix = is_prefix;
+  page.entries.push_back(std::move(entry));
+}
+
 std::time_t parse_iso8601(const std::string& text) {
   std::tm tm{};
   if (!::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;

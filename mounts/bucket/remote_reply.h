@@ -66,6 +66,11 @@ Result<std::optional<ObjectHead>> object_head(Result<HttpResponse> response);
 Result<size_t> ranged_read_result(Result<HttpResponse> response, uint64_t offset, const std::string& what,
                                   std::string_view range_header);
 
+// Adds a listed key, or a common prefix (with its trailing '/'), to `page` under its name
+// relative to `prefix`: the prefix's own marker is noted (has_marker), keys outside the
+// prefix are skipped. `entry` brings size, mtime and ETag.
+void add_listed(ListPage& page, const std::string& prefix, const std::string& key, bool is_prefix, ObjectEntry entry);
+
 std::time_t parse_iso8601(const std::string& text);    // 2026-11-30T01:02:03.000Z; 0 when malformed
 std::time_t parse_http_date(const std::string& text);  // Mon, 30 Nov 2026 01:02:03 GMT; 0 when malformed
 

@@ -34,25 +34,24 @@ class S3Client final : public BucketClient {
 
   Result<ListPage> list(const std::string& prefix, bool delimited, const std::string& token, int max_keys) override {
     Call call;
-    call.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(max_keys)}};
+    // encoding-type=url: a key XML cannot carry (a control character) comes back encoded.
+    // Stores that ignore it (s3rver) say so by leaving EncodingType out.
+    call.query = {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(max_keys)}, {"encoding-type", "url"}};
     if (delimited) call.query.emplace_back("delimiter", "/");
     if (!token.empty()) call.query.emplace_back("continuation-token", token);
     auto response = NSBOX_TRY(send(call, "list " + where(prefix)));
     auto doc = NSBOX_TRY(parse_xml(response.body));
+    bool encoded = doc.child_text("EncodingType") == "url";
+    auto name_of = [&](const XmlElement* e, const char* field) {
+      std::string text = e->child_text(field);
+      return encoded ? uri_decode(text, true) : text;
+    };
     ListPage page;
-    for (const auto* c : doc.all("Contents")) {
-      std::string key = c->child_text("Key");
-      if (key == prefix) page.has_marker = true;
-      if (key.size() <= prefix.size() || !key.starts_with(prefix)) continue;
-      ObjectEntry e{key.substr(prefix.size()), false, 0, parse_iso8601(c->child_text("LastModified")), c->child_text("ETag")};
-      e.size = std::strtoull(c->child_text("Size").c_str(), nullptr, 10);
-      page.entries.push_back(std::move(e));
-    }
-    for (const auto* p : doc.all("CommonPrefixes")) {
-      std::string key = p->child_text("Prefix");
-      if (key.size() <= prefix.size() + 1 || !key.starts_with(prefix)) continue;
-      page.entries.push_back({key.substr(prefix.size(), key.size() - prefix.size() - 1), true, 0, 0, {}});
-    }
+    for (const auto* c : doc.all("Contents"))
+      add_listed(page, prefix, name_of(c, "Key"), false,
+                 {{}, false, std::strtoull(c->child_text("Size").c_str(), nullptr, 10),
+                  parse_iso8601(c->child_text("LastModified")), c->child_text("ETag")});
+    for (const auto* p : doc.all("CommonPrefixes")) add_listed(page, prefix, name_of(p, "Prefix"), true, {});
     if (doc.child_text("IsTruncated") == "true") page.next_token = doc.child_text("NextContinuationToken");
     return page;
   }

@@ -61,6 +61,26 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
   return out;
 }
 
+std::string uri_decode(std::string_view s, bool plus_is_space) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += (plus_is_space && s[i] == '+') ? ' ' : s[i];
+    }
+  }
+  return out;
+}
+
 std::string canonical_query(const std::vector<std::pair<std::string, std::string>>& query) {
   std::vector<std::pair<std::string, std::string>> encoded;
   for (const auto& [name, value] : query) encoded.emplace_back(uri_encode(name), uri_encode(value));

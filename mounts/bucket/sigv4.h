@@ -41,6 +41,9 @@ struct SigV4Scope {
 // RFC 3986 encoding as SigV4 wants it: everything but A-Z a-z 0-9 - _ . ~ (and '/' in
 // paths, which S3 keeps as is; dot segments are not normalised).
 std::string uri_encode(std::string_view s, bool keep_slash = false);
+// The inverse, for names a listing returns encoded (S3's encoding-type=url, where '+' is a
+// space too; Azure's Encoded="true", where it is not). Malformed escapes stay as they are.
+std::string uri_decode(std::string_view s, bool plus_is_space);
 std::string canonical_query(const std::vector<std::pair<std::string, std::string>>& query);
 std::string amz_date(std::time_t now);  // 20130524T000000Z
 

@@ -21,17 +21,19 @@ std::string local_name(const char* name) {
 
 // `open` points into the children vectors: safe, because a push_back only ever moves the
 // closed siblings of the new element, never an element that is still open.
-void on_start(void* data, const char* name, const char**) {
+void on_start(void* data, const char* name, const char** attributes) {
   auto* b = static_cast<Builder*>(data);
+  XmlElement* element = &b->root;
   if (!b->started) {
     b->started = true;
     b->root.name = local_name(name);
-    b->open.push_back(&b->root);
-    return;
+  } else {
+    auto& parent = *b->open.back();
+    parent.children.push_back({local_name(name), {}, {}, {}});
+    element = &parent.children.back();
   }
-  auto& parent = *b->open.back();
-  parent.children.push_back({local_name(name), {}, {}});
-  b->open.push_back(&parent.children.back());
+  for (const char** a = attributes; a && a[0] && a[1]; a += 2) element->attributes.emplace_back(local_name(a[0]), a[1]);
+  b->open.push_back(element);
 }
 
 void on_end(void* data, const char*) {
@@ -55,6 +57,12 @@ const XmlElement* XmlElement::child(std::string_view child_name) const {
 std::string XmlElement::child_text(std::string_view child_name) const {
   const XmlElement* c = child(child_name);
   return c ? c->text : std::string();
+}
+
+std::string XmlElement::attribute(std::string_view attribute_name) const {
+  for (const auto& [n, v] : attributes)
+    if (n == attribute_name) return v;
+  return {};
 }
 
 std::vector<const XmlElement*> XmlElement::all(std::string_view child_name) const {

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "isolation/sys/error.h"
@@ -14,6 +15,9 @@ struct XmlElement {
   std::string name;  // without a namespace prefix
   std::string text;  // character data directly inside, entities decoded
   std::vector<XmlElement> children;
+  std::vector<std::pair<std::string, std::string>> attributes;  // names without a prefix
+
+  std::string attribute(std::string_view attribute_name) const;  // "" when there is none
 
   const XmlElement* child(std::string_view child_name) const;
   std::string child_text(std::string_view child_name) const;  // "" when there is none

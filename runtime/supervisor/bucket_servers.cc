@@ -4,12 +4,15 @@
 #include <linux/mount.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -26,19 +29,23 @@ using nlohmann::json;
 // The server checks the bucket before it mounts: a remote that never answers costs it
 // three attempts of HttpLimits' bounds (under 40 s), which this must outlast.
 constexpr int kReadyTimeoutMs = 60000;
-constexpr int kExitTimeoutMs = 2000;
+// nsbox-bucketfs unmounts at SIGTERM in milliseconds; rclone may first try to finish an
+// upload, which a stalled remote never lets it: past this it is killed.
+constexpr int kTermGraceMs = 2000;
+constexpr int kKillWaitMs = 1000;
+// rclone's and s3fs's caches are on the staging disk, like the builtin strategy's staging
+// files, and keep the same reserve free: 1 GiB, or 5 % of the disk.
+constexpr uint64_t kStagingReserve = 1ull << 30;
 
-[[noreturn]] void exec_server(const std::string& path, bool probe_only, int config_fd, int report_fd) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  ::dup2(config_fd, STDIN_FILENO);
-  int null_fd = ::open("/dev/null", O_WRONLY);
-  ::dup2(null_fd, STDOUT_FILENO);
-  ::dup2(report_fd, 3);
-  sys::close_range(4, ~0U, 0);  // nothing of the supervisor's (its liveness lock above all)
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execl(path.c_str(), "nsbox-bucketfs", probe_only ? "--probe" : static_cast<char*>(nullptr), static_cast<char*>(nullptr));
+// Nothing of the supervisor's environment: it is scrubbed already, and the server needs
+// no variable but a PATH.
+constexpr const char* kServerEnvironment[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
+
+[[noreturn]] void exec_server(const std::string& path, bool probe_only, pid_t supervisor, int config_fd, int report_fd) {
+  // stdin: the config; stdout: nothing; stderr: the supervisor's log; fd 3: the report.
+  prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd});
+  const char* argv[] = {"nsbox-bucketfs", probe_only ? "--probe" : nullptr, nullptr};
+  ::execve(path.c_str(), const_cast<char* const*>(argv), const_cast<char* const*>(kServerEnvironment));
   ::_exit(127);
 }
 
@@ -57,7 +64,27 @@ Result<std::string> read_report(int fd, const std::string& what) {
   return line;
 }
 
+// What the external tools may keep on the staging disk, as it is now.
+void bound_tool_cache(bucket::HelperPaths& paths, const std::string& staging_dir) {
+  struct statvfs st{};
+  uint64_t total = 0, free = 0;
+  if (::statvfs(staging_dir.c_str(), &st) == 0) {
+    total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
+    free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  }
+  paths.disk_reserve_bytes = std::max(kStagingReserve, total / 20);
+  paths.cache_max_bytes = free > paths.disk_reserve_bytes ? free - paths.disk_reserve_bytes : 0;
+}
+
 }  // namespace
+
+int BucketServers::start_bound_ms(const std::vector<bucket::MountRequest>& requests) {
+  int total = 0;
+  for (const auto& r : requests)
+    total += r.mount.strategy == bucket::MountStrategy::kBuiltin ? kReadyTimeoutMs  // check and mount
+                                                                 : kReadyTimeoutMs + kHelperMountTimeoutMs;  // check, then the tool
+  return total;
+}
 
 Result<BucketServers> BucketServers::start(const std::vector<bucket::MountRequest>& requests, const BucketServerPaths& paths,
                                            pid_t init_pid, uid_t uid, gid_t gid) {
@@ -82,15 +109,18 @@ Result<pid_t> BucketServers::run_bucketfs(const std::string& path, const json& c
   UniqueFd config_r(config_pipe[0]), config_w(config_pipe[1]);
   if (::pipe2(report_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd report_r(report_pipe[0]), report_w(report_pipe[1]);
+  pid_t supervisor = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return fail(sys_error("fork the server").context(what));
-  if (pid == 0) exec_server(path, probe_only, config_r.get(), report_w.get());
+  if (pid == 0) exec_server(path, probe_only, supervisor, config_r.get(), report_w.get());
   config_r.reset();
   report_w.reset();
   struct sigaction ignore{}, previous{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &ignore, &previous);
-  (void)files::write_all(config_w.get(), config.dump(), "the bucket server's stdin");
+  std::string text = config.dump();
+  (void)files::write_all(config_w.get(), text, "the bucket server's stdin");
+  ::explicit_bzero(text.data(), text.size());  // it holds the credentials
   ::sigaction(SIGPIPE, &previous, nullptr);
   config_w.reset();
 
@@ -128,8 +158,10 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
   if (mount.strategy == bucket::MountStrategy::kBuiltin) {
     server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what));
   } else {
+    // <data>/staging/<sandbox id>-N: `nsbox rm` removes what a killed supervisor left there.
     bucket::HelperPaths helper_paths{base, base + ".secrets", paths.staging_dir + "/" + paths.sandbox_id + "-" + std::to_string(index),
                                      uid, gid};
+    bound_tool_cache(helper_paths, paths.staging_dir);
     auto program = bucket::find_helper(mount.strategy);
     if (!program) return fail(std::move(program.error()).context(what));
     auto command = bucket::helper_command(*program, mount, request.credentials, helper_paths);
@@ -180,16 +212,50 @@ void BucketServers::on_exit(int pidfd) {
   }
 }
 
-// The host copy goes first; a server whose connection then ends exits by itself. One that
-// does not (the sandbox's copy still held, or a hung remote) is killed, which aborts it.
-void BucketServers::stop() {
-  for (auto& s : servers_) {
-    ::umount2(s.host_mountpoint.c_str(), MNT_DETACH);
-    if (!s.gone) {
-      pollfd p{s.pidfd.get(), POLLIN, 0};
-      if (s.pidfd && sys::retry_eintr([&] { return ::poll(&p, 1, kExitTimeoutMs); }) == 0) ::kill(s.pid, SIGKILL);
-      ::waitpid(s.pid, nullptr, 0);
+bool BucketServers::reap_within(int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    std::vector<pollfd> waiting;
+    bool without_pidfd = false;
+    for (auto& s : servers_) {
+      if (s.gone) continue;
+      pid_t reaped = ::waitpid(s.pid, nullptr, WNOHANG);
+      if (reaped == s.pid || (reaped < 0 && errno == ECHILD)) {
+        s.gone = true;  // never signalled again: its pid may be someone else's now
+        continue;
+      }
+      if (s.pidfd) waiting.push_back({s.pidfd.get(), POLLIN, 0});
+      else without_pidfd = true;
     }
+    if (waiting.empty() && !without_pidfd) return true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    // A pidfd is readable once its process has exited; one without (pidfd_open failed) is
+    // looked at again every 20 ms.
+    int wait_ms = static_cast<int>(without_pidfd ? std::min<int64_t>(left, 20) : left);
+    (void)sys::retry_eintr([&] { return ::poll(waiting.data(), waiting.size(), wait_ms); });
+  }
+}
+
+// Every server at once, so that the bound is that of one. nsbox-bucketfs ends its FUSE
+// session at SIGTERM (fuse_set_signal_handlers) and unmounts; rclone and s3fs unmount at
+// SIGTERM too. A server still there after the grace is killed: its /dev/fuse closes and
+// the kernel aborts the connection, failing every request in flight at once.
+void BucketServers::stop() {
+  if (servers_.empty()) return;
+  for (auto& s : servers_)
+    if (!s.gone) ::kill(s.pid, SIGTERM);  // not reaped yet, so the pid is still this server's
+  if (!reap_within(kTermGraceMs)) {
+    for (auto& s : servers_)
+      if (!s.gone) ::kill(s.pid, SIGKILL);
+    if (!reap_within(kKillWaitMs))
+      for (auto& s : servers_)
+        if (!s.gone)
+          std::fprintf(stderr, "nsbox-supervisor: the server of %s (pid %d) survived SIGKILL for %d ms; left unreaped\n",
+                       s.what.c_str(), s.pid, kKillWaitMs);
+  }
+  for (auto& s : servers_) {
+    ::umount2(s.host_mountpoint.c_str(), MNT_DETACH);  // a killed server left it mounted
     ::rmdir(s.host_mountpoint.c_str());
     if (!s.cache_dir.empty()) (void)files::remove_tree(s.cache_dir);
   }

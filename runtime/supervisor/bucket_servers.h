@@ -5,6 +5,10 @@
 // A server is killed with the supervisor (PR_SET_PDEATHSIG). A server that dies leaves its
 // mount answering ENOTCONN; stopping never waits on a hung one: killing the server closes
 // /dev/fuse, which aborts the connection.
+//
+// The servers stop before the sandbox goes: a sandbox process waiting in a FUSE request
+// (an upload at close, a download at open) cannot be killed until its server answers or
+// its connection ends, so stopping the sandbox first would wait on the remote.
 #pragma once
 
 #include <sys/types.h>
@@ -36,11 +40,15 @@ class BucketServers {
   // `init_pid`. On a failure, what was started is stopped and the error names the mount.
   static Result<BucketServers> start(const std::vector<bucket::MountRequest>& requests, const BucketServerPaths& paths,
                                      pid_t init_pid, uid_t uid, gid_t gid);
+  // How long start() can take for `requests` at most: what `nsbox create` waits for.
+  static int start_bound_ms(const std::vector<bucket::MountRequest>& requests);
   std::vector<pid_t> pids() const;
   std::vector<int> pidfds() const;  // readable when a server exits
   // A server exited before stop(): reaped and logged; its mount answers ENOTCONN until
   // the sandbox goes.
   void on_exit(int pidfd);
+  // SIGTERM to every server at once (each unmounts), SIGKILL to those still there after
+  // 2 s, then their host mount points and caches go. Bounded: about 3 s at most.
   void stop();
 
  private:
@@ -52,6 +60,8 @@ class BucketServers {
     std::string cache_dir;  // an external tool's; removed at stop
     bool gone = false;
   };
+  // Reaps the servers that exit within `timeout_ms`; false if some are still running.
+  bool reap_within(int timeout_ms);
   Result<pid_t> run_bucketfs(const std::string& path, const nlohmann::json& config, bool probe_only, const std::string& what);
   Result<void> start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index, pid_t init_pid,
                          uid_t uid, gid_t gid);

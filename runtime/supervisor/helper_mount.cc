@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
@@ -17,37 +18,37 @@
 namespace nsbox {
 namespace {
 
-constexpr auto kMountTimeout = std::chrono::seconds(30);
+constexpr auto kMountTimeout = std::chrono::milliseconds(kHelperMountTimeoutMs);
 
-Result<void> write_secret_files(const bucket::HelperCommand& command) {
-  for (const auto& [path, content] : command.secret_files) {
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) return fail(sys_error("create " + path));
-    NSBOX_CHECK(files::write_all(fd.get(), content, path));
+// The tool's secret files, from before the first is written until the guard goes: every
+// way out of start_helper_mount removes them.
+class SecretFiles {
+ public:
+  explicit SecretFiles(const bucket::HelperCommand& command) : command_(command) {}
+  ~SecretFiles() { remove(); }
+  SecretFiles(const SecretFiles&) = delete;
+  SecretFiles& operator=(const SecretFiles&) = delete;
+
+  Result<void> write() {
+    for (const auto& [path, content] : command_.secret_files) {
+      UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+      if (!fd) return fail(sys_error("create " + path));
+      NSBOX_CHECK(files::write_all(fd.get(), content, path));
+    }
+    return {};
   }
-  return {};
-}
+  void remove() {
+    for (const auto& [path, content] : command_.secret_files) ::unlink(path.c_str());
+  }
 
-void remove_secret_files(const bucket::HelperCommand& command) {
-  for (const auto& [path, content] : command.secret_files) ::unlink(path.c_str());
-}
+ private:
+  const bucket::HelperCommand& command_;
+};
 
-[[noreturn]] void exec_helper(const bucket::HelperCommand& command, int log_fd) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  int null_fd = ::open("/dev/null", O_RDONLY);
-  ::dup2(null_fd, STDIN_FILENO);
-  ::dup2(log_fd, STDOUT_FILENO);
-  ::dup2(log_fd, STDERR_FILENO);
-  sys::close_range(3, ~0U, 0);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  std::vector<char*> argv, envp;
-  for (const auto& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : command.environment) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  ::execve(command.program.c_str(), argv.data(), envp.data());
+[[noreturn]] void exec_helper(const bucket::HelperCommand& command, pid_t supervisor, int log_fd, char* const argv[],
+                              char* const envp[]) {
+  prepare_child(supervisor, {-1, log_fd, log_fd});
+  ::execve(command.program.c_str(), argv, envp);
   ::_exit(127);
 }
 
@@ -77,26 +78,49 @@ std::string log_tail(const std::string& log_path, const bucket::BucketCredential
 
 }  // namespace
 
+void prepare_child(pid_t supervisor, std::initializer_list<int> sources) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != supervisor) ::_exit(127);
+  // Every source first goes above every target: a dup2 of an fd onto itself (a report
+  // pipe that happens to be fd 3) would leave it O_CLOEXEC, and it would close at exec.
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  int high[8];
+  size_t count = 0;
+  for (int fd : sources) {
+    if (count == 8) ::_exit(127);
+    high[count++] = ::fcntl(fd < 0 ? null_fd : fd, F_DUPFD_CLOEXEC, 10);
+  }
+  for (size_t i = 0; i < count; ++i)
+    if (high[i] < 0 || ::dup2(high[i], static_cast<int>(i)) < 0) ::_exit(127);
+  sys::close_range(static_cast<unsigned>(count), ~0U, 0);  // nothing of the supervisor's (its liveness lock above all)
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
 Result<pid_t> start_helper_mount(const bucket::HelperCommand& command, const std::string& log_path,
                                  const std::string& mountpoint, const bucket::BucketCredentials& credentials,
                                  const std::string& what) {
-  auto written = write_secret_files(command);
-  if (!written) {
-    remove_secret_files(command);
-    return fail(std::move(written.error()).context(what));
-  }
+  SecretFiles secrets(command);
+  if (auto written = secrets.write(); !written) return fail(std::move(written.error()).context(what));
   UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (!log) return fail(sys_error("open " + log_path).context(what));
+  // Built before fork: the child only calls what is async-signal-safe.
+  std::vector<char*> argv, envp;
+  for (const auto& a : command.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : command.environment) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t supervisor = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return fail(sys_error("fork " + command.argv[0]).context(what));
-  if (pid == 0) exec_helper(command, log.get());
+  if (pid == 0) exec_helper(command, supervisor, log.get(), argv.data(), envp.data());
 
   std::string name = command.argv[0];
   auto deadline = std::chrono::steady_clock::now() + kMountTimeout;
   for (;;) {
     int status = 0;
     if (::waitpid(pid, &status, WNOHANG) == pid) {
-      remove_secret_files(command);
       std::string how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
                                           : "was killed by signal " + std::to_string(WTERMSIG(status));
       return fail(make_error(ErrorCode::kRemote, what + ": " + name + " " + how + ": " + log_tail(log_path, credentials)));
@@ -105,14 +129,13 @@ Result<pid_t> start_helper_mount(const bucket::HelperCommand& command, const std
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
-      remove_secret_files(command);
-      return fail(make_error(ErrorCode::kTimeout, what + ": " + name + " did not mount within 30 s: " +
+      return fail(make_error(ErrorCode::kTimeout, what + ": " + name + " did not mount within " +
+                                                      std::to_string(kHelperMountTimeoutMs / 1000) + " s: " +
                                                       log_tail(log_path, credentials)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  remove_secret_files(command);  // read at start-up; not needed again
-  return pid;
+  return pid;  // the secret files go with `secrets`: read at start-up, not needed again
 }
 
 }  // namespace nsbox

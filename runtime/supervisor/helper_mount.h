@@ -1,10 +1,12 @@
 // Running an external mount tool (rclone, s3fs) for a bucket mount: its secret files
 // written 0600 and removed once it has mounted, its output in a log beside the mount
-// point, a bounded wait until the mount is there.
+// point, a bounded wait until the mount is there. And what every child of the supervisor
+// that serves a mount does between fork and exec.
 #pragma once
 
 #include <sys/types.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "isolation/sys/error.h"
@@ -12,10 +14,20 @@
 
 namespace nsbox {
 
+// How long a tool has to mount once started.
+constexpr int kHelperMountTimeoutMs = 30000;
+
 // Returns the helper's pid once `mountpoint` is mounted; on a failure the helper is
-// killed and reaped and the error quotes the end of its log, secrets redacted.
+// killed and reaped and the error quotes the end of its log, secrets redacted. The secret
+// files are gone when it returns, whatever happened.
 Result<pid_t> start_helper_mount(const bucket::HelperCommand& command, const std::string& log_path,
                                  const std::string& mountpoint, const bucket::BucketCredentials& credentials,
                                  const std::string& what);
+
+// In a child between fork and exec (async-signal-safe): dies with `supervisor`, the pid
+// the parent had before fork (and _exits at once if that parent is already gone, which
+// PR_SET_PDEATHSIG set after fork would never notice); puts `sources[i]` at fd i (-1:
+// /dev/null), at most 8 of them; closes every other fd; unblocks every signal.
+void prepare_child(pid_t supervisor, std::initializer_list<int> sources);
 
 }  // namespace nsbox

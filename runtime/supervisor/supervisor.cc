@@ -91,6 +91,8 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   self->buckets_ = NSBOX_TRY(BucketServers::start(
       spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging", spec.id},
       self->instance_->init_pid(), ids.uid, ids.gid));
+  // The servers have the credentials now; we never need them again.
+  for (auto& m : self->spec_.mounts) m.credentials.wipe();
   for (int pidfd : self->buckets_.pidfds())
     NSBOX_CHECK(self->loop_->add(pidfd, EPOLLIN, [s = self.get(), pidfd](uint32_t) {
       s->buckets_.on_exit(pidfd);
@@ -184,10 +186,20 @@ Result<void> Supervisor::register_handlers() {
 Result<void> Supervisor::serve() {
   refill_spare_volume();
   auto result = loop_->run();
-  (void)instance_->destroy();
-  buckets_.stop();
+  stop_sandbox();
   ::unlink(store_.root().socket_path(record_.id).c_str());
   return result;
+}
+
+// The bucket servers first: a sandbox process in a FUSE request (an upload at close, a
+// download at open) waits in the kernel, beyond SIGKILL's reach, until its server answers
+// or the connection ends. Killing the sandbox first would wait on the remote, past the
+// bound of destroy() (the cgroup then outlives the supervisor); stopping the servers ends
+// every connection, and the sandbox dies at once.
+void Supervisor::stop_sandbox() {
+  for (int pidfd : buckets_.pidfds()) loop_->remove(pidfd);  // no exit report for a server we stop
+  buckets_.stop();
+  (void)instance_->destroy();
 }
 
 void Supervisor::accept_clients() {
@@ -514,7 +526,7 @@ void Supervisor::on_init_death() {
 
 void Supervisor::shutdown(Client* requester) {
   kernel_->shutdown();
-  (void)instance_->destroy();
+  stop_sandbox();
   if (requester && !requester->closed) {
     // The answer must reach the client before we exit: flush it, bounded (2 s).
     reply(*requester, {{"ok", true}});

@@ -37,7 +37,7 @@ struct SupervisorSpec {
   network::Mode net = network::Mode::kNone;
   EnvList env;
   std::string volume;  // the files volume's name (made by the caller)
-  std::vector<bucket::MountRequest> mounts;  // with their credentials
+  std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);
@@ -109,6 +109,7 @@ class Supervisor final : private KernelHost {
   void accept_later();
   void on_seccomp_violation();
   void shutdown(Client* requester);
+  void stop_sandbox();  // bucket servers, then the sandbox; idempotent
 
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string.h>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -58,6 +59,10 @@ int main(int argc, char** argv) {
   Json j = Json::parse(input, nullptr, false);
   if (j.is_discarded()) return fail_start(nsbox::make_error(nsbox::ErrorCode::kProtocol, "the supervisor spec on stdin is not JSON"));
   auto spec = nsbox::SupervisorSpec::from_json(j);
+  // The spec's text and its JSON hold the mounts' credentials: only `spec` keeps them, and
+  // only until the servers have them (Supervisor::start wipes them there).
+  ::explicit_bzero(input.data(), input.size());
+  j = Json();
   if (!spec) return fail_start(spec.error());
 
   nsbox::StateStore store(nsbox::StateRoot{run_dir, data_dir});
@@ -77,6 +82,7 @@ int main(int argc, char** argv) {
     return fail_start(nsbox::sys_error("a private mount namespace for the supervisor"));
 
   auto supervisor = nsbox::Supervisor::start(store, *spec, *layout);
+  for (auto& m : spec->mounts) m.credentials.wipe();
   if (!supervisor) return fail_start(supervisor.error());
   Json ready = {{"ok", true}, {"record", (*supervisor)->record().to_json()}};
   if (!(*supervisor)->fallback_reason().empty()) ready["warning"] = (*supervisor)->fallback_reason();

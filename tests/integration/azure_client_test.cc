@@ -9,6 +9,7 @@
 #include <chrono>
 #include <set>
 
+#include "isolation/sys/files.h"
 #include "isolation/sys/unique_fd.h"
 #include "mounts/bucket/azure_shared_key.h"
 #include "mounts/bucket/bucket_client.h"
@@ -450,6 +451,11 @@ TEST_CASE("an Azure container mounted in a sandbox: written inside, read back by
   REQUIRE(head);
   REQUIRE(*head);
   CHECK(read_all(*client, "memories/memory_summary.md", (*head)->etag, (*head)->size) == "# summary\n");
+  // An empty directory is its marker blob: still there once the listings have expired.
+  auto dir = root.sh(id, "mkdir ~/memories/empty && sleep 1.5 && touch ~/memories/empty/f && ls ~/memories/empty");
+  INFO(dir.err << "\nsupervisor.log: " << nsbox::files::read_file(root.path() + "/run/sandboxes/" + id + "/supervisor.log").value_or(""));
+  CHECK(dir.exit_code == 0);
+  CHECK(dir.out == "f\n");
   CHECK(root.nsbox({"inspect", "--json", id}).out.find(kKey) == std::string::npos);
   auto environ = root.sh(id, "cat /proc/*/environ | grep -c AZURE_STORAGE; true");
   CHECK(environ.out == "0\n");

@@ -401,3 +401,46 @@ TEST_CASE("an endpoint that does not answer fails create with the mount and the 
   CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
 }
 
+TEST_CASE("renames, appends, rmdir and unlink keep the bucket and the files in step", "[s3]") {
+  S3rverPeer s3({"step"});
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://step:/data:rw"});
+  auto keys = [&] {
+    return boto(s3, "print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket='step').get('Contents', [])))").out;
+  };
+
+  // A moved file reads at its new name at once (the kernel keeps the inode it knew).
+  auto r = root.sh(id, "echo moved > /data/a && mv /data/a /data/b && cat /data/b");
+  INFO(r.err);
+  CHECK(r.out == "moved\n");
+
+  // A file renamed while open for writing: its next upload goes to the new name only.
+  r = root.sh(id, "python3 -c \"import os\nf = open('/data/w', 'w')\nf.write('1')\nf.flush()\nos.fsync(f.fileno())\n"
+                  "os.rename('/data/w', '/data/w2')\nf.write('2')\nf.close()\"");
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(boto_get(s3, "step", "w2") == "12");
+
+  // Appends through one descriptor, with a listing in between, keep what came before.
+  r = root.sh(id, "exec 3>>/data/log; echo a >&3; sleep 1.5; ls -l /data >/dev/null; echo b >&3; exec 3>&-; cat /data/log");
+  CHECK(r.out == "a\nb\n");
+
+  // rmdir of a directory with a marker and a file in it is ENOTEMPTY, and loses nothing.
+  r = root.sh(id, "mkdir /data/d && echo x > /data/d/f && rmdir /data/d; ls /data/d");
+  CHECK(r.err.find("Directory not empty") != std::string::npos);
+  CHECK(r.out == "f\n");
+
+  // A file unlinked while open for writing does not come back at its close.
+  r = root.sh(id, "python3 -c \"import os\nf = open('/data/tmp', 'w')\nos.unlink('/data/tmp')\nf.write('x')\nf.close()\"");
+  CHECK(r.exit_code == 0);
+
+  // Names S3 listings could not carry back are refused.
+  r = root.sh(id, "touch $'/data/bad\\x01name'");
+  INFO(r.err);
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("Invalid argument") != std::string::npos);
+
+  CHECK(keys() == "['b', 'd/', 'd/f', 'log', 'w2']\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+

@@ -79,3 +79,44 @@ TEST_CASE("a missing mount tool is an error that names the package") {
   REQUIRE_FALSE(s3fs);
   CHECK(s3fs.error().message == "mount tool missing: s3fs is not installed");
 }
+
+TEST_CASE("rclone's cache and s3fs's temporary files are bounded on the staging disk") {
+  auto rclone_mount = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", "rclone"},
+                                              {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
+  REQUIRE(rclone_mount);
+  HelperPaths paths{"/mnt/x", "/run/s", "/var/lib/nsbox/staging/sbx-1-0", 1000, 1000};
+  paths.cache_max_bytes = 5ull << 30;
+  paths.disk_reserve_bytes = 1ull << 30;
+  auto rclone = helper_command("/usr/bin/rclone", *rclone_mount, {}, paths);
+  REQUIRE(rclone);
+  std::string argv = joined(rclone->argv);
+  CHECK(argv.find("--cache-dir /var/lib/nsbox/staging/sbx-1-0 ") != std::string::npos);
+  CHECK(argv.find("--vfs-cache-max-size 5120M") != std::string::npos);  // MiB: a bare number would be KiB to rclone
+  // A disk already past its reserve: the smallest bound, not 0 (which rclone reads as none).
+  paths.cache_max_bytes = 0;
+  CHECK(joined(helper_command("/usr/bin/rclone", *rclone_mount, {}, paths)->argv).find("--vfs-cache-max-size 1M") !=
+        std::string::npos);
+
+  auto s3fs_mount = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", "s3fs"},
+                                            {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
+  REQUIRE(s3fs_mount);
+  paths.disk_reserve_bytes = 3ull << 30;
+  auto s3fs = helper_command("/usr/bin/s3fs", *s3fs_mount, {"AKID", "the-secret", "", "", ""}, paths);
+  REQUIRE(s3fs);
+  argv = joined(s3fs->argv);
+  CHECK(argv.find(",tmpdir=/var/lib/nsbox/staging/sbx-1-0,") != std::string::npos);
+  CHECK(argv.find(",ensure_diskfree=3072") != std::string::npos);  // MB
+}
+
+TEST_CASE("a path with a ',' cannot add options to s3fs's -o list: it is escaped") {
+  auto m = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", "s3fs"},
+                                   {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
+  REQUIRE(m);
+  auto cmd = helper_command("/usr/bin/s3fs", *m, {"AKID", "s", "", "", ""},
+                            {"/mnt/x", "/run/a,allow_root", "/data/x,y\\z", 0, 0});
+  REQUIRE(cmd);
+  const std::string& options = cmd->argv.back();
+  CHECK(options.find(",passwd_file=/run/a\\,allow_root/passwd-s3fs") != std::string::npos);
+  CHECK(options.find(",tmpdir=/data/x\\,y\\\\z,") != std::string::npos);
+  CHECK(options.find(",allow_root") == options.find("\\,allow_root") + 1);  // only the escaped one
+}

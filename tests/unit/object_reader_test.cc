@@ -22,11 +22,13 @@ class MemoryBucket final : public BucketClient {
   explicit MemoryBucket(std::string object) : object_(std::move(object)) {}
   std::atomic<int> reads{0};
   std::atomic<size_t> largest{0};
+  std::atomic<uint64_t> requested{0};
 
   Result<ListPage> list(const std::string&, bool, const std::string&, int) override { return ListPage{}; }
   Result<std::optional<ObjectHead>> head(const std::string&) override { return std::optional<ObjectHead>(); }
   Result<size_t> read(const std::string&, const std::string& etag, uint64_t offset, char* buffer, size_t length) override {
     ++reads;
+    requested += length;
     size_t seen = largest.load();
     while (length > seen && !largest.compare_exchange_weak(seen, length)) {
     }
@@ -109,3 +111,20 @@ TEST_CASE("many open files share one read budget: windows stop growing at it, an
   }
   CHECK(ObjectReader::budget_in_use() == 0);
 }
+
+TEST_CASE("thousands of open files reading a page each hold no more than the budget") {
+  MemoryBucket bucket(patterned(64 << 20));
+  std::vector<std::unique_ptr<ObjectReader>> readers;
+  for (int i = 0; i < 400; ++i) {
+    readers.push_back(std::make_unique<ObjectReader>(bucket, "k", "\"e\"", bucket.object().size()));
+    auto got = readers.back()->read(0, 4096);
+    REQUIRE(got);
+    REQUIRE(*got == bucket.object().substr(0, 4096));
+    CHECK(ObjectReader::budget_in_use() <= ObjectReader::kReadBudget);
+  }
+  readers.clear();  // waits for what was fetched ahead
+  // Without a budget on every window this asked for ~2 GiB (a window and four ahead each).
+  CHECK(bucket.requested <= ObjectReader::kReadBudget + 400 * 4096);
+  CHECK(ObjectReader::budget_in_use() == 0);
+}
+

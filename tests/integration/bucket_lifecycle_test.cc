@@ -1,0 +1,297 @@
+// The life of a sandbox's bucket mounts around it: `nsbox rm` stays fast and leaves nothing
+// when a sandbox process is stuck on a stalled remote, when its supervisor was killed, and
+// whichever tool serves the mount; credentials stay out of every host process's
+// environment. Against a real s3rver. And what the servers' HTTP client does with a
+// remote that answers more, or elsewhere, than asked (a loopback server).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "isolation/sys/files.h"
+#include "mounts/bucket/http_client.h"
+#include "tests/support/nsbox_cli.h"
+#include "tests/support/object_store_peers.h"
+
+using namespace nsbox::test;
+using nlohmann::json;
+
+namespace {
+
+// s3rver checks no signature: the secret can be anything, so it is one easy to search for.
+constexpr const char* kSecret = "nsbox-lifecycle-secret-41b7e2";
+
+std::vector<std::string> credentials_env(const S3rverPeer& s3) {
+  return {"AWS_ACCESS_KEY_ID=S3RVER", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret, "S3_ENDPOINT_URL=" + s3.endpoint(),
+          "AWS_REGION=us-east-1"};
+}
+
+ProcessResult boto(const S3rverPeer& s3, const std::string& code) {
+  std::string program =
+      "import boto3, sys\n"
+      "s3 = boto3.client('s3', endpoint_url='" + s3.endpoint() + "', aws_access_key_id='S3RVER',"
+      " aws_secret_access_key='S3RVER', region_name='us-east-1')\n" + code;
+  return run_process({"/usr/bin/python3.11", "-c", program}, {.timeout_s = 120, .extra_env = {"AWS_CA_BUNDLE="}});
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// A sandbox with the mounts of `manifest` (a JSON list), its id.
+std::string create_with_manifest(TestRoot& root, const S3rverPeer& s3, const std::string& manifest) {
+  std::string path = root.path() + "/manifest.json";
+  REQUIRE(nsbox::files::atomic_write(path, manifest));
+  auto created = root.nsbox({"create", "--manifest", path}, {.extra_env = credentials_env(s3)});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  return first_line(created.out);
+}
+
+bool process_gone(pid_t pid) {
+  auto stat = nsbox::files::read_file("/proc/" + std::to_string(pid) + "/stat");
+  return !stat || stat->find(") Z ") != std::string::npos;
+}
+
+bool wait_gone(pid_t pid, std::chrono::milliseconds bound) {
+  auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!process_gone(pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return process_gone(pid);
+}
+
+// What of a sandbox's mount caches is left under <data>/staging.
+std::vector<std::string> staging_leftovers(const TestRoot& root, const std::string& id) {
+  std::vector<std::string> left;
+  for (const auto& name : nsbox::files::list_dir(root.path() + "/data/staging").value_or(std::vector<std::string>{}))
+    if (name.rfind(id + "-", 0) == 0) left.push_back(name);
+  return left;
+}
+
+// SIGSTOPs a peer for a scope; it runs again before the peer is stopped.
+struct Frozen {
+  explicit Frozen(pid_t pid) : pid(pid) { REQUIRE(::kill(pid, SIGSTOP) == 0); }
+  ~Frozen() { ::kill(pid, SIGCONT); }
+  pid_t pid;
+};
+
+// One connection on loopback: reads the request's head, writes `reply`, then holds the
+// connection open (sending nothing more) until the client closes it or 20 s pass.
+class HoldingServer {
+ public:
+  explicit HoldingServer(std::string reply) : reply_(std::move(reply)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    REQUIRE(::listen(fd_, 4) == 0);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~HoldingServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string url(const std::string& path = "/b/k") const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  int connections() const { return connections_; }
+  bool client_closed() const { return client_closed_; }
+
+ private:
+  void serve() {
+    for (;;) {
+      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      ++connections_;
+      std::string head;
+      char buf[4096];
+      while (head.find("\r\n\r\n") == std::string::npos) {
+        pollfd p{c, POLLIN, 0};
+        if (::poll(&p, 1, 10000) <= 0) break;
+        ssize_t n = ::read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        head.append(buf, static_cast<size_t>(n));
+      }
+      for (size_t at = 0; at < reply_.size();) {
+        ssize_t n = ::send(c, reply_.data() + at, reply_.size() - at, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        at += static_cast<size_t>(n);
+      }
+      pollfd p{c, POLLIN, 0};
+      if (::poll(&p, 1, 20000) == 1 && ::read(c, buf, sizeof buf) <= 0) client_closed_ = true;
+      ::close(c);
+    }
+  }
+  std::string reply_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> connections_ = 0;
+  std::atomic<bool> client_closed_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+TEST_CASE("a server that ignores Range: the read stops once the buffer is full, not at the object's end", "[s3]") {
+  // 64 MiB announced, 2 MiB sent, then nothing: reading on would wait for the stall bound
+  // and fail, or take the whole object from a server that sends it.
+  HoldingServer server("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(64 << 20) + "\r\n\r\n" +
+                       std::string(2 << 20, 'x'));
+  nsbox::bucket::HttpClient client;
+  std::string buffer(1 << 20, '\0');
+  nsbox::bucket::HttpRequest request;
+  request.url = server.url();
+  request.headers = {{"Range", "bytes=0-1048575"}};
+  request.sink = buffer.data();
+  request.sink_capacity = buffer.size();
+  auto started = std::chrono::steady_clock::now();
+  auto response = client.perform(request);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  REQUIRE(response);
+  CHECK(response->status == 200);
+  CHECK(response->sunk == buffer.size());
+  CHECK(buffer == std::string(1 << 20, 'x'));
+  CHECK(seconds < 3);
+  for (int i = 0; i < 100 && !server.client_closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(server.client_closed());  // the rest of the body is not read: the connection goes
+}
+
+TEST_CASE("the servers' HTTP client follows no redirect and speaks nothing but http and https", "[s3]") {
+  HoldingServer server("HTTP/1.1 307 Temporary Redirect\r\nLocation: file:///etc/passwd\r\nContent-Length: 0\r\n\r\n");
+  nsbox::bucket::HttpClient client;
+  nsbox::bucket::HttpRequest request;
+  request.url = server.url();
+  auto response = client.perform(request);
+  REQUIRE(response);
+  CHECK(response->status == 307);  // the answer, for the caller to report; not followed
+  CHECK(server.connections() == 1);
+
+  for (const char* url : {"file:///etc/passwd", "ftp://127.0.0.1/x", "gopher://127.0.0.1/x"}) {
+    INFO(url);
+    request.url = url;
+    auto refused = client.perform(request);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message.find("nsupported protocol") != std::string::npos);
+  }
+}
+
+TEST_CASE("a sandbox process stuck on a stalled bucket does not hold up rm: it is quick and the cgroup goes", "[s3]") {
+  S3rverPeer s3({"stalled"});
+  REQUIRE(boto(s3, "s3.put_object(Bucket='stalled', Key='big.bin', Body=b'x' * (64 << 20))").exit_code == 0);
+  TestRoot root;
+  std::string id = create_with_manifest(root, s3, R"([{"type": "s3", "bucket": "stalled", "mount_path": "/data"}])");
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  std::vector<std::string> cgroups = info["cgroup"]["dirs"].get<std::vector<std::string>>();
+  pid_t server = info["mount_servers"][0].get<pid_t>();
+  pid_t supervisor = info["supervisor_pid"].get<pid_t>();
+
+  ProcessResult reader;
+  {
+    Frozen frozen(s3.pid());
+    // The read waits on the remote inside a FUSE request, in the kernel, where SIGKILL
+    // does not reach it: only an answer or the end of the FUSE connection frees it.
+    std::jthread t([&] { reader = root.sh(id, "cat /data/big.bin | wc -c", {}, {.timeout_s = 150}); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    auto rm = root.nsbox({"rm", id}, {.timeout_s = 60});
+    INFO(rm.err);
+    CHECK(rm.exit_code == 0);
+    CHECK(rm.seconds < 6);
+    t.join();
+  }
+  CHECK_FALSE(reader.timed_out);
+  CHECK(reader.out != std::to_string(64 << 20) + "\n");  // it did not get the object: the sandbox went first
+  CHECK(wait_gone(server, std::chrono::seconds(2)));
+  CHECK(wait_gone(supervisor, std::chrono::seconds(2)));
+  for (const auto& dir : cgroups) {
+    INFO(dir);
+    CHECK_FALSE(nsbox::files::exists(dir));
+  }
+  CHECK_FALSE(nsbox::files::exists(root.path() + "/run/sandboxes/" + id));
+}
+
+TEST_CASE("rm of a sandbox with builtin, rclone and s3fs mounts is quick and stops every server", "[s3]") {
+  S3rverPeer s3({"a", "b", "c"});
+  TestRoot root;
+  std::string id = create_with_manifest(root, s3, R"([
+      {"type": "s3", "bucket": "a", "mount_path": "/a", "read_only": false},
+      {"type": "s3", "bucket": "b", "mount_path": "/b", "read_only": false, "strategy": "rclone"},
+      {"type": "s3", "bucket": "c", "mount_path": "/c", "read_only": false, "strategy": "s3fs"}])");
+  auto r = root.sh(id, "echo 1 > /a/f && echo 2 > /b/f && echo 3 > /c/f && cat /a/f /b/f /c/f");
+  INFO(r.err);
+  CHECK(r.out == "1\n2\n3\n");
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  auto servers = info["mount_servers"].get<std::vector<pid_t>>();
+  REQUIRE(servers.size() == 3);
+  REQUIRE(staging_leftovers(root, id).size() == 2);  // rclone's and s3fs's caches
+
+  auto rm = root.nsbox({"rm", id});
+  INFO(rm.err);
+  CHECK(rm.exit_code == 0);
+  CHECK(rm.seconds < 4);
+  for (pid_t pid : servers) CHECK(wait_gone(pid, std::chrono::seconds(2)));
+  CHECK(staging_leftovers(root, id).empty());
+}
+
+TEST_CASE("rm after the supervisor was killed removes the mount tool's cache from staging", "[s3]") {
+  S3rverPeer s3({"crash"});
+  TestRoot root;
+  std::string id = create_with_manifest(
+      root, s3, R"([{"type": "s3", "bucket": "crash", "mount_path": "/data", "read_only": false, "strategy": "rclone"}])");
+  auto r = root.sh(id, "echo cached > /data/f && cat /data/f");
+  INFO(r.err);
+  CHECK(r.out == "cached\n");
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  pid_t supervisor = info["supervisor_pid"].get<pid_t>();
+  pid_t server = info["mount_servers"][0].get<pid_t>();
+  REQUIRE(staging_leftovers(root, id) == std::vector<std::string>{id + "-0"});
+
+  REQUIRE(::kill(supervisor, SIGKILL) == 0);
+  REQUIRE(wait_gone(supervisor, std::chrono::seconds(5)));
+  CHECK(wait_gone(server, std::chrono::seconds(5)));  // PR_SET_PDEATHSIG
+  CHECK(staging_leftovers(root, id).size() == 1);     // nobody removed it yet
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "dead");
+
+  auto rm = root.nsbox({"rm", id});
+  INFO(rm.err);
+  CHECK(rm.exit_code == 0);
+  CHECK(staging_leftovers(root, id).empty());
+}
+
+TEST_CASE("the credentials are in no host process's environment: not the supervisor's, not the server's", "[s3]") {
+  S3rverPeer s3({"env"});
+  TestRoot root;
+  auto created = root.nsbox({"create", "--mount", "s3://env:/data"},
+                            {.extra_env = [&] {
+                              auto env = credentials_env(s3);
+                              env.push_back("NSBOX_TEST_MARKER=kept");
+                              return env;
+                            }()});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  std::string id = first_line(created.out);
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  std::string proc = "/proc/" + std::to_string(info["supervisor_pid"].get<pid_t>());
+  auto supervisor_env = nsbox::files::read_file(proc + "/environ");
+  REQUIRE(supervisor_env);
+  CHECK(supervisor_env->find(kSecret) == std::string::npos);
+  CHECK(supervisor_env->find("AWS_ACCESS_KEY_ID") == std::string::npos);
+  CHECK(supervisor_env->find("S3_ENDPOINT_URL") == std::string::npos);
+  CHECK(supervisor_env->find("NSBOX_TEST_MARKER=kept") != std::string::npos);  // NSBOX_* stays
+  CHECK(supervisor_env->find("PATH=") != std::string::npos);
+
+  auto server_env = nsbox::files::read_file("/proc/" + std::to_string(info["mount_servers"][0].get<pid_t>()) + "/environ");
+  REQUIRE(server_env);
+  CHECK(server_env->rfind("PATH=", 0) == 0);
+  CHECK(server_env->find('\0') == server_env->size() - 1);  // PATH and nothing else
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
