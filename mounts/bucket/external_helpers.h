@@ -3,7 +3,8 @@
 // attached in the sandbox the same way.
 //
 // Their secrets go in 0600 files (an rclone config, an s3fs passwd file) that exist only
-// until the helper has mounted: never in an argument list or an environment.
+// until the helper has mounted, never in an argument list; an environment only for s3fs's
+// session token, which it reads from nowhere else.
 #pragma once
 
 #include <sys/types.h>

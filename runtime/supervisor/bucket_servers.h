@@ -1,10 +1,11 @@
 // The FUSE servers of a sandbox's bucket mounts: one process per mount (nsbox-bucketfs,
-// or rclone/s3fs for those strategies), children of the supervisor, on the host side. Each mounts its bucket in the supervisor's
-// private mount namespace; that mount is then attached in the sandbox (mount_injection).
+// or rclone/s3fs for those strategies), children of the supervisor, on the host side.
+// Each mounts its bucket in the supervisor's private mount namespace; that mount is then
+// attached in the sandbox (mount_injection).
 //
 // A server is killed with the supervisor (PR_SET_PDEATHSIG). A server that dies leaves its
-// mount answering ENOTCONN; stopping never waits on a hung one: killing the server closes
-// /dev/fuse, which aborts the connection.
+// mount answering ENOTCONN. Stopping waits at most ~2 s for a hung one, then kills it:
+// closing /dev/fuse aborts the connection.
 //
 // The servers stop before the sandbox goes: a sandbox process waiting in a FUSE request
 // (an upload at close, a download at open) cannot be killed until its server answers or
