@@ -19,6 +19,7 @@
 
 #include "isolation/sys/files.h"
 #include "mounts/bucket/http_client.h"
+#include "tests/support/loopback_http.h"
 #include "tests/support/nsbox_cli.h"
 #include "tests/support/object_store_peers.h"
 
@@ -82,75 +83,19 @@ struct Frozen {
   pid_t pid;
 };
 
-// One connection on loopback: reads the request's head, writes `reply`, then holds the
-// connection open (sending nothing more) until the client closes it or 20 s pass.
-class HoldingServer {
- public:
-  explicit HoldingServer(std::string reply) : reply_(std::move(reply)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    REQUIRE(::listen(fd_, 4) == 0);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~HoldingServer() {
-    ::shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(fd_);
-  }
-  std::string url(const std::string& path = "/b/k") const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
-  int connections() const { return connections_; }
-  bool client_closed() const { return client_closed_; }
-
- private:
-  void serve() {
-    for (;;) {
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) return;
-      ++connections_;
-      std::string head;
-      char buf[4096];
-      while (head.find("\r\n\r\n") == std::string::npos) {
-        pollfd p{c, POLLIN, 0};
-        if (::poll(&p, 1, 10000) <= 0) break;
-        ssize_t n = ::read(c, buf, sizeof buf);
-        if (n <= 0) break;
-        head.append(buf, static_cast<size_t>(n));
-      }
-      for (size_t at = 0; at < reply_.size();) {
-        ssize_t n = ::send(c, reply_.data() + at, reply_.size() - at, MSG_NOSIGNAL);
-        if (n <= 0) break;
-        at += static_cast<size_t>(n);
-      }
-      pollfd p{c, POLLIN, 0};
-      if (::poll(&p, 1, 20000) == 1 && ::read(c, buf, sizeof buf) <= 0) client_closed_ = true;
-      ::close(c);
-    }
-  }
-  std::string reply_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<int> connections_ = 0;
-  std::atomic<bool> client_closed_ = false;
-  std::thread thread_;
-};
 
 }  // namespace
 
 TEST_CASE("a server that ignores Range: the read stops once the buffer is full, not at the object's end", "[s3]") {
   // 64 MiB announced, 2 MiB sent, then nothing: reading on would wait for the stall bound
   // and fail, or take the whole object from a server that sends it.
-  HoldingServer server("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(64 << 20) + "\r\n\r\n" +
-                       std::string(2 << 20, 'x'));
+  LoopbackHttpServer server("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(64 << 20) + "\r\n\r\n" +
+                                std::string(2 << 20, 'x'),
+                            true);
   nsbox::bucket::HttpClient client;
   std::string buffer(1 << 20, '\0');
   nsbox::bucket::HttpRequest request;
-  request.url = server.url();
+  request.url = server.url("/b/k");
   request.headers = {{"Range", "bytes=0-1048575"}};
   request.sink = buffer.data();
   request.sink_capacity = buffer.size();
@@ -167,10 +112,11 @@ TEST_CASE("a server that ignores Range: the read stops once the buffer is full, 
 }
 
 TEST_CASE("the servers' HTTP client follows no redirect and speaks nothing but http and https", "[s3]") {
-  HoldingServer server("HTTP/1.1 307 Temporary Redirect\r\nLocation: file:///etc/passwd\r\nContent-Length: 0\r\n\r\n");
+  LoopbackHttpServer server("HTTP/1.1 307 Temporary Redirect\r\nLocation: file:///etc/passwd\r\nContent-Length: 0\r\n\r\n",
+                            true);
   nsbox::bucket::HttpClient client;
   nsbox::bucket::HttpRequest request;
-  request.url = server.url();
+  request.url = server.url("/b/k");
   auto response = client.perform(request);
   REQUIRE(response);
   CHECK(response->status == 307);  // the answer, for the caller to report; not followed
