@@ -97,11 +97,14 @@ TEST_CASE("credentials come from the environment or a credentials file and are n
   int fd = ::mkstemp(path);
   REQUIRE(fd >= 0);
   ::close(fd);
+  struct Unlink {  // whatever REQUIRE below stops the test
+    const char* path;
+    ~Unlink() { ::unlink(path); }
+  } unlink_after{path};
   std::ofstream(path) << "# for the photos bucket\nexport AWS_ACCESS_KEY_ID=FILEID\nAWS_SECRET_ACCESS_KEY=\"from file\"\n";
   auto from_file = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/d"}, {"credentials_file", path}});
   REQUIRE(from_file);
   auto fc = resolve(*from_file, env);
-  ::unlink(path);
   REQUIRE(fc);
   CHECK(fc->access_key_id == "FILEID");
   CHECK(fc->secret_access_key == "from file");
