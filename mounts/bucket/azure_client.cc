@@ -104,22 +104,14 @@ class AzureClient final : public BucketClient {
   }
 
   Result<std::optional<ObjectHead>> head(const std::string& key) override {
-    Call call;
-    call.method = "HEAD";
-    call.key = key;
-    return object_head(send(call, "head " + where(key)));
+    return object_head(send(head_call(key), "head " + where(key)));
   }
 
   Result<size_t> read(const std::string& key, const std::string& etag, uint64_t offset, char* buffer,
                       size_t length) override {
     if (length == 0) return size_t{0};
-    Call call;
-    call.key = key;
-    call.headers = {{"x-ms-range", "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1)}};
-    if (!etag.empty()) call.headers.emplace_back("if-match", etag);
-    call.sink = buffer;
-    call.sink_capacity = length;
     std::string what = "read " + where(key);
+    auto call = ranged_get_call(key, etag, offset, buffer, length, "x-ms-range");
     return ranged_read_result(send(call, what, {416}), offset, what, "x-ms-range");
   }
 

@@ -12,28 +12,6 @@
 namespace nsbox::bucket {
 namespace {
 
-std::string lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// Trimmed, with every run of spaces, tabs or line breaks folded to one space.
-std::string folded(std::string_view value) {
-  std::string out;
-  bool in_space = false;
-  for (char c : value) {
-    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
-      in_space = true;
-      continue;
-    }
-    if (in_space && !out.empty()) out += ' ';
-    in_space = false;
-    out += c;
-  }
-  return out;
-}
-
 const std::string* find_header(const Headers& headers, std::string_view name) {
   for (const auto& [n, v] : headers)
     if (n.size() == name.size() && strncasecmp(n.data(), name.data(), name.size()) == 0) return &v;
@@ -66,10 +44,10 @@ std::string azure_date(std::time_t now) {
 std::string canonicalized_headers(const Headers& headers) {
   std::map<std::string, std::string> by_name;  // sorted by the lowercase name
   for (const auto& [name, value] : headers) {
-    std::string lower = lowercase(folded(name));
+    std::string lower = lowercase(fold_spaces(name));
     if (!lower.starts_with("x-ms-")) continue;
-    auto [it, inserted] = by_name.try_emplace(lower, folded(value));
-    if (!inserted) it->second += "," + folded(value);
+    auto [it, inserted] = by_name.try_emplace(lower, fold_spaces(value));
+    if (!inserted) it->second += "," + fold_spaces(value);
   }
   std::string out;
   for (const auto& [name, value] : by_name) out += name + ":" + value + "\n";

@@ -24,7 +24,6 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
 }
 
 std::string sha256_raw(std::string_view data) { return digest(EVP_sha256(), data); }
-std::string md5_raw(std::string_view data) { return digest(EVP_md5(), data); }
 
 std::string to_hex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";

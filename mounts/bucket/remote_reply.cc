@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "mounts/bucket/sigv4.h"
 #include "mounts/bucket/xml_tree.h"
 
 namespace nsbox::bucket {
@@ -12,6 +13,24 @@ namespace nsbox::bucket {
 std::chrono::milliseconds backoff(int attempt) { return std::chrono::milliseconds(200 << (2 * (attempt - 1))); }
 
 bool retryable(long status) { return status >= 500 || status == 429; }
+
+Call head_call(const std::string& key) {
+  Call call;
+  call.method = "HEAD";
+  call.key = key;
+  return call;
+}
+
+Call ranged_get_call(const std::string& key, const std::string& etag, uint64_t offset, char* buffer, size_t length,
+                     const std::string& range_header) {
+  Call call;
+  call.key = key;
+  call.headers = {{lowercase(range_header), "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1)}};
+  if (!etag.empty()) call.headers.emplace_back("if-match", etag);
+  call.sink = buffer;
+  call.sink_capacity = length;
+  return call;
+}
 
 HttpRequest http_request_for(const Call& call, std::string url) {
   HttpRequest request;

@@ -36,6 +36,12 @@ struct Call {
   size_t sink_capacity = 0;
 };
 
+// A HEAD of `key`, and a GET of [offset, offset + length) into `buffer` pinned to `etag`
+// (when not empty) with `range_header` ("Range", "x-ms-range") saying which bytes.
+Call head_call(const std::string& key);
+Call ranged_get_call(const std::string& key, const std::string& etag, uint64_t offset, char* buffer, size_t length,
+                     const std::string& range_header);
+
 // `call` sent to `url`, without headers. The request points into `call.body`.
 HttpRequest http_request_for(const Call& call, std::string url);
 

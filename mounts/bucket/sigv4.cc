@@ -8,31 +8,9 @@
 namespace nsbox::bucket {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// "Trimall": no spaces at the ends, runs of spaces inside become one.
-std::string trim_all(std::string_view value) {
-  std::string out;
-  bool space = false;
-  for (char c : value) {
-    if (c == ' ' || c == '\t') {
-      space = !out.empty();
-      continue;
-    }
-    if (space) out += ' ';
-    space = false;
-    out += c;
-  }
-  return out;
-}
-
 Headers canonical_headers(const Headers& headers) {
   Headers out;
-  for (const auto& [name, value] : headers) out.emplace_back(lower(name), trim_all(value));
+  for (const auto& [name, value] : headers) out.emplace_back(lowercase(name), fold_spaces(value));
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -44,6 +22,27 @@ std::string signed_header_names(const Headers& canonical) {
 }
 
 }  // namespace
+
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string fold_spaces(std::string_view value) {
+  std::string out;
+  bool in_space = false;
+  for (char c : value) {
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+      in_space = true;
+      continue;
+    }
+    if (in_space && !out.empty()) out += ' ';
+    in_space = false;
+    out += c;
+  }
+  return out;
+}
 
 std::string uri_encode(std::string_view s, bool keep_slash) {
   static constexpr char kDigits[] = "0123456789ABCDEF";

@@ -44,6 +44,11 @@ std::string uri_encode(std::string_view s, bool keep_slash = false);
 // The inverse, for names a listing returns encoded (S3's encoding-type=url, where '+' is a
 // space too; Azure's Encoded="true", where it is not). Malformed escapes stay as they are.
 std::string uri_decode(std::string_view s, bool plus_is_space);
+// What both signatures do to header names and values: lowercase them; trim a value and
+// fold each run of whitespace inside it to one space (SigV4's "Trimall", SharedKey's rule).
+std::string lowercase(std::string_view s);
+std::string fold_spaces(std::string_view value);
+
 std::string canonical_query(const std::vector<std::pair<std::string, std::string>>& query);
 std::string amz_date(std::time_t now);  // 20130524T000000Z
 

@@ -118,3 +118,13 @@ TEST_CASE("SigV4 signs what botocore signs, byte for byte", "[botocore]") {
     CHECK(header(ours[i], "Authorization") == theirs[i]["authorization"].get<std::string>());
   }
 }
+
+TEST_CASE("names a listing returns encoded are decoded: S3's '+' is a space, Azure's is not") {
+  CHECK(uri_decode("memories/a%20b%2Bc+d%01e", true) == std::string("memories/a b+c d\x01" "e"));
+  CHECK(uri_decode("a+b%2F", false) == "a+b/");
+  CHECK(uri_decode("100%", true) == "100%");      // a '%' without two hex digits stays
+  CHECK(uri_decode("%zz%4", true) == "%zz%4");
+  CHECK(uri_decode(uri_encode("ünïcode / 100% + more", true), false) == "ünïcode / 100% + more");
+  CHECK(fold_spaces("  a \t b\r\n  c  ") == "a b c");
+  CHECK(lowercase("X-Amz-Date") == "x-amz-date");
+}
