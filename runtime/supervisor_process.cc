@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 
@@ -36,17 +37,9 @@ std::vector<std::string> supervisor_environment(char** environment) {
 [[noreturn]] void exec_supervisor(const char* path, char* const argv[], char* const envp[], int in_fd, int out_fd) {
   ::setsid();
   if (::fork() != 0) ::_exit(0);  // the grandchild is adopted by init/subreaper
-  // Above 2 first: a pipe end that is already fd 0 or 1 (a caller started with them
-  // closed) would stay O_CLOEXEC through a dup2 onto itself.
-  in_fd = ::fcntl(in_fd, F_DUPFD_CLOEXEC, 3);
-  out_fd = ::fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
-  ::dup2(in_fd, STDIN_FILENO);
-  ::dup2(out_fd, STDOUT_FILENO);
-  int null_fd = ::open("/dev/null", O_WRONLY);
-  if (null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);
-  // Whatever the caller inherited (a test harness's pipes) must not be held open by a
-  // daemon: its reader would never see EOF.
-  sys::close_range(3, ~0U, 0);
+  // stderr to /dev/null; and nothing the caller inherited (a test harness's pipes) is held
+  // open by a daemon: its reader would never see EOF.
+  if (!sys::arrange_child_fds({in_fd, out_fd, -1})) ::_exit(127);
   ::signal(SIGPIPE, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);

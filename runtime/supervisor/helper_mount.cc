@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
@@ -80,19 +81,9 @@ std::string log_tail(const std::string& log_path, const bucket::BucketCredential
 
 void prepare_child(pid_t supervisor, std::initializer_list<int> sources) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != supervisor) ::_exit(127);
-  // Every source first goes above every target: a dup2 of an fd onto itself (a report
-  // pipe that happens to be fd 3) would leave it O_CLOEXEC, and it would close at exec.
-  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  int high[8];
-  size_t count = 0;
-  for (int fd : sources) {
-    if (count == 8) ::_exit(127);
-    high[count++] = ::fcntl(fd < 0 ? null_fd : fd, F_DUPFD_CLOEXEC, 10);
-  }
-  for (size_t i = 0; i < count; ++i)
-    if (high[i] < 0 || ::dup2(high[i], static_cast<int>(i)) < 0) ::_exit(127);
-  sys::close_range(static_cast<unsigned>(count), ~0U, 0);  // nothing of the supervisor's (its liveness lock above all)
+  if (::getppid() != supervisor) ::_exit(127);  // it died before the line above: no signal would come
+  // Nothing of the supervisor's (its liveness lock above all).
+  if (!sys::arrange_child_fds(sources)) ::_exit(127);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
