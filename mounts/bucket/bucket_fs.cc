@@ -129,8 +129,12 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     auto [it, fresh] = by_name.emplace(e.name, e);
     if (!fresh && e.is_prefix) it->second = e;  // a directory wins over a file of its name
   }
+  // What was created here and is not in the bucket yet (a `touch` whose upload comes at
+  // its last close) is listed too.
+  for (const Node& n : fs.inodes().local_children(node->path))
+    by_name.try_emplace(n.path.substr(n.path.rfind('/') + 1), ObjectEntry{{}, false, n.size, n.mtime, n.etag});
   auto dir = std::make_unique<OpenDir>();
-  for (const auto& [name, e] : by_name) dir->entries.push_back(e);
+  for (const auto& [name, e] : by_name) dir->entries.push_back(ObjectEntry{name, e.is_prefix, e.size, e.mtime, e.etag});
   fs.inodes().cache_listing(node->path, std::move(by_name));
   fi->fh = reinterpret_cast<uint64_t>(dir.release());
   fuse_reply_open(req, fi);

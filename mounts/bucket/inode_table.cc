@@ -103,6 +103,18 @@ void InodeTable::rename(const std::string& from, const std::string& to) {
   nodes_[ino].path = to;
 }
 
+std::vector<Node> InodeTable::local_children(const std::string& dir) {
+  std::lock_guard lock(mutex_);
+  std::vector<Node> out;
+  for (const auto& [path, ino] : by_path_) {
+    const Node& n = nodes_[ino];
+    auto slash = path.rfind('/');
+    std::string parent = slash == std::string::npos ? "" : path.substr(0, slash);
+    if (n.local && !n.unlinked && parent == dir && !path.empty()) out.push_back(n);
+  }
+  return out;
+}
+
 void InodeTable::cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries) {
   std::lock_guard lock(mutex_);
   // Expired listings are of no use: drop them, so that walking a large tree does not keep

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "mounts/bucket/bucket_client.h"
 
@@ -57,6 +58,8 @@ class InodeTable {
   void unlink(const std::string& path);
   // The inode at `from` is now at `to` (whatever was at `to` is unlinked).
   void rename(const std::string& from, const std::string& to);
+  // Files created in `dir` here and not uploaded yet: a listing of the remote lacks them.
+  std::vector<Node> local_children(const std::string& dir);
 
   // Listings, whole, for kListingTtl after they were read.
   void cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries);
