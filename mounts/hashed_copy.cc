@@ -4,7 +4,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -32,7 +34,11 @@ Result<Pipe> make_pipe(const std::string& what) {
   return p;
 }
 
-// Hashes the file `fd` as it grows: landed() tells how far the copier has got.
+// Hashes the file `fd` as it grows. The copier maps what has landed, in windows of
+// kWindow (MAP_POPULATE: the page tables are filled on the copier's time, which it has to
+// spare), and hands them over, at most kAhead bytes ahead of the hashing; the hasher thread
+// only hashes, and hands each window back to be unmapped by the copier. So the hasher, the
+// slower of the two and the one the upload waits for, neither faults nor waits on mmap.
 class GrowingFileHasher {
  public:
   GrowingFileHasher(int fd, std::string what) : fd_(fd), what_(std::move(what)), thread_([this] { run(); }) {}
@@ -41,63 +47,113 @@ class GrowingFileHasher {
     {
       std::lock_guard lock(mu_);
       abandoned_ = done_ = true;
-      cv_.notify_one();
+      cv_.notify_all();
     }
     if (thread_.joinable()) thread_.join();
+    for (const auto& w : ready_) ::munmap(w.map, w.length);
+    unmap_spent();
   }
 
-  void landed(uint64_t end) {
-    std::lock_guard lock(mu_);
-    end_ = end;
-    cv_.notify_one();
+  // The file now holds `end` bytes; `last`: and no more will come.
+  Result<void> landed(uint64_t end, bool last = false) {
+    landed_ = end;
+    last_ = last;
+    unmap_spent();
+    return map_ahead();
   }
-  // Waits for the hash of everything landed; the error if mapping the file failed.
+  // Waits for the hash of everything landed, mapping the rest and unmapping what is hashed.
   Result<std::string> finish() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-      cv_.notify_one();
+    for (;;) {
+      NSBOX_CHECK(map_ahead());
+      std::unique_lock lock(mu_);
+      if (mapped_ == landed_) {
+        done_ = true;
+        cv_.notify_all();
+      }
+      cv_.wait(lock, [&] { return hashed_all_ || !spent_.empty(); });
+      bool all = hashed_all_;
+      lock.unlock();
+      unmap_spent();
+      if (all) break;
     }
-    if (thread_.joinable()) thread_.join();
-    if (failed_) return fail(sys_error("map " + what_ + " to checksum it", failed_));
+    thread_.join();
     return digest_;
   }
 
  private:
-  void run() {
+  static constexpr uint64_t kWindow = 8 << 20;
+  static constexpr uint64_t kAhead = 256 << 20;  // ~150 ms of hashing: covers the fsync
+  struct Window {
+    void* map;
+    size_t length;
+    size_t skip;  // a window starts on a page boundary; its bytes before `skip` are hashed already
+  };
+
+  Result<void> map_ahead() {
     static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    Sha256 sha;
-    uint64_t hashed = 0;
     for (;;) {
-      uint64_t end;
+      uint64_t end = std::min(landed_, mapped_ + kWindow);
+      if (end == mapped_ || (end - mapped_ < kWindow && !last_)) return {};
+      {
+        std::lock_guard lock(mu_);
+        if (queued_ >= kAhead) return {};
+      }
+      uint64_t base = mapped_ & ~(page - 1);
+      void* map = ::mmap(nullptr, end - base, PROT_READ, MAP_SHARED | MAP_POPULATE, fd_, static_cast<off_t>(base));
+      if (map == MAP_FAILED) return fail(sys_error("map " + what_ + " to checksum it"));
+      std::lock_guard lock(mu_);
+      ready_.push_back({map, end - base, mapped_ - base});
+      queued_ += end - mapped_;
+      mapped_ = end;
+      cv_.notify_all();
+    }
+  }
+
+  void unmap_spent() {
+    std::vector<Window> spent;
+    {
+      std::lock_guard lock(mu_);
+      spent.swap(spent_);
+    }
+    for (const auto& w : spent) ::munmap(w.map, w.length);
+  }
+
+  void run() {
+    Sha256 sha;
+    for (;;) {
+      Window w;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return end_ > hashed || done_; });
+        cv_.wait(lock, [&] { return !ready_.empty() || done_; });
         if (abandoned_) return;
-        end = end_;
-        if (end == hashed) break;  // done and all hashed
+        if (ready_.empty()) break;  // done and all hashed
+        w = ready_.front();
+        ready_.pop_front();
       }
-      uint64_t base = hashed & ~(page - 1);
-      void* map = ::mmap(nullptr, end - base, PROT_READ, MAP_SHARED | MAP_POPULATE, fd_, static_cast<off_t>(base));
-      if (map == MAP_FAILED) {
-        failed_ = errno;
-        return;
-      }
-      sha.update(std::string_view(static_cast<const char*>(map) + (hashed - base), end - hashed));
-      ::munmap(map, end - base);
-      hashed = end;
+      sha.update(std::string_view(static_cast<const char*>(w.map) + w.skip, w.length - w.skip));
+      std::lock_guard lock(mu_);
+      queued_ -= w.length - w.skip;
+      spent_.push_back(w);
+      cv_.notify_all();
     }
     digest_ = sha.hex_digest();
+    std::lock_guard lock(mu_);
+    hashed_all_ = true;
+    cv_.notify_all();
   }
 
   int fd_;
   std::string what_;
+  uint64_t landed_ = 0, mapped_ = 0;  // the copier's: how far the file and the windows reach
+  bool last_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t end_ = 0;
-  bool done_ = false;
+  std::deque<Window> ready_;   // mapped, to hash
+  std::vector<Window> spent_;  // hashed, to unmap
+  uint64_t queued_ = 0;        // bytes in ready_ and being hashed
+  bool done_ = false;          // all landed is mapped: the hasher ends when ready_ is empty
   bool abandoned_ = false;
-  int failed_ = 0;
+  bool hashed_all_ = false;
   std::string digest_;
   std::thread thread_;  // last: starts once the members it uses exist
 };
@@ -121,14 +177,18 @@ Result<HashedCopy> splice_copy(int source, int dest, uint64_t max_bytes, Pipe da
     total += n;
     if (total > max_bytes) return fail(errors.too_large());
     NSBOX_CHECK(drain(data.read.get(), dest, n, errors));
-    hasher.landed(total);
+    NSBOX_CHECK(hasher.landed(total));
     ssize_t r = sys::retry_eintr([&] { return ::splice(source, nullptr, data.write.get(), nullptr, kChunk, SPLICE_F_MOVE); });
     if (r < 0) return fail(errors.read(errno));
     n = static_cast<size_t>(r);
   }
-  // The flush to disk and the tail of the hashing overlap.
-  if (::fsync(dest) != 0) return fail(errors.write(errno));
-  return HashedCopy{total, NSBOX_TRY(hasher.finish())};
+  NSBOX_CHECK(hasher.landed(total, true));
+  // The flush to disk runs on its own thread, beside the tail of the hashing, which this
+  // one keeps fed with mapped windows meanwhile.
+  auto flushed = std::async(std::launch::async, [dest] { return ::fsync(dest) == 0 ? 0 : errno; });
+  auto digest = hasher.finish();
+  if (int err = flushed.get()) return fail(errors.write(err));
+  return HashedCopy{total, NSBOX_TRY(std::move(digest))};
 }
 
 Result<HashedCopy> read_write_copy(int source, int dest, uint64_t max_bytes, const HashedCopyErrors& errors) {
