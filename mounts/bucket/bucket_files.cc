@@ -144,14 +144,13 @@ void upload_and_reply(fuse_req_t req, fuse_file_info* fi, bool with_unsent) {
   fuse_reply_err(req, err);
 }
 
-Result<std::string> read_locked(OpenFile& f, size_t size, off_t offset) {
+Result<ReadBytes> read_locked(OpenFile& f, size_t size, off_t offset) {
   std::lock_guard lock(f.mutex);
   if (!f.staging) return f.reader->read(static_cast<uint64_t>(offset), size);
-  std::string buffer(size, '\0');
-  ssize_t n = ::pread(f.staging.get(), buffer.data(), size, offset);
+  auto buffer = std::make_shared_for_overwrite<char[]>(size);
+  ssize_t n = ::pread(f.staging.get(), buffer.get(), size, offset);
   if (n < 0) return fail(sys_error("read the staging file of " + f.key));
-  buffer.resize(static_cast<size_t>(n));
-  return buffer;
+  return ReadBytes{buffer, {buffer.get(), static_cast<size_t>(n)}};
 }
 
 // truncate(2) on a path: the old content cut or extended, uploaded now.
@@ -219,7 +218,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse
 void op_read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
   auto bytes = read_locked(file_of(fi), size, offset);
   if (!bytes) return (void)fuse_reply_err(req, errno_of(bytes.error(), "read"));
-  fuse_reply_buf(req, bytes->data(), bytes->size());
+  fuse_reply_buf(req, bytes->bytes.data(), bytes->bytes.size());  // the window stays alive until it returns
 }
 
 void op_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off_t offset, fuse_file_info* fi) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 namespace nsbox::bucket {
 namespace {
@@ -36,9 +37,8 @@ ObjectReader::ObjectReader(BucketClient& client, std::string key, std::string et
 ObjectReader::~ObjectReader() = default;  // futures of std::async wait for their fetch
 
 Result<ObjectReader::Chunk> ObjectReader::fetch(uint64_t offset, size_t length, Lease lease) {
-  Chunk chunk{offset, std::string(length, '\0'), std::move(lease)};
-  size_t got = NSBOX_TRY(client_.read(key_, etag_, offset, chunk.data.data(), length));
-  chunk.data.resize(got);
+  Chunk chunk{offset, std::make_shared_for_overwrite<char[]>(length), 0, std::move(lease)};
+  chunk.size = NSBOX_TRY(client_.read(key_, etag_, offset, chunk.data.get(), length));
   return chunk;
 }
 
@@ -66,12 +66,12 @@ Result<void> ObjectReader::load_chunk_at(uint64_t offset, size_t at_least) {
     length = static_cast<size_t>(std::min<uint64_t>(at_least, left));
     current_ = NSBOX_TRY(fetch(offset, length, Lease()));
   }
-  scheduled_end_ = current_.offset + current_.data.size();
+  scheduled_end_ = current_.offset + current_.size;
   return {};
 }
 
 void ObjectReader::prefetch() {
-  scheduled_end_ = std::max(scheduled_end_, current_.offset + current_.data.size());
+  scheduled_end_ = std::max(scheduled_end_, current_.offset + current_.size);
   while (ahead_.size() < kAhead && scheduled_end_ < size_) {
     size_t window = std::min(window_ * 2, kMaxWindow);
     uint64_t from = scheduled_end_;
@@ -95,23 +95,32 @@ void ObjectReader::prefetch() {
   }
 }
 
-Result<std::string> ObjectReader::read(uint64_t offset, size_t length) {
-  std::string out;
-  if (offset >= size_) return out;
+Result<ReadBytes> ObjectReader::read(uint64_t offset, size_t length) {
+  if (offset >= size_) return ReadBytes{};
   length = static_cast<size_t>(std::min<uint64_t>(length, size_ - offset));
-  out.reserve(length);
   bool sequential = offset == expected_next_;
-  while (out.size() < length) {
-    uint64_t at = offset + out.size();
+  ReadBytes out;
+  std::shared_ptr<char[]> joined;  // a read across windows: its pieces copied together
+  size_t have = 0;
+  while (have < length) {
+    uint64_t at = offset + have;
     if (!current_.covers(at)) {
-      NSBOX_CHECK(load_chunk_at(at, length - out.size()));
+      NSBOX_CHECK(load_chunk_at(at, length - have));
       if (!current_.covers(at)) break;  // the object is shorter than it was said to be
     }
     size_t from = static_cast<size_t>(at - current_.offset);
-    size_t take = std::min(length - out.size(), current_.data.size() - from);
-    out.append(current_.data, from, take);
+    size_t take = std::min(length - have, current_.size - from);
+    if (have == 0 && take == length) {
+      out = {current_.data, {current_.data.get() + from, take}};
+      have = take;
+      break;
+    }
+    if (!joined) joined = std::make_shared_for_overwrite<char[]>(length);
+    std::memcpy(joined.get() + have, current_.data.get() + from, take);
+    have += take;
   }
-  expected_next_ = offset + out.size();
+  if (joined) out = {joined, {joined.get(), have}};
+  expected_next_ = offset + have;
   if (current_.lease.bytes() == 0) current_ = Chunk{};  // unbudgeted: not kept
   if (sequential || offset == 0) prefetch();
   return out;

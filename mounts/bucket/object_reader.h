@@ -11,12 +11,21 @@
 
 #include <deque>
 #include <future>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "mounts/bucket/bucket_client.h"
 
 namespace nsbox::bucket {
+
+// Bytes read, and the window they are in, kept alive while they are used (a read inside
+// one window, nearly every read, copies nothing on its way to the kernel).
+struct ReadBytes {
+  std::shared_ptr<const char[]> owner;
+  std::string_view bytes;
+};
 
 class ObjectReader {
  public:
@@ -26,8 +35,9 @@ class ObjectReader {
   ObjectReader& operator=(const ObjectReader&) = delete;
 
   // The bytes of [offset, offset + length), fewer only at the end of the object. Not
-  // thread-safe: the caller serialises reads of one handle.
-  Result<std::string> read(uint64_t offset, size_t length);
+  // thread-safe: the caller serialises reads of one handle. The bytes may outlive the
+  // window's share of the budget by as long as the caller holds them (one reply).
+  Result<ReadBytes> read(uint64_t offset, size_t length);
 
   static constexpr size_t kFirstWindow = 1 << 20;
   static constexpr size_t kMaxWindow = 16 << 20;
@@ -52,9 +62,10 @@ class ObjectReader {
   };
   struct Chunk {
     uint64_t offset = 0;
-    std::string data;
+    std::shared_ptr<char[]> data;  // not zeroed before the fetch fills it
+    size_t size = 0;
     Lease lease;
-    bool covers(uint64_t at) const { return at >= offset && at < offset + data.size(); }
+    bool covers(uint64_t at) const { return at >= offset && at < offset + size; }
   };
   Result<Chunk> fetch(uint64_t offset, size_t length, Lease lease);
   Result<void> load_chunk_at(uint64_t offset, size_t at_least);
