@@ -13,17 +13,18 @@
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
+#include "mounts/bucket/external_helpers.h"
 
 namespace nsbox {
 namespace {
 
 // What the supervisor and its children read from their environment: PATH (mkfs.ext4,
-// the mount tools), NSBOX_* (NSBOX_LIBEXEC), the locale and time zone of messages. HOME
-// is for tools that look for it.
+// the mount tools), NSBOX_* (NSBOX_LIBEXEC), the locale and time zone of messages, the
+// proxy settings of the bucket mounts' servers. HOME is for tools that look for it.
 bool kept_for_supervisor(std::string_view entry) {
   for (std::string_view name : {"PATH=", "HOME=", "LANG=", "TZ="})
     if (entry.starts_with(name)) return true;
-  return entry.starts_with("LC_") || entry.starts_with("NSBOX_");
+  return entry.starts_with("LC_") || entry.starts_with("NSBOX_") || bucket::is_proxy_setting(entry);
 }
 
 // The caller's environment as the supervisor gets it (K=V).

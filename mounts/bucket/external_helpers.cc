@@ -95,6 +95,19 @@ HelperCommand s3fs(const std::string& program, const BucketMount& m, const Bucke
 
 }  // namespace
 
+bool is_proxy_setting(std::string_view entry) {
+  for (std::string_view name : {"http_proxy=", "https_proxy=", "HTTPS_PROXY=", "all_proxy=", "ALL_PROXY=", "no_proxy=", "NO_PROXY="})
+    if (entry.starts_with(name)) return true;
+  return false;
+}
+
+std::vector<std::string> proxy_settings(char** environment) {
+  std::vector<std::string> kept;
+  for (char** e = environment; e && *e; ++e)
+    if (is_proxy_setting(*e)) kept.emplace_back(*e);
+  return kept;
+}
+
 // Along the PATH of the nsbox command (the supervisor inherits it), as a shell would.
 Result<std::string> find_helper(MountStrategy strategy) {
   std::string name(strategy_name(strategy));
@@ -115,10 +128,12 @@ Result<std::string> find_helper(MountStrategy strategy) {
 
 Result<HelperCommand> helper_command(const std::string& program, const BucketMount& mount,
                                      const BucketCredentials& credentials, const HelperPaths& paths) {
-  if (mount.strategy == MountStrategy::kRclone) return rclone(program, mount, credentials, paths);
-  if (mount.kind == BucketKind::kAzureBlob)
+  if (mount.strategy != MountStrategy::kRclone && mount.kind == BucketKind::kAzureBlob)
     return fail(make_error(ErrorCode::kInvalidArgument, "s3fs cannot mount Azure Blob containers", "use builtin or rclone"));
-  return s3fs(program, mount, credentials, paths);
+  HelperCommand cmd = mount.strategy == MountStrategy::kRclone ? rclone(program, mount, credentials, paths)
+                                                                : s3fs(program, mount, credentials, paths);
+  for (auto& setting : proxy_settings(environ)) cmd.environment.push_back(std::move(setting));
+  return cmd;
 }
 
 }  // namespace nsbox::bucket

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,10 +39,18 @@ struct HelperCommand {
   std::vector<std::string> environment;                           // K=V: all it gets
 };
 
+// The proxy settings among `environment`'s K=V entries: http_proxy, https_proxy,
+// all_proxy and no_proxy, lower or upper case, but not HTTP_PROXY (a CGI request can set
+// it; curl ignores it too). The one part of the nsbox command's environment that reaches
+// the host-side mount servers, builtin or helper; never the sandbox.
+bool is_proxy_setting(std::string_view entry);
+std::vector<std::string> proxy_settings(char** environment);
+
 // Where the helper's binary is, or a "mount tool missing" error naming the package.
 Result<std::string> find_helper(MountStrategy strategy);
 
-// The command line, environment and secret files for `program` (what find_helper found).
+// The command line, environment (with this process's proxy settings) and secret files for
+// `program` (what find_helper found).
 Result<HelperCommand> helper_command(const std::string& program, const BucketMount& mount,
                                      const BucketCredentials& credentials, const HelperPaths& paths);
 

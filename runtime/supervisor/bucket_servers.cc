@@ -37,15 +37,14 @@ constexpr int kKillWaitMs = 1000;
 // files, and keep the same reserve free: 1 GiB, or 5 % of the disk.
 constexpr uint64_t kStagingReserve = 1ull << 30;
 
-// Nothing of the supervisor's environment: it is scrubbed already, and the server needs
-// no variable but a PATH.
-constexpr const char* kServerEnvironment[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", nullptr};
-
-[[noreturn]] void exec_server(const std::string& path, bool probe_only, pid_t supervisor, int config_fd, int report_fd) {
+// Of the supervisor's environment (scrubbed already) the server gets the proxy settings;
+// besides them, a PATH.
+[[noreturn]] void exec_server(const std::string& path, bool probe_only, pid_t supervisor, int config_fd, int report_fd,
+                              char* const envp[]) {
   // stdin: the config; stdout: nothing; stderr: the supervisor's log; fd 3: the report.
   prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd});
   const char* argv[] = {"nsbox-bucketfs", probe_only ? "--probe" : nullptr, nullptr};
-  ::execve(path.c_str(), const_cast<char* const*>(argv), const_cast<char* const*>(kServerEnvironment));
+  ::execve(path.c_str(), const_cast<char* const*>(argv), envp);
   ::_exit(127);
 }
 
@@ -109,10 +108,16 @@ Result<pid_t> BucketServers::run_bucketfs(const std::string& path, const json& c
   UniqueFd config_r(config_pipe[0]), config_w(config_pipe[1]);
   if (::pipe2(report_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd report_r(report_pipe[0]), report_w(report_pipe[1]);
+  // Built before fork: the child only calls what is async-signal-safe.
+  std::vector<std::string> environment = bucket::proxy_settings(environ);
+  environment.push_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t supervisor = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return fail(sys_error("fork the server").context(what));
-  if (pid == 0) exec_server(path, probe_only, supervisor, config_r.get(), report_w.get());
+  if (pid == 0) exec_server(path, probe_only, supervisor, config_r.get(), report_w.get(), envp.data());
   config_r.reset();
   report_w.reset();
   struct sigaction ignore{}, previous{};

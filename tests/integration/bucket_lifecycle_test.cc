@@ -131,6 +131,34 @@ TEST_CASE("the servers' HTTP client follows no redirect and speaks nothing but h
   }
 }
 
+TEST_CASE("bucket servers reach the store through the nsbox command's proxy; the sandbox sees none of it", "[s3]") {
+  // A store whose name does not resolve: only the proxy can reach it. The proxy answers
+  // every request with an empty listing.
+  LoopbackHttpServer proxy(http_ok(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<Name>proxied</Name><KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>"));
+  TestRoot root;
+  auto created = root.nsbox({"create", "--mount", "s3://proxied:/data"},
+                            {.extra_env = {"AWS_ACCESS_KEY_ID=S3RVER", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret,
+                                           "S3_ENDPOINT_URL=http://store.nsbox-test.invalid:9000", "AWS_REGION=us-east-1",
+                                           "http_proxy=" + proxy.url(""), "no_proxy=", "NO_PROXY="}});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  std::string id = first_line(created.out);
+  CHECK(root.sh(id, "ls -A /data | wc -l").out == "0\n");
+  auto requests = proxy.requests();
+  REQUIRE_FALSE(requests.empty());
+  for (const auto& head : requests) {
+    INFO(head);
+    CHECK(head.find(" http://store.nsbox-test.invalid:9000/proxied") != std::string::npos);  // absolute form: via the proxy
+  }
+  auto env = root.sh(id, "env; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null");
+  CHECK(env.exit_code == 0);
+  CHECK(env.out.find("proxy") == std::string::npos);
+  CHECK(env.out.find(std::to_string(proxy.port())) == std::string::npos);
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
 TEST_CASE("a sandbox process stuck on a stalled bucket does not hold up rm: it is quick and the cgroup goes", "[s3]") {
   S3rverPeer s3({"stalled"});
   REQUIRE(boto(s3, "s3.put_object(Bucket='stalled', Key='big.bin', Body=b'x' * (64 << 20))").exit_code == 0);

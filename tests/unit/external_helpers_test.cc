@@ -120,3 +120,29 @@ TEST_CASE("a path with a ',' cannot add options to s3fs's -o list: it is escaped
   CHECK(options.find(",tmpdir=/data/x\\,y\\\\z,") != std::string::npos);
   CHECK(options.find(",allow_root") == options.find("\\,allow_root") + 1);  // only the escaped one
 }
+
+TEST_CASE("the helpers get the proxy settings of the environment, and nothing else of it") {
+  struct Set {
+    Set(const char* name, const char* value) : name(name) { ::setenv(name, value, 1); }
+    ~Set() { ::unsetenv(name); }
+    const char* name;
+  };
+  Set http("http_proxy", "http://proxy.example:3128"), no("NO_PROXY", "localhost,127.0.0.1"),
+      cgi("HTTP_PROXY", "http://set-by-a-request-header"), other("AWS_CA_BUNDLE", "/etc/ssl/bundle.pem");
+  CHECK(is_proxy_setting("https_proxy=http://p:1"));
+  CHECK(is_proxy_setting("ALL_PROXY=socks5://p:1"));
+  CHECK_FALSE(is_proxy_setting("HTTP_PROXY=http://p:1"));
+  CHECK_FALSE(is_proxy_setting("http_proxy_extra=1"));
+  for (const char* strategy : {"rclone", "s3fs"}) {
+    INFO(strategy);
+    auto m = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", strategy}});
+    REQUIRE(m);
+    auto cmd = helper_command(std::string("/usr/bin/") + strategy, *m, {}, {"/mnt/x", "/run/s", "/var/cache/x", 0, 0});
+    REQUIRE(cmd);
+    std::string env = joined(cmd->environment);
+    CHECK(env.find("http_proxy=http://proxy.example:3128 ") != std::string::npos);
+    CHECK(env.find("NO_PROXY=localhost,127.0.0.1 ") != std::string::npos);
+    CHECK(env.find("HTTP_PROXY") == std::string::npos);
+    CHECK(env.find("AWS_CA_BUNDLE") == std::string::npos);
+  }
+}
