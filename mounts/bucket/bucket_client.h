@@ -61,6 +61,10 @@ class BucketClient {
   // The bucket exists and the credentials (or anonymous access) are accepted: what
   // `nsbox create` checks before it mounts.
   virtual Result<void> probe(const std::string& prefix) = 0;
+  // The server is stopping: requests under way end within a second and fail (uploads in
+  // parts are aborted at the remote, not left there), new ones fail at once. Safe in a
+  // signal handler.
+  virtual void stop() = 0;
 };
 
 std::unique_ptr<BucketClient> make_s3_client(const BucketMount& mount, const BucketCredentials& credentials,

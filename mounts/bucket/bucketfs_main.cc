@@ -69,7 +69,27 @@ sigset_t stop_signals() {
   return set;
 }
 
-int serve(BucketFs& fs, const Config& config) {
+// What the stop signals end: the session, and the requests to the remote under way, so
+// that the FUSE requests waiting on them (an upload at close) end with an error and an
+// upload in parts is aborted at the remote rather than left there, within the 2 s.
+BucketClient* g_client = nullptr;
+fuse_session* g_session = nullptr;
+
+void on_stop_signal(int) {
+  g_client->stop();
+  fuse_session_exit(g_session);
+}
+
+void handle_stop_signals(BucketClient& client, fuse_session* session) {
+  g_client = &client;
+  g_session = session;
+  struct sigaction action{};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);  // no SA_RESTART: the loop's wait returns to see the session is over
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &action, nullptr);
+}
+
+int serve(BucketFs& fs, BucketClient& client, const Config& config) {
   std::string options = "allow_other,default_permissions,noatime,fsname=nsbox-bucket:" + config.mount.bucket;
   if (config.mount.read_only) options += ",ro";
   const char* argv[] = {"nsbox-bucketfs", "-o", options.c_str()};
@@ -81,7 +101,7 @@ int serve(BucketFs& fs, const Config& config) {
     fuse_session_destroy(session);
     return fail_start(make_error(ErrorCode::kSystem, "mount the FUSE filesystem at " + config.mountpoint), config.credentials);
   }
-  fuse_set_signal_handlers(session);
+  handle_stop_signals(client, session);
   report({{"ok", true}});
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(loop, 1);  // a /dev/fuse queue per worker thread
@@ -92,7 +112,6 @@ int serve(BucketFs& fs, const Config& config) {
   ::pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   int result = fuse_session_loop_mt(session, loop);
   fuse_loop_cfg_destroy(loop);
-  fuse_remove_signal_handlers(session);
   fuse_session_unmount(session);
   fuse_session_destroy(session);
   return result == 0 ? 0 : 1;
@@ -126,5 +145,5 @@ int main(int argc, char** argv) {
   BucketFs fs(*client, config->options);
   // Once the session is over nothing can reach the kernel any more: no destructor runs,
   // so a read-ahead waiting on a stalled remote does not hold the exit.
-  ::_exit(serve(fs, *config));
+  ::_exit(serve(fs, *client, *config));
 }

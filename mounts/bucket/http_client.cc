@@ -17,6 +17,7 @@ struct Transfer {
   const HttpRequest* request;
   HttpResponse* response;
   CURL* handle;
+  const HttpClient* client;
   uint64_t sent = 0;
   bool too_large = false;
   bool sink_full = false;  // the transfer was stopped there: what was asked for has come
@@ -84,6 +85,12 @@ size_t on_read(char* buffer, size_t size, size_t count, void* user) {
   return static_cast<size_t>(got);
 }
 
+// Called at least once a second while a transfer runs: non-zero ends it.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  return t->client->stopped() && !t->request->cleanup ? 1 : 0;
+}
+
 // libcurl rewinds when it must resend (a reused connection closed under it).
 int on_seek(void* user, curl_off_t offset, int origin) {
   auto* t = static_cast<Transfer*>(user);
@@ -94,6 +101,12 @@ int on_seek(void* user, curl_off_t offset, int origin) {
 
 // Errors name the request without its query: a SAS token travels there.
 std::string named(const HttpRequest& r) { return r.method + " " + r.url.substr(0, r.url.find('?')); }
+
+Error stopping_error(const HttpRequest& r) {
+  Error e = make_error(ErrorCode::kBusy, named(r) + ": cut short, the mount is stopping");
+  e.sys_errno = ECANCELED;
+  return e;
+}
 
 struct SlistDeleter {
   void operator()(curl_slist* l) const { curl_slist_free_all(l); }
@@ -143,10 +156,11 @@ void HttpClient::give_back(void* handle) {
 }
 
 Result<HttpResponse> HttpClient::perform(const HttpRequest& request) {
+  if (stopped() && !request.cleanup) return fail(stopping_error(request));
   CURL* h = static_cast<CURL*>(take_handle());
   if (!h) return fail(make_error(ErrorCode::kInternal, "curl_easy_init failed"));
   HttpResponse response;
-  Transfer t{&request, &response, h};
+  Transfer t{&request, &response, h, this};
   std::unique_ptr<curl_slist, SlistDeleter> headers;
   auto add_header = [&](const std::string& line) { headers.reset(curl_slist_append(headers.release(), line.c_str())); };
   for (const auto& [name, value] : request.headers) add_header(name + ": " + value);
@@ -171,6 +185,9 @@ Result<HttpResponse> HttpClient::perform(const HttpRequest& request) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
   curl_easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   // Bodies are megabytes: larger socket reads and writes than curl's 16/64 KiB mean fewer
@@ -205,6 +222,7 @@ Result<HttpResponse> HttpClient::perform(const HttpRequest& request) {
   if (t.too_large)
     return fail(make_error(ErrorCode::kRemote, named(request) + ": a reply larger than " +
                                                    std::to_string(kMaxBufferedBody >> 20) + " MiB"));
+  if (code == CURLE_ABORTED_BY_CALLBACK) return fail(stopping_error(request));
   if (code != CURLE_OK) {
     ErrorCode ec = (code == CURLE_OPERATION_TIMEDOUT) ? ErrorCode::kTimeout : ErrorCode::kRemote;
     std::string why = curl_easy_strerror(code);

@@ -3,6 +3,7 @@
 // file range, response bodies into memory or straight into the caller's buffer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -36,6 +37,9 @@ struct HttpRequest {
   // it is full, whatever the server would send after.
   char* sink = nullptr;
   size_t sink_capacity = 0;
+  // Sent even once the client is stopped: the clean-up of what stop() cut short (an
+  // abort of a multipart upload).
+  bool cleanup = false;
 };
 
 struct HttpResponse {
@@ -58,11 +62,19 @@ class HttpClient {
   Result<HttpResponse> perform(const HttpRequest& request);
   const HttpLimits& limits() const { return limits_; }
 
+  // The mount is going away: transfers under way end at their next progress report
+  // (within a second) and new ones fail at once, but for clean-up requests. One atomic
+  // store: a signal handler may call it.
+  void stop() { stopped_.store(true); }
+  bool stopped() const { return stopped_.load(); }
+
  private:
   void* take_handle();
   void give_back(void* handle);
 
   HttpLimits limits_;
+  std::atomic<bool> stopped_{false};
+  static_assert(std::atomic<bool>::is_always_lock_free);
   std::mutex mutex_;
   std::vector<void*> idle_;  // CURL easy handles; each keeps its connections alive
 };

@@ -38,6 +38,7 @@ HttpRequest http_request_for(const Call& call, std::string url) {
   request.url = std::move(url);
   request.sink = call.sink;
   request.sink_capacity = call.sink_capacity;
+  request.cleanup = call.cleanup;
   if (call.body_fd >= 0) {
     request.body_fd = call.body_fd;
     request.body_offset = call.body_offset;
@@ -57,6 +58,7 @@ Result<HttpResponse> send_with_retries(HttpClient& http, HttpRequest request,
     request.headers = attempt_headers();
     response = http.perform(request);
     if (response && !retryable(response->status)) break;
+    if (!response && http.stopped() && !request.cleanup) break;  // cut short: no retry either
   }
   if (!response) return fail(remote_error(EIO, redact(what + ": " + response.error().message, secrets)));
   long status = response->status;

@@ -34,6 +34,7 @@ struct Call {
   uint64_t body_length = 0;
   char* sink = nullptr;
   size_t sink_capacity = 0;
+  bool cleanup = false;  // sent after stop() too (HttpRequest::cleanup)
 };
 
 // A HEAD of `key`, and a GET of [offset, offset + length) into `buffer` pinned to `etag`
@@ -51,7 +52,8 @@ inline constexpr int kAttempts = 3;
 std::chrono::milliseconds backoff(int attempt);
 bool retryable(long status);  // 5xx and 429 (throttling)
 
-// Sends `request`, retrying transport failures and retryable answers with backoff; each
+// Sends `request`, retrying transport failures and retryable answers with backoff (not
+// once the client is stopped); each
 // attempt gets fresh headers from `attempt_headers` (a new date, a new signature). An
 // answer outside 2xx (and `accepted`) is an error with the remote's code and message.
 Result<HttpResponse> send_with_retries(HttpClient& http, HttpRequest request,

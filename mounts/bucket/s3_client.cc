@@ -105,6 +105,8 @@ class S3Client final : public BucketClient {
     return {};
   }
 
+  void stop() override { http_.stop(); }
+
  private:
   std::string where(const std::string& key) const { return std::string(kind_name(mount_.kind)) + "://" + mount_.bucket + "/" + key; }
   std::string base_path_for_copy() const { return "/" + uri_encode(mount_.bucket) + "/"; }
@@ -136,10 +138,7 @@ class S3Client final : public BucketClient {
       return {};
     };
     auto sent = upload_parts(plan, size, kParallelParts, put_part);
-    if (!sent) {
-      abort_upload(key, upload_id);
-      return fail(std::move(sent.error()));
-    }
+    if (!sent) return fail(aborted(key, upload_id, std::move(sent.error())));
 
     Call complete;
     complete.method = "POST";
@@ -158,19 +157,22 @@ class S3Client final : public BucketClient {
         if (auto head = this->head(key);
             head && *head && (*head)->size == size && std::time(nullptr) - (*head)->mtime < 600)
           return (*head)->etag;
-      abort_upload(key, upload_id);
-      return fail(std::move(checked.error()));
+      return fail(aborted(key, upload_id, std::move(checked.error())));
     }
     auto doc = parse_xml(done->body);
     return doc ? doc->child_text("ETag") : std::string();
   }
 
-  void abort_upload(const std::string& key, const std::string& upload_id) {
+  // `why` the multipart upload failed, after aborting it; a failed abort is said too.
+  Error aborted(const std::string& key, const std::string& upload_id, Error why) {
     Call abort;
     abort.method = "DELETE";
     abort.key = key;
     abort.query = {{"uploadId", upload_id}};
-    (void)send(abort, "abort the upload of " + where(key));
+    abort.cleanup = true;  // above all when the server is stopping: the parts must not stay
+    if (auto done = send(abort, "abort it"); !done)
+      why.message += "; " + done.error().message + " (its parts stay until a lifecycle rule of the bucket removes them)";
+    return why;
   }
 
   // "HTTP 200 with an <Error> body": CompleteMultipartUpload and CopyObject fail that way.

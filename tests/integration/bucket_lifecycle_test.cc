@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <regex>
 #include <thread>
 
 #include "isolation/sys/files.h"
@@ -68,6 +69,12 @@ bool wait_gone(pid_t pid, std::chrono::milliseconds bound) {
   return process_gone(pid);
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 // What of a sandbox's mount caches is left under <data>/staging.
 std::vector<std::string> staging_leftovers(const TestRoot& root, const std::string& id) {
   std::vector<std::string> left;
@@ -109,6 +116,37 @@ TEST_CASE("a server that ignores Range: the read stops once the buffer is full, 
   CHECK(seconds < 3);
   for (int i = 0; i < 100 && !server.client_closed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(server.client_closed());  // the rest of the body is not read: the connection goes
+}
+
+TEST_CASE("a stopped HTTP client cuts its transfers short and starts none but clean-ups", "[s3]") {
+  // A server that answers nothing: without stop() the transfer would wait out the 10 s stall bound.
+  LoopbackHttpServer silent("", true);
+  nsbox::bucket::HttpClient client;
+  nsbox::bucket::HttpRequest request;
+  request.url = silent.url("/b/k");
+  nsbox::Result<nsbox::bucket::HttpResponse> cut = nsbox::fail(nsbox::make_error(nsbox::ErrorCode::kInternal, "not run"));
+  std::jthread transfer([&] { cut = client.perform(request); });
+  for (int i = 0; i < 250 && silent.connections() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(silent.connections() == 1);
+  client.stop();
+  transfer.join();  // within about a second: curl reports progress once a second
+  REQUIRE_FALSE(cut);
+  CHECK(cut.error().sys_errno == ECANCELED);
+  CHECK(cut.error().message.find("the mount is stopping") != std::string::npos);
+
+  auto refused = client.perform(request);  // a new request fails at once, without connecting
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().sys_errno == ECANCELED);
+  CHECK(silent.connections() == 1);
+
+  LoopbackHttpServer store(http_ok("gone"));
+  request.url = store.url("/b/k?uploadId=1");
+  request.method = "DELETE";
+  request.cleanup = true;  // an abort still goes
+  auto aborted = client.perform(request);
+  REQUIRE(aborted);
+  CHECK(aborted->status == 200);
+  CHECK(store.requests().size() == 1);
 }
 
 TEST_CASE("the servers' HTTP client follows no redirect and speaks nothing but http and https", "[s3]") {
@@ -157,6 +195,31 @@ TEST_CASE("bucket servers reach the store through the nsbox command's proxy; the
   CHECK(env.out.find("proxy") == std::string::npos);
   CHECK(env.out.find(std::to_string(proxy.port())) == std::string::npos);
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("a sandbox removed during an upload in parts: the transfer is cut short and the upload aborted", "[s3]") {
+  S3rverPeer s3({"cut"});
+  TestRoot root;
+  std::string id = create_with_manifest(root, s3, R"([{"type": "s3", "bucket": "cut", "mount_path": "/data", "read_only": false}])");
+  // 1 GiB goes up at the close in 128 parts of 8 MiB: seconds against s3rver.
+  std::jthread writer([&] { (void)root.sh(id, "head -c 1G /dev/zero > /data/big.bin", {}, {.timeout_s = 150}); });
+  // s3rver logs each answer as "info: <key and query> STATUS TIME SIZE".
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (occurrences(s3.log(), "partNumber=") == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(occurrences(s3.log(), "partNumber=") > 0);
+  auto removed = root.nsbox({"rm", id});
+  CHECK(removed.exit_code == 0);
+  writer.join();
+  std::string log = s3.log();
+  INFO(log.substr(log.size() > 3000 ? log.size() - 3000 : 0));
+  CHECK(occurrences(log, "partNumber=") < 128);  // cut short, not sent to the end
+  // The abort was sent: a DELETE of the upload, which s3rver does not implement (405; a
+  // real store removes the parts). No Complete (a POST, answered 200) came.
+  CHECK(std::regex_search(log, std::regex(R"(big\.bin\?uploadId=[0-9a-f]+ 405 )")));
+  CHECK_FALSE(std::regex_search(log, std::regex(R"(big\.bin\?uploadId=[0-9a-f]+ 200 )")));
+  CHECK(boto(s3, "import botocore\ntry:\n  s3.head_object(Bucket='cut', Key='big.bin')\nexcept botocore.exceptions.ClientError:\n  sys.exit(7)")
+            .exit_code == 7);
 }
 
 TEST_CASE("a sandbox process stuck on a stalled bucket does not hold up rm: it is quick and the cgroup goes", "[s3]") {

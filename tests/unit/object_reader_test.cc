@@ -42,6 +42,7 @@ class MemoryBucket final : public BucketClient {
   Result<void> remove(const std::string&) override { return {}; }
   Result<void> copy(const std::string&, const std::string&) override { return {}; }
   Result<void> probe(const std::string&) override { return {}; }
+  void stop() override {}
 
   const std::string& object() const { return object_; }
 
