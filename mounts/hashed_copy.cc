@@ -81,16 +81,16 @@ class GrowingFileHasher {
   }
 
  private:
+  // Windows start at multiples of kWindow: on a page boundary (mmap's offsets must be) for
+  // any page size up to 8 MiB.
   static constexpr uint64_t kWindow = 8 << 20;
   static constexpr uint64_t kAhead = 256 << 20;  // ~150 ms of hashing: covers the fsync
   struct Window {
     void* map;
     size_t length;
-    size_t skip;  // a window starts on a page boundary; its bytes before `skip` are hashed already
   };
 
   Result<void> map_ahead() {
-    static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     for (;;) {
       uint64_t end = std::min(landed_, mapped_ + kWindow);
       if (end == mapped_ || (end - mapped_ < kWindow && !last_)) return {};
@@ -98,11 +98,10 @@ class GrowingFileHasher {
         std::lock_guard lock(mu_);
         if (queued_ >= kAhead) return {};
       }
-      uint64_t base = mapped_ & ~(page - 1);
-      void* map = ::mmap(nullptr, end - base, PROT_READ, MAP_SHARED | MAP_POPULATE, fd_, static_cast<off_t>(base));
+      void* map = ::mmap(nullptr, end - mapped_, PROT_READ, MAP_SHARED | MAP_POPULATE, fd_, static_cast<off_t>(mapped_));
       if (map == MAP_FAILED) return fail(sys_error("map " + what_ + " to checksum it"));
       std::lock_guard lock(mu_);
-      ready_.push_back({map, end - base, mapped_ - base});
+      ready_.push_back({map, end - mapped_});
       queued_ += end - mapped_;
       mapped_ = end;
       cv_.notify_all();
@@ -130,9 +129,9 @@ class GrowingFileHasher {
         w = ready_.front();
         ready_.pop_front();
       }
-      sha.update(std::string_view(static_cast<const char*>(w.map) + w.skip, w.length - w.skip));
+      sha.update(std::string_view(static_cast<const char*>(w.map), w.length));
       std::lock_guard lock(mu_);
-      queued_ -= w.length - w.skip;
+      queued_ -= w.length;
       spent_.push_back(w);
       cv_.notify_all();
     }

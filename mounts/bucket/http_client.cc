@@ -141,7 +141,9 @@ void* HttpClient::take_handle() {
 // Idle handles (each with its connection) are kept up to a bound: a burst of parallel
 // requests must not leave a socket per request open for the server's life.
 constexpr size_t kMaxIdleHandles = 48;
-constexpr long kReceiveBuffer = 256 << 10, kSendBuffer = 512 << 10;  // per handle: at most ~36 MiB in the idle pool
+// Per request in flight (curl frees them when a transfer ends): the receive buffer, and the
+// send buffer of a body (and, over TLS, of every request).
+constexpr long kReceiveBuffer = 256 << 10, kSendBuffer = 512 << 10;
 
 void HttpClient::give_back(void* handle) {
   curl_easy_reset(static_cast<CURL*>(handle));  // keeps its live connections
@@ -191,7 +193,9 @@ Result<HttpResponse> HttpClient::perform(const HttpRequest& request) {
   curl_easy_setopt(h, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
   // Bodies are megabytes: larger socket reads and writes than curl's 16/64 KiB mean fewer
-  // calls and callbacks per byte (on a small machine the store wants the CPU too).
+  // system calls per byte (on a small machine the store wants the CPU too). Over TLS a read
+  // gives one 16 KiB record at most, so this is for plain HTTP mostly. curl refuses a new
+  // size on a handle that still holds a buffer (after a failed connect): it keeps its own.
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, kReceiveBuffer);
   curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, kSendBuffer);
 

@@ -37,9 +37,9 @@ ObjectReader::ObjectReader(BucketClient& client, std::string key, std::string et
 ObjectReader::~ObjectReader() = default;  // futures of std::async wait for their fetch
 
 Result<ObjectReader::Chunk> ObjectReader::fetch(uint64_t offset, size_t length, Lease lease) {
-  Chunk chunk{offset, std::make_shared_for_overwrite<char[]>(length), 0, std::move(lease)};
-  chunk.size = NSBOX_TRY(client_.read(key_, etag_, offset, chunk.data.get(), length));
-  return chunk;
+  auto window = std::make_shared<Window>(std::make_unique_for_overwrite<char[]>(length), std::move(lease));
+  size_t got = NSBOX_TRY(client_.read(key_, etag_, offset, window->bytes.get(), length));
+  return Chunk{offset, std::move(window), got};
 }
 
 // Makes current_ cover `offset`: from the windows fetched ahead when they are the right
@@ -111,17 +111,18 @@ Result<ReadBytes> ObjectReader::read(uint64_t offset, size_t length) {
     size_t from = static_cast<size_t>(at - current_.offset);
     size_t take = std::min(length - have, current_.size - from);
     if (have == 0 && take == length) {
-      out = {current_.data, {current_.data.get() + from, take}};
+      // The window's bytes, owned by the window (and with it, its lease).
+      out = {std::shared_ptr<const char[]>(current_.window, current_.data()), {current_.data() + from, take}};
       have = take;
       break;
     }
     if (!joined) joined = std::make_shared_for_overwrite<char[]>(length);
-    std::memcpy(joined.get() + have, current_.data.get() + from, take);
+    std::memcpy(joined.get() + have, current_.data() + from, take);
     have += take;
   }
   if (joined) out = {joined, {joined.get(), have}};
   expected_next_ = offset + have;
-  if (current_.lease.bytes() == 0) current_ = Chunk{};  // unbudgeted: not kept
+  if (!current_.budgeted()) current_ = Chunk{};  // unbudgeted: not kept
   if (sequential || offset == 0) prefetch();
   return out;
 }

@@ -35,8 +35,8 @@ class ObjectReader {
   ObjectReader& operator=(const ObjectReader&) = delete;
 
   // The bytes of [offset, offset + length), fewer only at the end of the object. Not
-  // thread-safe: the caller serialises reads of one handle. The bytes may outlive the
-  // window's share of the budget by as long as the caller holds them (one reply).
+  // thread-safe: the caller serialises reads of one handle. Bytes held keep their window,
+  // and its share of the budget, until they go.
   Result<ReadBytes> read(uint64_t offset, size_t length);
 
   static constexpr size_t kFirstWindow = 1 << 20;
@@ -60,12 +60,18 @@ class ObjectReader {
    private:
     uint64_t bytes_ = 0;
   };
+  // Fetched bytes and their share of the budget, which go together.
+  struct Window {
+    std::unique_ptr<char[]> bytes;  // not zeroed before the fetch fills it
+    Lease lease;
+  };
   struct Chunk {
     uint64_t offset = 0;
-    std::shared_ptr<char[]> data;  // not zeroed before the fetch fills it
+    std::shared_ptr<Window> window;  // shared with the ReadBytes handed out
     size_t size = 0;
-    Lease lease;
     bool covers(uint64_t at) const { return at >= offset && at < offset + size; }
+    const char* data() const { return window->bytes.get(); }
+    bool budgeted() const { return window && window->lease.bytes() > 0; }
   };
   Result<Chunk> fetch(uint64_t offset, size_t length, Lease lease);
   Result<void> load_chunk_at(uint64_t offset, size_t at_least);

@@ -190,8 +190,11 @@ TEST_CASE("bucket servers reach the store through the nsbox command's proxy; the
     INFO(head);
     CHECK(head.find(" http://store.nsbox-test.invalid:9000/proxied") != std::string::npos);  // absolute form: via the proxy
   }
-  auto env = root.sh(id, "env; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null");
+  // The shell's environment, and every process's the sandbox user can read (not init's:
+  // it is not dumpable).
+  auto env = root.sh(id, "env; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; done 2>/dev/null; true");
   CHECK(env.exit_code == 0);
+  CHECK(env.out.find("PATH=") != std::string::npos);
   CHECK(env.out.find("proxy") == std::string::npos);
   CHECK(env.out.find(std::to_string(proxy.port())) == std::string::npos);
   CHECK(root.nsbox({"rm", id}).exit_code == 0);

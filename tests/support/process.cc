@@ -7,15 +7,49 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <strings.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 
 extern char** environ;
 
 namespace nsbox::test {
+namespace {
+
+std::string_view name_of(std::string_view entry) { return entry.substr(0, entry.find('=')); }
+
+bool proxy_setting(std::string_view name) {
+  for (std::string_view proxy : {"http_proxy", "https_proxy", "all_proxy", "no_proxy"})
+    if (name.size() == proxy.size() && ::strncasecmp(name.data(), proxy.data(), name.size()) == 0) return true;
+  return false;
+}
+
+std::vector<std::string> child_environment(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view name = name_of(*e);
+    bool replaced = std::any_of(extra.begin(), extra.end(), [&](const std::string& x) { return name_of(x) == name; });
+    if (!replaced && !proxy_setting(name)) env.emplace_back(*e);
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+}  // namespace
 
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
   ProcessResult result;
+  // Built before fork: the child only dups, drops privileges and execs.
+  std::vector<std::string> environment = child_environment(options.extra_env);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) || ::pipe2(out, O_CLOEXEC) || ::pipe2(err, O_CLOEXEC)) return result;
   auto start = std::chrono::steady_clock::now();
@@ -35,11 +69,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
           ::setresuid(options.as->uid, options.as->uid, options.as->uid))
         ::_exit(126);
     }
-    for (const auto& kv : options.extra_env) ::putenv(const_cast<char*>(kv.c_str()));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execve(args[0], args.data(), environ);
+    ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
   ::close(in[0]);

@@ -29,7 +29,10 @@ struct ProcessOptions {
   bool stdin_is_null = true;  // /dev/null unless stdin_data is given
   int timeout_s = 120;
   std::optional<RunAs> as;
-  std::vector<std::string> extra_env;  // K=V added to the environment
+  // K=V added to the environment, which is the test's minus any proxy settings (tests
+  // stay on loopback; a runner's proxy must not carry their requests), replacing the
+  // variables of the same name.
+  std::vector<std::string> extra_env;
 };
 
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options = {});

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pty.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -47,6 +48,18 @@ HashedCopyErrors errors() {
           .too_large = [] { return make_error(ErrorCode::kLimitExceeded, "too large"); }};
 }
 
+// The destination's mappings by the hasher, from /proc/self/maps.
+size_t mappings_of(int fd) {
+  struct stat st{};
+  REQUIRE(::fstat(fd, &st) == 0);
+  auto maps = files::read_file("/proc/self/maps");
+  REQUIRE(maps);
+  size_t n = 0;
+  std::string inode = " " + std::to_string(st.st_ino) + " ";
+  for (size_t at = maps->find(inode); at != std::string::npos; at = maps->find(inode, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("hashed_copy copies a file or a pipe byte for byte and hashes what it wrote") {
@@ -76,14 +89,20 @@ TEST_CASE("hashed_copy copies a file or a pipe byte for byte and hashes what it 
     CHECK(copied->sha256 == sha256_hex(data));
   }
   CHECK(contents(dest.get()) == data);
+  CHECK(mappings_of(dest.get()) == 0);  // every window the hasher used is unmapped
 }
 
-TEST_CASE("hashed_copy stops at the size limit and reports an empty source") {
+TEST_CASE("hashed_copy stops at the size limit, maps nothing after, and reports an empty source") {
   auto dest = memfd_with("");
-  auto big = memfd_with(pattern(3 << 20));
-  auto copied = hashed_copy(big.get(), dest.get(), DestAccess::kPrivate, 1 << 20, errors());
-  REQUIRE_FALSE(copied);
-  CHECK(copied.error().code == ErrorCode::kLimitExceeded);
+  // Past the limit after one chunk, and after several of the hasher's windows were mapped.
+  for (uint64_t limit : {uint64_t{1} << 20, uint64_t{20} << 20}) {
+    auto big = memfd_with(pattern(30 << 20));
+    auto copied = hashed_copy(big.get(), dest.get(), DestAccess::kPrivate, limit, errors());
+    REQUIRE_FALSE(copied);
+    CHECK(copied.error().code == ErrorCode::kLimitExceeded);
+    CHECK(mappings_of(dest.get()) == 0);
+    REQUIRE(::ftruncate(dest.get(), 0) == 0);
+  }
   auto empty = memfd_with("");
   auto none = hashed_copy(empty.get(), dest.get(), DestAccess::kPrivate, 1 << 20, errors());
   REQUIRE(none);

@@ -122,10 +122,15 @@ TEST_CASE("a path with a ',' cannot add options to s3fs's -o list: it is escaped
 }
 
 TEST_CASE("the helpers get the proxy settings of the environment, and nothing else of it") {
-  struct Set {
-    Set(const char* name, const char* value) : name(name) { ::setenv(name, value, 1); }
-    ~Set() { ::unsetenv(name); }
+  struct Set {  // for the test, then as it was
+    Set(const char* name, const char* value) : name(name), had(std::getenv(name) != nullptr) {
+      if (had) saved = std::getenv(name);
+      ::setenv(name, value, 1);
+    }
+    ~Set() { had ? (void)::setenv(name, saved.c_str(), 1) : (void)::unsetenv(name); }
     const char* name;
+    bool had;
+    std::string saved;
   };
   Set http("http_proxy", "http://proxy.example:3128"), no("NO_PROXY", "localhost,127.0.0.1"),
       cgi("HTTP_PROXY", "http://set-by-a-request-header"), other("AWS_CA_BUNDLE", "/etc/ssl/bundle.pem");
