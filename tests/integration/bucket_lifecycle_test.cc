@@ -169,7 +169,7 @@ TEST_CASE("the servers' HTTP client follows no redirect and speaks nothing but h
   }
 }
 
-TEST_CASE("bucket servers reach the store through the nsbox command's proxy; the sandbox sees none of it", "[s3]") {
+TEST_CASE("bucket servers reach the store through the nsbox command's proxy, and the sandbox sees none of it", "[s3]") {
   // A store whose name does not resolve: only the proxy can reach it. The proxy answers
   // every request with an empty listing.
   LoopbackHttpServer proxy(http_ok(
