@@ -12,19 +12,29 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
+#include "mounts/bucket/directory_stream.h"
 #include "mounts/bucket/fs_common.h"
 
 namespace nsbox::bucket::fs_ops {
 namespace {
 
-constexpr int kListPage = 1000;
 constexpr int kLogLinesPerSecond = 20;
 
 struct OpenDir {
-  std::vector<ObjectEntry> entries;
+  OpenDir(BucketClient& client, std::string dir_path, std::string listing_prefix, std::vector<ObjectEntry> local)
+      : path(std::move(dir_path)), stream(client, std::move(listing_prefix), std::move(local)) {}
+  std::string path;
+  std::mutex mutex;  // readdir calls of one handle may come on several threads
+  DirectoryStream stream;
 };
+
+// A listing read to its end (within the budget) answers lookups for a while.
+void cache_if_whole(BucketFs& fs, OpenDir& dir) {
+  if (auto whole = dir.stream.take_whole()) fs.inodes().cache_listing(dir.path, std::move(*whole));
+}
 
 Node node_from(const std::string& path, const ObjectEntry& e) {
   Node n;
@@ -57,18 +67,6 @@ Result<std::optional<Node>> look_up_remote(BucketFs& fs, const std::string& path
   auto head = NSBOX_TRY(fs.client().head(fs.key_of(path)));
   if (!head) return std::optional<Node>();
   return std::optional<Node>(node_from(path, {path, false, head->size, head->mtime, head->etag}));
-}
-
-Result<std::vector<ObjectEntry>> list_all(BucketFs& fs, const std::string& dir_path) {
-  std::vector<ObjectEntry> all;
-  std::string token;
-  do {
-    auto page = NSBOX_TRY(fs.client().list(fs.listing_prefix(dir_path), true, token, kListPage));
-    for (auto& e : page.entries)
-      if (!e.name.empty() && e.name != "." && e.name != ".." && e.name.size() <= 255) all.push_back(std::move(e));
-    token = page.next_token;
-  } while (!token.empty());
-  return all;
 }
 
 void forget_listing_of(BucketFs& fs, const std::string& path) { fs.inodes().invalidate_listing(parent_of(path)); }
@@ -122,41 +120,54 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   BucketFs& fs = fs_of(req);
   auto node = fs.inodes().get(ino);
   if (!node) return (void)fuse_reply_err(req, ENOENT);
-  auto entries = list_all(fs, node->path);
-  if (!entries) return (void)fuse_reply_err(req, errno_of(entries.error(), "readdir"));
-  std::map<std::string, ObjectEntry> by_name;
-  for (const auto& e : *entries) {
-    auto [it, fresh] = by_name.emplace(e.name, e);
-    if (!fresh && e.is_prefix) it->second = e;  // a directory wins over a file of its name
-  }
   // What was created here and is not in the bucket yet (a `touch` whose upload comes at
-  // its last close) is listed too.
+  // its last close) is listed too, first.
+  std::vector<ObjectEntry> local;
   for (const Node& n : fs.inodes().local_children(node->path))
-    by_name.try_emplace(n.path.substr(n.path.rfind('/') + 1), ObjectEntry{{}, false, n.size, n.mtime, n.etag});
-  auto dir = std::make_unique<OpenDir>();
-  for (const auto& [name, e] : by_name) dir->entries.push_back(ObjectEntry{name, e.is_prefix, e.size, e.mtime, e.etag});
-  fs.inodes().cache_listing(node->path, std::move(by_name));
+    local.push_back(ObjectEntry{n.path.substr(n.path.rfind('/') + 1), false, n.size, n.mtime, n.etag});
+  auto dir = std::make_unique<OpenDir>(fs.client(), node->path, fs.listing_prefix(node->path), std::move(local));
+  // The first page now: a directory that cannot be listed fails at its open.
+  if (auto first = dir->stream.at(0); !first) return (void)fuse_reply_err(req, errno_of(first.error(), "readdir"));
+  cache_if_whole(fs, *dir);
   fi->fh = reinterpret_cast<uint64_t>(dir.release());
   fuse_reply_open(req, fi);
 }
 
+// Entry i of the handle is ".", "..", then the stream's entry i - 2 (the offset the kernel
+// passes back is the index of the next one).
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
   BucketFs& fs = fs_of(req);
   auto& dir = *reinterpret_cast<OpenDir*>(fi->fh);
-  auto node = fs.inodes().get(ino);
   std::string buffer(size, '\0');
   size_t used = 0;
-  for (size_t i = static_cast<size_t>(offset); i < dir.entries.size() + 2; ++i) {
-    struct stat st{};
-    std::string name = i == 0 ? "." : i == 1 ? ".." : dir.entries[i - 2].name;
-    bool is_dir = i < 2 || dir.entries[i - 2].is_prefix;
-    st.st_mode = is_dir ? S_IFDIR : S_IFREG;
-    std::string path = node ? join(node->path, name.c_str()) : name;
-    st.st_ino = i < 2 ? ino : fs.inodes().find(path).value_or(std::hash<std::string>{}(path) | (1ull << 62));
-    size_t need = fuse_add_direntry(req, buffer.data() + used, size - used, name.c_str(), &st, static_cast<off_t>(i + 1));
-    if (need > size - used) break;
-    used += need;
+  {
+    std::lock_guard lock(dir.mutex);
+    for (uint64_t i = static_cast<uint64_t>(offset);; ++i) {
+      std::string name;
+      bool is_dir = true;
+      if (i < 2) {
+        name = i == 0 ? "." : "..";
+      } else {
+        // One page per reply: the kernel may ask again from any entry of this reply, and
+        // the stream keeps one page (an earlier one would mean listing again from the start).
+        if (used > 0 && dir.stream.needs_request(i - 2)) break;
+        auto entry = dir.stream.at(i - 2);
+        if (!entry && used == 0) return (void)fuse_reply_err(req, errno_of(entry.error(), "readdir"));
+        if (!entry || !*entry) break;  // a failure after some entries: the next call says it
+        name = (*entry)->name;
+        is_dir = (*entry)->is_prefix;
+      }
+      struct stat st{};
+      st.st_mode = is_dir ? S_IFDIR : S_IFREG;
+      std::string path = join(dir.path, name.c_str());
+      st.st_ino = i < 2 ? ino : fs.inodes().find(path).value_or(std::hash<std::string>{}(path) | (1ull << 62));
+      size_t need = fuse_add_direntry(req, buffer.data() + used, size - used, name.c_str(), &st, static_cast<off_t>(i + 1));
+      if (need > size - used) break;
+      used += need;
+    }
+    cache_if_whole(fs, dir);
   }
+  // Replied to once unlocked: the reply lets the kernel send RELEASEDIR, which frees `dir`.
   fuse_reply_buf(req, buffer.data(), used);
 }
 

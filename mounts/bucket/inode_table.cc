@@ -120,8 +120,13 @@ void InodeTable::cache_listing(const std::string& dir, std::map<std::string, Obj
   // Expired listings are of no use: drop them, so that walking a large tree does not keep
   // every directory it saw.
   auto now = Clock::now();
-  for (auto it = listings_.begin(); it != listings_.end();)
-    it = now - it->second.read_at > kListingTtl ? listings_.erase(it) : std::next(it);
+  for (auto it = listings_.begin(); it != listings_.end();) {
+    bool expired = now - it->second.read_at > kListingTtl || it->first == dir;
+    if (expired) cached_entries_ -= it->second.entries.size();
+    it = expired ? listings_.erase(it) : std::next(it);
+  }
+  if (cached_entries_ + entries.size() > kCachedEntriesMax) return;
+  cached_entries_ += entries.size();
   listings_[dir] = {now, std::move(entries)};
 }
 
@@ -136,7 +141,10 @@ std::optional<std::optional<ObjectEntry>> InodeTable::cached_entry(const std::st
 
 void InodeTable::invalidate_listing(const std::string& dir) {
   std::lock_guard lock(mutex_);
-  listings_.erase(dir);
+  if (auto it = listings_.find(dir); it != listings_.end()) {
+    cached_entries_ -= it->second.entries.size();
+    listings_.erase(it);
+  }
 }
 
 }  // namespace nsbox::bucket

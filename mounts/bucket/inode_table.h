@@ -61,13 +61,15 @@ class InodeTable {
   // Files created in `dir` here and not uploaded yet: a listing of the remote lacks them.
   std::vector<Node> local_children(const std::string& dir);
 
-  // Listings, whole, for kListingTtl after they were read.
+  // Listings, whole, for kListingTtl after they were read; not one that would take the
+  // entries cached past kCachedEntriesMax (it is dropped: lookups ask the remote).
   void cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries);
   // nullopt: no fresh listing of `dir`; otherwise whether it has `name` (and what).
   std::optional<std::optional<ObjectEntry>> cached_entry(const std::string& dir, const std::string& name);
   void invalidate_listing(const std::string& dir);
 
   static constexpr std::chrono::milliseconds kListingTtl{1000};
+  static constexpr size_t kCachedEntriesMax = 200000;
 
  private:
   void unlink_locked(const std::string& path);
@@ -81,6 +83,7 @@ class InodeTable {
     std::map<std::string, ObjectEntry> entries;
   };
   std::unordered_map<std::string, Listing> listings_;
+  size_t cached_entries_ = 0;  // in listings_
 };
 
 }  // namespace nsbox::bucket

@@ -446,3 +446,30 @@ TEST_CASE("renames, appends, rmdir and unlink keep the bucket and the files in s
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
+
+TEST_CASE("a directory of several listing pages lists every name once, for ls, ls -l, find and a rewind", "[s3]") {
+  S3rverPeer s3({"pages"});
+  // 2,345 files and 3 subdirectories: three pages of 1,000 (s3rver pages like S3).
+  std::string puts =
+      "from concurrent.futures import ThreadPoolExecutor\n"
+      "keys = [f'many/k{i:05}' for i in range(2345)] + [f'many/sub{j}/x' for j in range(3)]\n"
+      "with ThreadPoolExecutor(8) as pool: list(pool.map(lambda k: s3.put_object(Bucket='pages', Key=k, Body=k.encode()), keys))";
+  REQUIRE(boto(s3, puts).exit_code == 0);
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://pages:/data"});
+  auto r = root.sh(id,
+                   "ls /data/many | wc -l; ls /data/many | sort -u | wc -l; ls -l /data/many | grep -c '^-'; "
+                   "find /data/many -type d | wc -l; cat /data/many/k01234",
+                   {}, {.timeout_s = 120});
+  INFO(r.err);
+  CHECK(r.out == "2348\n2348\n2345\n4\nmany/k01234");
+  // One open directory read twice, from the start (a rewinddir): the same names.
+  auto twice = root.sh(id,
+                       "python3 -c \"import os\n"
+                       "fd = os.open('/data/many', os.O_RDONLY)\n"
+                       "a = sorted(os.listdir(fd)); b = sorted(os.listdir(fd))\n"
+                       "print(len(a), a == b)\"");
+  INFO(twice.err);
+  CHECK(twice.out == "2348 True\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
