@@ -3,7 +3,9 @@
 
 #include "cli/context.h"
 #include "isolation/preflight.h"
+#include "mounts/bucket/external_helpers.h"
 #include "mounts/volume_image.h"
+#include "runtime/install_layout.h"
 
 namespace nsbox::cli {
 
@@ -18,6 +20,27 @@ preflight::Check files_quota_check() {
           "not enforced (" + available.error().message + "): volumes are plain directories, bounded only by the host disk", fix};
 }
 
+// Bucket mounts: made by root only; which of the strategies can serve them here.
+preflight::Check bucket_mounts_check() {
+  const std::string name = "bucket mounts";
+  if (::geteuid() != 0)
+    return {name, preflight::Level::kWarn, "not available rootless (the supervisor makes the FUSE mount as root)",
+            "run nsbox as root for --mount"};
+  auto layout = InstallLayout::discover();
+  if (!layout || ::access(layout->bucket_server().c_str(), X_OK) != 0)
+    return {name, preflight::Level::kWarn, "the built-in server (nsbox-bucketfs) is missing from this installation",
+            "reinstall nsbox (or build it: it needs libfuse3-dev, libcurl4-openssl-dev, libssl-dev, libexpat1-dev)"};
+  std::string detail = "builtin";
+  std::string missing;
+  for (auto strategy : {bucket::MountStrategy::kRclone, bucket::MountStrategy::kS3fs}) {
+    std::string tool(bucket::strategy_name(strategy));
+    if (auto path = bucket::find_helper(strategy)) detail += ", " + tool + " (" + *path + ")";
+    else missing += (missing.empty() ? "" : " ") + tool;
+  }
+  if (!missing.empty()) detail += "; strategies not installed: " + missing + " (apt-get install " + missing + ")";
+  return {name, preflight::Level::kOk, "strategies: " + detail, ""};
+}
+
 }  // namespace
 
 int cmd_doctor(const Invocation& inv) {
@@ -26,6 +49,7 @@ int cmd_doctor(const Invocation& inv) {
   if (!ctx) return code;
   auto checks = preflight::run_all();
   checks.push_back(files_quota_check());
+  checks.push_back(bucket_mounts_check());
   bool failed = false;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& c : checks) {

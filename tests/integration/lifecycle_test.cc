@@ -354,10 +354,21 @@ TEST_CASE("doctor checks the host and names the fix for what is missing") {
     CHECK((c["level"] == "ok" || c["level"] == "warn" || c["level"] == "fail"));
     if (c["level"] != "ok") CHECK(c.contains("fix"));
   }
-  for (const char* n : {"kernel", "user namespaces", "AppArmor userns restriction", "cgroups", "/dev/fuse", "seccomp", "files quotas"})
+  for (const char* n :
+       {"kernel", "user namespaces", "AppArmor userns restriction", "cgroups", "/dev/fuse", "seccomp", "files quotas", "bucket mounts"})
     CHECK(names.count(n));
-  for (const auto& c : j["checks"])
+  for (const auto& c : j["checks"]) {
     if (c["name"] == "files quotas") CHECK(c["level"] == "ok");  // root with loop devices and e2fsprogs
+    if (c["name"] == "bucket mounts") {
+      CHECK(c["level"] == "ok");
+      CHECK(c["detail"].get<std::string>().starts_with("strategies: builtin"));
+    }
+  }
+  // A strategy whose tool is not on the PATH is named with its package.
+  auto bare = TestRoot::json(root.nsbox({"doctor", "--json"}, {.extra_env = {"PATH=/nonexistent"}}));
+  for (const auto& c : bare["checks"])
+    if (c["name"] == "bucket mounts")
+      CHECK(c["detail"].get<std::string>().find("not installed: rclone s3fs (apt-get install rclone s3fs)") != std::string::npos);
   CHECK(r.exit_code == (j["ok"] == true ? 0 : 1));
   CHECK(root.nsbox({"doctor"}).out.find("user namespaces") != std::string::npos);
 }
