@@ -32,18 +32,7 @@ namespace {
 // s3rver checks no signature: the secret can be anything, so it is one easy to search for.
 constexpr const char* kSecret = "nsbox-lifecycle-secret-41b7e2";
 
-std::vector<std::string> credentials_env(const S3rverPeer& s3) {
-  return {"AWS_ACCESS_KEY_ID=S3RVER", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret, "S3_ENDPOINT_URL=" + s3.endpoint(),
-          "AWS_REGION=us-east-1"};
-}
-
-ProcessResult boto(const S3rverPeer& s3, const std::string& code) {
-  std::string program =
-      "import boto3, sys\n"
-      "s3 = boto3.client('s3', endpoint_url='" + s3.endpoint() + "', aws_access_key_id='S3RVER',"
-      " aws_secret_access_key='S3RVER', region_name='us-east-1')\n" + code;
-  return run_process({"/usr/bin/python3.11", "-c", program}, {.timeout_s = 120, .extra_env = {"AWS_CA_BUNDLE="}});
-}
+std::vector<std::string> credentials_env(const S3rverPeer& s3) { return s3_credentials_env(s3, kSecret); }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -221,13 +210,13 @@ TEST_CASE("a sandbox removed during an upload in parts: the transfer is cut shor
   // real store removes the parts). No Complete (a POST, answered 200) came.
   CHECK(std::regex_search(log, std::regex(R"(big\.bin\?uploadId=[0-9a-f]+ 405 )")));
   CHECK_FALSE(std::regex_search(log, std::regex(R"(big\.bin\?uploadId=[0-9a-f]+ 200 )")));
-  CHECK(boto(s3, "import botocore\ntry:\n  s3.head_object(Bucket='cut', Key='big.bin')\nexcept botocore.exceptions.ClientError:\n  sys.exit(7)")
+  CHECK(s3_boto(s3, "import botocore\ntry:\n  s3.head_object(Bucket='cut', Key='big.bin')\nexcept botocore.exceptions.ClientError:\n  sys.exit(7)")
             .exit_code == 7);
 }
 
 TEST_CASE("a sandbox process stuck on a stalled bucket does not hold up rm: it is quick and the cgroup goes", "[s3]") {
   S3rverPeer s3({"stalled"});
-  REQUIRE(boto(s3, "s3.put_object(Bucket='stalled', Key='big.bin', Body=b'x' * (64 << 20))").exit_code == 0);
+  REQUIRE(s3_boto(s3, "s3.put_object(Bucket='stalled', Key='big.bin', Body=b'x' * (64 << 20))").exit_code == 0);
   TestRoot root;
   std::string id = create_with_manifest(root, s3, R"([{"type": "s3", "bucket": "stalled", "mount_path": "/data"}])");
   auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));

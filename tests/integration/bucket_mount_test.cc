@@ -24,10 +24,7 @@ namespace {
 // is one that is easy to search for.
 constexpr const char* kSecret = "nsbox-test-secret-6d1f0c9a";
 
-std::vector<std::string> credentials_env(const S3rverPeer& s3) {
-  return {"AWS_ACCESS_KEY_ID=S3RVER", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret, "S3_ENDPOINT_URL=" + s3.endpoint(),
-          "AWS_REGION=us-east-1"};
-}
+std::vector<std::string> credentials_env(const S3rverPeer& s3) { return s3_credentials_env(s3, kSecret); }
 
 std::string create_with(TestRoot& root, const S3rverPeer& s3, const std::vector<std::string>& mounts) {
   std::vector<std::string> args = {"create"};
@@ -40,23 +37,13 @@ std::string create_with(TestRoot& root, const S3rverPeer& s3, const std::vector<
   return id;
 }
 
-// boto3 on the host side, the way a user's own code sees the bucket.
-ProcessResult boto(const S3rverPeer& s3, const std::string& code, const std::string& stdin_data = "") {
-  std::string program =
-      "import boto3, sys, hashlib\n"
-      "s3 = boto3.client('s3', endpoint_url='" + s3.endpoint() + "', aws_access_key_id='S3RVER',"
-      " aws_secret_access_key='S3RVER', region_name='us-east-1')\n" + code;
-  ProcessOptions options{.stdin_data = stdin_data, .stdin_is_null = stdin_data.empty(), .timeout_s = 120,
-                         .extra_env = {"AWS_CA_BUNDLE="}};
-  return run_process({"/usr/bin/python3.11", "-c", program}, options);
-}
 
 ProcessResult boto_put(const S3rverPeer& s3, const std::string& bucket, const std::string& key, const std::string& body) {
-  return boto(s3, "s3.put_object(Bucket='" + bucket + "', Key='" + key + "', Body=sys.stdin.buffer.read())", body);
+  return s3_boto(s3, "s3.put_object(Bucket='" + bucket + "', Key='" + key + "', Body=sys.stdin.buffer.read())", body);
 }
 
 std::string boto_get(const S3rverPeer& s3, const std::string& bucket, const std::string& key) {
-  auto r = boto(s3, "sys.stdout.buffer.write(s3.get_object(Bucket='" + bucket + "', Key='" + key + "')['Body'].read())");
+  auto r = s3_boto(s3, "sys.stdout.buffer.write(s3.get_object(Bucket='" + bucket + "', Key='" + key + "')['Body'].read())");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   return r.out;
@@ -89,7 +76,7 @@ TEST_CASE("a read-write bucket mount lists, reads, writes, overwrites and delete
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(r.out == "docs\nmoved.txt\n");
-  auto keys = boto(s3, "print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket='work').get('Contents', [])))");
+  auto keys = s3_boto(s3, "print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket='work').get('Contents', [])))");
   CHECK(keys.out == "['docs/readme.txt', 'moved.txt']\n");
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
@@ -124,7 +111,7 @@ TEST_CASE("a prefix confines the mount: keys outside it are out of sight and out
 TEST_CASE("a 200 MiB file goes up in parts and comes back byte for byte, and many small files list and read", "[s3]") {
   S3rverPeer s3({"big"});
   std::string small_puts = "for i in range(200): s3.put_object(Bucket='big', Key=f'small/f{i:03}.txt', Body=f'file {i}\\n'.encode())";
-  REQUIRE(boto(s3, small_puts).exit_code == 0);
+  REQUIRE(s3_boto(s3, small_puts).exit_code == 0);
   TestRoot root;
   auto id = create_with(root, s3, {"s3://big:/data:rw"});
   auto r = root.sh(id, "head -c 200M /dev/urandom > /data/blob.bin && sha256sum < /data/blob.bin && ls -l /data/blob.bin",
@@ -133,7 +120,7 @@ TEST_CASE("a 200 MiB file goes up in parts and comes back byte for byte, and man
   REQUIRE(r.exit_code == 0);
   std::string inside_sum = r.out.substr(0, 64);
   CHECK(r.out.find(" 209715200 ") != std::string::npos);
-  auto host = boto(s3, "b = s3.get_object(Bucket='big', Key='blob.bin')['Body'].read(); print(len(b), hashlib.sha256(b).hexdigest())");
+  auto host = s3_boto(s3, "b = s3.get_object(Bucket='big', Key='blob.bin')['Body'].read(); print(len(b), hashlib.sha256(b).hexdigest())");
   CHECK(host.out == "209715200 " + inside_sum + "\n");
 
   r = root.sh(id, "ls /data/small | wc -l; cat /data/small/* | wc -l; cat /data/small/f123.txt");
@@ -192,7 +179,7 @@ TEST_CASE("a mount that cannot be set up fails create with the mount and the rem
 
 TEST_CASE("the endpoint dying mid-read gives EIO in bounded time, not a hung reader", "[s3]") {
   S3rverPeer s3({"flaky"});
-  REQUIRE(boto(s3, "s3.put_object(Bucket='flaky', Key='big.bin', Body=b'x' * (48 << 20))").exit_code == 0);
+  REQUIRE(s3_boto(s3, "s3.put_object(Bucket='flaky', Key='big.bin', Body=b'x' * (48 << 20))").exit_code == 0);
   TestRoot root;
   auto id = create_with(root, s3, {"s3://flaky:/data"});
   ProcessResult reader;
@@ -261,7 +248,7 @@ TEST_CASE("the rclone and s3fs strategies serve the same mount, with the secret 
     // rclone's close() returns before its upload is done: wait for it, bounded.
     std::string got;
     for (int i = 0; i < 100 && got.empty(); ++i) {
-      auto g = boto(s3, "print(s3.get_object(Bucket='tools', Key='" + tool + ".txt')['Body'].read().decode(), end='')");
+      auto g = s3_boto(s3, "print(s3.get_object(Bucket='tools', Key='" + tool + ".txt')['Body'].read().decode(), end='')");
       if (g.exit_code == 0) got = g.out;
       else std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -334,7 +321,7 @@ TEST_CASE("a shell redirect uploads once, with its content, and a touched new fi
   // An empty new file goes up when its last descriptor closes, just after close() returns.
   ProcessResult empty;
   for (int i = 0; i < 50; ++i) {
-    empty = boto(s3, "print(s3.head_object(Bucket='once', Key='empty')['ContentLength'])");
+    empty = s3_boto(s3, "print(s3.head_object(Bucket='once', Key='empty')['ContentLength'])");
     if (empty.exit_code == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -408,7 +395,7 @@ TEST_CASE("renames, appends, rmdir and unlink keep the bucket and the files in s
   TestRoot root;
   auto id = create_with(root, s3, {"s3://step:/data:rw"});
   auto keys = [&] {
-    return boto(s3, "print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket='step').get('Contents', [])))").out;
+    return s3_boto(s3, "print(sorted(o['Key'] for o in s3.list_objects_v2(Bucket='step').get('Contents', [])))").out;
   };
 
   // A moved file reads at its new name at once (the kernel keeps the inode it knew).
@@ -454,7 +441,7 @@ TEST_CASE("a directory of several listing pages lists every name once, for ls, l
       "from concurrent.futures import ThreadPoolExecutor\n"
       "keys = [f'many/k{i:05}' for i in range(2345)] + [f'many/sub{j}/x' for j in range(3)]\n"
       "with ThreadPoolExecutor(8) as pool: list(pool.map(lambda k: s3.put_object(Bucket='pages', Key=k, Body=k.encode()), keys))";
-  REQUIRE(boto(s3, puts).exit_code == 0);
+  REQUIRE(s3_boto(s3, puts).exit_code == 0);
   TestRoot root;
   auto id = create_with(root, s3, {"s3://pages:/data"});
   auto r = root.sh(id,

@@ -329,4 +329,20 @@ std::string AzuritePeer::log() const { return process_->log(); }
 void AzuritePeer::stop() { process_->stop(); }
 void AzuritePeer::kill_now() { process_->kill_now(); }
 
+ProcessResult s3_boto(const S3rverPeer& peer, const std::string& code, const std::string& stdin_data) {
+  std::string program =
+      "import boto3, sys, hashlib\n"
+      "s3 = boto3.client('s3', endpoint_url='" + peer.endpoint() + "', aws_access_key_id='S3RVER',"
+      " aws_secret_access_key='S3RVER', region_name='us-east-1')\n" + code;
+  // AWS_CA_BUNDLE, set machine-wide on some hosts, is no use for http:// and can break it.
+  ProcessOptions options{.stdin_data = stdin_data, .stdin_is_null = stdin_data.empty(), .timeout_s = 120,
+                         .extra_env = {"AWS_CA_BUNDLE="}};
+  return run_process({"/usr/bin/python3.11", "-c", program}, options);
+}
+
+std::vector<std::string> s3_credentials_env(const S3rverPeer& peer, const std::string& secret) {
+  return {"AWS_ACCESS_KEY_ID=S3RVER", "AWS_SECRET_ACCESS_KEY=" + secret, "S3_ENDPOINT_URL=" + peer.endpoint(),
+          "AWS_REGION=us-east-1"};
+}
+
 }  // namespace nsbox::test

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/support/process.h"
+
 namespace nsbox::test {
 
 // Whether tests/peers/node_modules holds both peers.
@@ -86,5 +88,13 @@ class AzuritePeer {
   std::unique_ptr<PeerProcess> process_;
   int port_ = 0;
 };
+
+// boto3 (Debian's python3-boto3) on the host side, the way a user's own code sees the
+// bucket: `code` runs with `s3` a client of `peer` and sys and hashlib imported.
+ProcessResult s3_boto(const S3rverPeer& peer, const std::string& code, const std::string& stdin_data = "");
+
+// What `nsbox create --mount` against `peer` needs in its environment, with `secret` as
+// the secret key (s3rver checks no signature: a test makes it one easy to search for).
+std::vector<std::string> s3_credentials_env(const S3rverPeer& peer, const std::string& secret);
 
 }  // namespace nsbox::test
