@@ -20,16 +20,20 @@ preflight::Check files_quota_check() {
           "not enforced (" + available.error().message + "): volumes are plain directories, bounded only by the host disk", fix};
 }
 
-// Bucket mounts: made by root only; which of the strategies can serve them here.
+// Bucket mounts: which of the strategies can serve them here (rootless: the built-in one,
+// where /dev/fuse is open to the user).
 preflight::Check bucket_mounts_check() {
   const std::string name = "bucket mounts";
-  if (::geteuid() != 0)
-    return {name, preflight::Level::kWarn, "not available rootless (the supervisor makes the FUSE mount as root)",
-            "run nsbox as root for --mount"};
   auto layout = InstallLayout::discover();
   if (!layout || ::access(layout->bucket_server().c_str(), X_OK) != 0)
     return {name, preflight::Level::kWarn, "the built-in server (nsbox-bucketfs) is missing from this installation",
             "reinstall nsbox (or build it: it needs libfuse3-dev, libcurl4-openssl-dev, libssl-dev, libexpat1-dev)"};
+  if (::geteuid() != 0) {
+    if (::access("/dev/fuse", R_OK | W_OK) != 0)
+      return {name, preflight::Level::kWarn, "not available: /dev/fuse is not open to this user",
+              "chmod 0666 /dev/fuse (what udev does on Debian), or run nsbox as root"};
+    return {name, preflight::Level::kOk, "strategies: builtin (rclone and s3fs need root: they mount through fusermount3)", ""};
+  }
   std::string detail = "builtin";
   std::string missing;
   for (auto strategy : {bucket::MountStrategy::kRclone, bucket::MountStrategy::kS3fs}) {

@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 
+#include "isolation/sys/fd_passing.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 
@@ -57,6 +61,57 @@ Result<void> inject(const std::string& source, pid_t sandbox_pid, const std::str
     return fail(make_error(ErrorCode::kSystem, "attach " + source + " at " + target + " in the sandbox: " +
                                                    (n > 0 ? std::string(msg, static_cast<size_t>(n)) : "the helper failed")));
   return {};
+}
+
+Result<UniqueFd> mount_fuse_inside(pid_t sandbox_pid, const FuseMount& mount) {
+  std::string what = "mount " + mount.source + " at " + mount.target + " in the sandbox";
+  std::string proc = "/proc/" + std::to_string(sandbox_pid) + "/ns/";
+  UniqueFd user_ns(::open((proc + "user").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!user_ns) return fail(sys_error("open " + proc + "user").context(what));
+  UniqueFd mount_ns(::open((proc + "mnt").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!mount_ns) return fail(sys_error("open " + proc + "mnt").context(what));
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair").context(what));
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  unsigned long flags = MS_NOSUID | MS_NODEV | (mount.read_only ? MS_RDONLY : 0);
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Single-threaded, as setns into a user namespace wants. Nothing below allocates.
+    const char* step = "setns into the sandbox's user namespace";
+    int fuse = -1;
+    bool ok = ::setns(user_ns.get(), CLONE_NEWUSER) == 0;
+    if (ok) {
+      step = "open /dev/fuse";
+      fuse = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+      ok = fuse >= 0;
+    }
+    if (ok) {
+      // Also moves our root and cwd to the sandbox's: the target resolves inside it.
+      step = "setns into the sandbox's mount namespace";
+      ok = ::setns(mount_ns.get(), CLONE_NEWNS) == 0;
+    }
+    if (ok) {
+      step = "mount(fuse)";
+      char options[160];
+      std::snprintf(options, sizeof options, "fd=%d,rootmode=40000,user_id=%u,group_id=%u,allow_other,default_permissions",
+                    fuse, static_cast<unsigned>(mount.uid), static_cast<unsigned>(mount.gid));
+      ok = ::mount(mount.source.c_str(), mount.target.c_str(), "fuse", flags, options) == 0;
+    }
+    char msg[256];
+    int n = ok ? std::snprintf(msg, sizeof msg, "ok") : std::snprintf(msg, sizeof msg, "%s: %s", step, std::strerror(errno));
+    (void)sys::send_with_fd(theirs.get(), msg, static_cast<size_t>(n), ok ? fuse : -1);
+    ::_exit(ok ? 0 : 1);
+  }
+  theirs.reset();
+  if (pid < 0) return fail(sys_error("fork").context(what));
+  char msg[256] = {};
+  UniqueFd fuse;
+  ssize_t n = sys::retry_eintr([&] { return sys::recv_with_fd(ours.get(), msg, sizeof msg - 1, fuse); });
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (n == 2 && std::string_view(msg, 2) == "ok" && fuse) return fuse;
+  return fail(make_error(ErrorCode::kSystem, what + ": " + (n > 0 ? std::string(msg, static_cast<size_t>(n)) : "the helper failed")));
 }
 
 }  // namespace nsbox::mount_injection

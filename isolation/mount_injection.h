@@ -12,6 +12,7 @@
 #include <string>
 
 #include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
 
 namespace nsbox::mount_injection {
 
@@ -19,5 +20,20 @@ namespace nsbox::mount_injection {
 // (MOUNT_ATTR_*) on it, and attaches it at `target` (an existing directory, absolute in
 // the sandbox) in the mount namespace of `sandbox_pid`.
 Result<void> inject(const std::string& source, pid_t sandbox_pid, const std::string& target, unsigned attrs);
+
+struct FuseMount {
+  std::string source;  // what the sandbox's /proc/mounts shows: "nsbox-bucket:photos"
+  std::string target;  // absolute in the sandbox, an existing directory
+  bool read_only = false;
+  uid_t uid = 0;  // the owner the mount's root shows, an id of the sandbox's user namespace
+  gid_t gid = 0;
+};
+
+// Mounts a new FUSE filesystem at `mount.target` from inside the sandbox's user and mount
+// namespaces, and returns its /dev/fuse descriptor, for a server to serve. This is how a
+// supervisor without privileges on the host mounts one (the kernel takes a FUSE mount in a
+// user namespace only with a /dev/fuse opened in that namespace); a short-lived child
+// does it, and hands the descriptor back over a socket.
+Result<UniqueFd> mount_fuse_inside(pid_t sandbox_pid, const FuseMount& mount);
 
 }  // namespace nsbox::mount_injection

@@ -108,7 +108,7 @@ Check check_fuse() {
   int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
   if (fd < 0)
     return {"/dev/fuse", Level::kWarn, std::string("cannot open: ") + std::strerror(errno),
-            "bucket mounts need read-write access to /dev/fuse"};
+            "bucket mounts need read-write access to /dev/fuse: chmod 0666 /dev/fuse (what udev does on Debian)"};
   ::close(fd);
   return {"/dev/fuse", Level::kOk, "present and usable", ""};
 }

@@ -112,7 +112,9 @@ int serve(BucketFs& fs, BucketClient& client, const Config& config) {
   ::pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
   int result = fuse_session_loop_mt(session, loop);
   fuse_loop_cfg_destroy(loop);
-  fuse_session_unmount(session);
+  // A descriptor the supervisor mounted (rootless: in the sandbox) is not ours to unmount:
+  // closing it ends the connection, and the mount goes with the sandbox.
+  if (!config.mountpoint.starts_with("/dev/fd/")) fuse_session_unmount(session);
   fuse_session_destroy(session);
   return result == 0 ? 0 : 1;
 }

@@ -14,9 +14,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "isolation/mount_injection.h"
+#include "isolation/userns.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/supervisor/helper_mount.h"
@@ -40,9 +42,11 @@ constexpr uint64_t kStagingReserve = 1ull << 30;
 // Of the supervisor's environment (scrubbed already) the server gets the proxy settings;
 // besides them, a PATH.
 [[noreturn]] void exec_server(const std::string& path, bool probe_only, pid_t supervisor, int config_fd, int report_fd,
-                              char* const envp[]) {
-  // stdin: the config; stdout: nothing; stderr: the supervisor's log; fd 3: the report.
-  prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd});
+                              int fuse_fd, char* const envp[]) {
+  // stdin: the config; stdout: nothing; stderr: the supervisor's log; fd 3: the report;
+  // fd 4: the mounted /dev/fuse, when the supervisor made the mount.
+  if (fuse_fd >= 0) prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd, fuse_fd});
+  else prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd});
   const char* argv[] = {"nsbox-bucketfs", probe_only ? "--probe" : nullptr, nullptr};
   ::execve(path.c_str(), const_cast<char* const*>(argv), envp);
   ::_exit(127);
@@ -89,9 +93,17 @@ Result<BucketServers> BucketServers::start(const std::vector<bucket::MountReques
                                            pid_t init_pid, uid_t uid, gid_t gid) {
   BucketServers servers;
   if (requests.empty()) return servers;
+  if (::geteuid() != 0 && ::access("/dev/fuse", R_OK | W_OK) != 0)
+    return fail(make_error(ErrorCode::kPermissionDenied,
+                           "bucket mounts rootless need read and write access to /dev/fuse: " + std::string(std::strerror(errno)),
+                           "chmod 0666 /dev/fuse (what udev does on Debian), or run nsbox as root"));
   if (::geteuid() != 0)
-    return fail(make_error(ErrorCode::kUnsupported, "bucket mounts need nsbox to run as root (the supervisor makes the FUSE mount)",
-                           "run nsbox as root, or drop --mount"));
+    for (const auto& r : requests)
+      if (r.mount.strategy != bucket::MountStrategy::kBuiltin)
+        return fail(make_error(ErrorCode::kUnsupported,
+                               "mount " + r.mount.describe() + ": the " + std::string(bucket::strategy_name(r.mount.strategy)) +
+                                   " strategy needs nsbox to run as root (it mounts through fusermount3, on the host)",
+                               "use the builtin strategy rootless, or run nsbox as root"));
   NSBOX_CHECK(files::ensure_private_dir(paths.mounts_dir));
   NSBOX_CHECK(files::ensure_private_dir(paths.staging_dir));
   for (size_t i = 0; i < requests.size(); ++i)
@@ -102,7 +114,7 @@ Result<BucketServers> BucketServers::start(const std::vector<bucket::MountReques
 // nsbox-bucketfs with the mount's config on stdin: it checks the bucket, then serves it
 // (or, with --probe, only checks). Its one-line report is the result.
 Result<pid_t> BucketServers::run_bucketfs(const std::string& path, const json& config, bool probe_only,
-                                          const std::string& what) {
+                                          const std::string& what, int fuse) {
   int config_pipe[2], report_pipe[2];
   if (::pipe2(config_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd config_r(config_pipe[0]), config_w(config_pipe[1]);
@@ -117,7 +129,7 @@ Result<pid_t> BucketServers::run_bucketfs(const std::string& path, const json& c
   pid_t supervisor = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return fail(sys_error("fork the server").context(what));
-  if (pid == 0) exec_server(path, probe_only, supervisor, config_r.get(), report_w.get(), envp.data());
+  if (pid == 0) exec_server(path, probe_only, supervisor, config_r.get(), report_w.get(), fuse, envp.data());
   config_r.reset();
   report_w.reset();
   struct sigaction ignore{}, previous{};
@@ -160,6 +172,22 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
   json config = {{"mount", mount.to_json()}, {"credentials", request.credentials.to_json()}, {"mountpoint", base},
                  {"staging_dir", paths.staging_dir}, {"uid", uid}, {"gid", gid}};
 
+  if (::geteuid() != 0) {
+    // Rootless: mounted from inside the sandbox, served through the descriptor. The ids the
+    // server reports are the sandbox's own (the connection belongs to its user namespace).
+    ::rmdir(base.c_str());
+    server.host_mountpoint.clear();
+    auto fuse = mount_injection::mount_fuse_inside(
+        init_pid, {"nsbox-bucket:" + mount.bucket, mount.mount_path, mount.read_only, userns::kSandboxUid, userns::kSandboxGid});
+    if (!fuse) return fail(std::move(fuse.error()).context(what));
+    config["mountpoint"] = "/dev/fd/4";
+    config["uid"] = userns::kSandboxUid;
+    config["gid"] = userns::kSandboxGid;
+    server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what, fuse->get()));
+    server.pidfd.reset(sys::pidfd_open(server.pid, 0));
+    servers_.push_back(std::move(server));
+    return {};
+  }
   if (mount.strategy == bucket::MountStrategy::kBuiltin) {
     server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what));
   } else {
@@ -243,7 +271,7 @@ bool BucketServers::reap_within(int timeout_ms) {
 }
 
 // Every server at once, so that the bound is that of one. nsbox-bucketfs ends its FUSE
-// session at SIGTERM (fuse_set_signal_handlers) and unmounts; rclone and s3fs unmount at
+// session at SIGTERM and unmounts (rootless, the mount is the sandbox's and goes with it); rclone and s3fs unmount at
 // SIGTERM too. A server still there after the grace is killed: its /dev/fuse closes and
 // the kernel aborts the connection, failing every request in flight at once.
 void BucketServers::stop() {
@@ -260,8 +288,10 @@ void BucketServers::stop() {
                        s.what.c_str(), s.pid, kKillWaitMs);
   }
   for (auto& s : servers_) {
-    ::umount2(s.host_mountpoint.c_str(), MNT_DETACH);  // a killed server left it mounted
-    ::rmdir(s.host_mountpoint.c_str());
+    if (!s.host_mountpoint.empty()) {  // rootless mounts are in the sandbox only: they go with it
+      ::umount2(s.host_mountpoint.c_str(), MNT_DETACH);  // a killed server left it mounted
+      ::rmdir(s.host_mountpoint.c_str());
+    }
     if (!s.cache_dir.empty()) (void)files::remove_tree(s.cache_dir);
   }
   servers_.clear();

@@ -1,7 +1,10 @@
 // The FUSE servers of a sandbox's bucket mounts: one process per mount (nsbox-bucketfs,
 // or rclone/s3fs for those strategies), children of the supervisor, on the host side.
-// Each mounts its bucket in the supervisor's private mount namespace; that mount is then
-// attached in the sandbox (mount_injection).
+// As root, each mounts its bucket in the supervisor's private mount namespace; that mount
+// is then attached in the sandbox (mount_injection::inject). Rootless, the supervisor
+// mounts the FUSE filesystem from inside the sandbox's namespaces and hands the built-in
+// server its /dev/fuse descriptor (mount_injection::mount_fuse_inside); rclone and s3fs,
+// which mount through fusermount3 in the caller's namespace, are root-only.
 //
 // A server is killed with the supervisor (PR_SET_PDEATHSIG). A server that dies leaves its
 // mount answering ENOTCONN. Stopping waits at most ~2 s for a hung one, then kills it:
@@ -63,7 +66,10 @@ class BucketServers {
   };
   // Reaps the servers that exit within `timeout_ms`; false if some are still running.
   bool reap_within(int timeout_ms);
-  Result<pid_t> run_bucketfs(const std::string& path, const nlohmann::json& config, bool probe_only, const std::string& what);
+  // `fuse`: a /dev/fuse already mounted, passed as fd 4 (the config's mountpoint says
+  // "/dev/fd/4"); -1: the server mounts at the config's mountpoint itself.
+  Result<pid_t> run_bucketfs(const std::string& path, const nlohmann::json& config, bool probe_only, const std::string& what,
+                             int fuse = -1);
   Result<void> start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index, pid_t init_pid,
                          uid_t uid, gid_t gid);
   std::vector<Server> servers_;
