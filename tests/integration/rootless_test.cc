@@ -131,7 +131,7 @@ struct FuseOpenToAll {
 
 }  // namespace
 
-TEST_CASE("rootless: a bucket mounts through the built-in server, mounted from inside the sandbox", "[rootless]") {
+TEST_CASE("rootless: a bucket mounts through the built-in server, mounted from inside the sandbox", "[rootless][s3]") {
   auto user = rootless_user();
   REQUIRE(user);
   S3rverPeer s3({"shared"});
