@@ -1,8 +1,10 @@
 // doctor: what this host can do, and the fix for what it cannot.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "cli/context.h"
 #include "isolation/preflight.h"
+#include "isolation/sys/unique_fd.h"
 #include "mounts/bucket/external_helpers.h"
 #include "mounts/volume_image.h"
 #include "runtime/install_layout.h"
@@ -29,7 +31,7 @@ preflight::Check bucket_mounts_check() {
     return {name, preflight::Level::kWarn, "the built-in server (nsbox-bucketfs) is missing from this installation",
             "reinstall nsbox (or build it: it needs libfuse3-dev, libcurl4-openssl-dev, libssl-dev, libexpat1-dev)"};
   if (::geteuid() != 0) {
-    if (::access("/dev/fuse", R_OK | W_OK) != 0)
+    if (UniqueFd fuse(::open("/dev/fuse", O_RDWR | O_CLOEXEC)); !fuse)
       return {name, preflight::Level::kWarn, "not available: /dev/fuse is not open to this user",
               "chmod 0666 /dev/fuse (what udev does on Debian), or run nsbox as root"};
     return {name, preflight::Level::kOk, "strategies: builtin (rclone and s3fs need root: they mount through fusermount3)", ""};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "isolation/sys/child_fds.h"
 #include "isolation/sys/fd_passing.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
@@ -75,43 +76,53 @@ Result<UniqueFd> mount_fuse_inside(pid_t sandbox_pid, const FuseMount& mount) {
   UniqueFd ours(pair[0]), theirs(pair[1]);
   unsigned long flags = MS_NOSUID | MS_NODEV | (mount.read_only ? MS_RDONLY : 0);
 
+  // The child reports a step and an errno (formatted here: it only makes system calls).
+  static constexpr const char* kSteps[] = {"setns into the sandbox's user namespace", "open /dev/fuse",
+                                           "setns into the sandbox's mount namespace", "mount(fuse)"};
+  struct Report {
+    int step;  // -1: mounted
+    int err;
+  };
   pid_t pid = ::fork();
   if (pid == 0) {
-    // Single-threaded, as setns into a user namespace wants. Nothing below allocates.
-    const char* step = "setns into the sandbox's user namespace";
+    // Single-threaded, as setns into a user namespace wants; holding nothing of the
+    // supervisor's but the two namespaces and the socket (as fds 0, 1 and 2).
+    if (!sys::arrange_child_fds({user_ns.get(), mount_ns.get(), theirs.get()})) ::_exit(127);
+    Report r{0, 0};
     int fuse = -1;
-    bool ok = ::setns(user_ns.get(), CLONE_NEWUSER) == 0;
+    bool ok = ::setns(0, CLONE_NEWUSER) == 0;
     if (ok) {
-      step = "open /dev/fuse";
+      r.step = 1;
       fuse = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
       ok = fuse >= 0;
     }
     if (ok) {
       // Also moves our root and cwd to the sandbox's: the target resolves inside it.
-      step = "setns into the sandbox's mount namespace";
-      ok = ::setns(mount_ns.get(), CLONE_NEWNS) == 0;
+      r.step = 2;
+      ok = ::setns(1, CLONE_NEWNS) == 0;
     }
     if (ok) {
-      step = "mount(fuse)";
+      r.step = 3;
       char options[160];
       std::snprintf(options, sizeof options, "fd=%d,rootmode=40000,user_id=%u,group_id=%u,allow_other,default_permissions",
                     fuse, static_cast<unsigned>(mount.uid), static_cast<unsigned>(mount.gid));
       ok = ::mount(mount.source.c_str(), mount.target.c_str(), "fuse", flags, options) == 0;
     }
-    char msg[256];
-    int n = ok ? std::snprintf(msg, sizeof msg, "ok") : std::snprintf(msg, sizeof msg, "%s: %s", step, std::strerror(errno));
-    (void)sys::send_with_fd(theirs.get(), msg, static_cast<size_t>(n), ok ? fuse : -1);
+    if (ok) r.step = -1;
+    else r.err = errno;
+    (void)sys::send_with_fd(2, &r, sizeof r, ok ? fuse : -1);
     ::_exit(ok ? 0 : 1);
   }
   theirs.reset();
   if (pid < 0) return fail(sys_error("fork").context(what));
-  char msg[256] = {};
+  Report r{-2, 0};
   UniqueFd fuse;
-  ssize_t n = sys::retry_eintr([&] { return sys::recv_with_fd(ours.get(), msg, sizeof msg - 1, fuse); });
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (n == 2 && std::string_view(msg, 2) == "ok" && fuse) return fuse;
-  return fail(make_error(ErrorCode::kSystem, what + ": " + (n > 0 ? std::string(msg, static_cast<size_t>(n)) : "the helper failed")));
+  ssize_t n = sys::retry_eintr([&] { return sys::recv_with_fd(ours.get(), &r, sizeof r, fuse); });
+  (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
+  if (n == sizeof r && r.step == -1 && fuse) return fuse;
+  if (n == sizeof r && r.step >= 0 && r.step < 4)
+    return fail(sys_error(kSteps[r.step], r.err).context(what));
+  return fail(make_error(ErrorCode::kSystem, what + ": the helper failed"));
 }
 
 }  // namespace nsbox::mount_injection

@@ -24,16 +24,27 @@ namespace {
 constexpr int kLogLinesPerSecond = 20;
 
 struct OpenDir {
-  OpenDir(BucketClient& client, std::string dir_path, std::string listing_prefix, std::vector<ObjectEntry> local)
-      : path(std::move(dir_path)), stream(client, std::move(listing_prefix), std::move(local)) {}
   std::string path;
   std::mutex mutex;  // readdir calls of one handle may come on several threads
-  DirectoryStream stream;
+  std::unique_ptr<DirectoryStream> stream;
+  bool replied = false;
 };
+
+// The listing of `dir` from the start, with what was created there and is not in the bucket
+// yet (a `touch` whose upload comes at its last close) first; its first page fetched.
+Result<void> list_from_start(BucketFs& fs, OpenDir& dir) {
+  std::vector<ObjectEntry> local;
+  for (const Node& n : fs.inodes().local_children(dir.path))
+    local.push_back(ObjectEntry{n.path.substr(n.path.rfind('/') + 1), false, n.size, n.mtime, n.etag});
+  size_t first_remote = local.size();
+  dir.stream = std::make_unique<DirectoryStream>(fs.client(), fs.listing_prefix(dir.path), std::move(local));
+  NSBOX_CHECK(dir.stream->at(first_remote));
+  return {};
+}
 
 // A listing read to its end (within the budget) answers lookups for a while.
 void cache_if_whole(BucketFs& fs, OpenDir& dir) {
-  if (auto whole = dir.stream.take_whole()) fs.inodes().cache_listing(dir.path, std::move(*whole));
+  if (auto whole = dir.stream->take_whole()) fs.inodes().cache_listing(dir.path, std::move(whole->entries), whole->since);
 }
 
 Node node_from(const std::string& path, const ObjectEntry& e) {
@@ -120,14 +131,10 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   BucketFs& fs = fs_of(req);
   auto node = fs.inodes().get(ino);
   if (!node) return (void)fuse_reply_err(req, ENOENT);
-  // What was created here and is not in the bucket yet (a `touch` whose upload comes at
-  // its last close) is listed too, first.
-  std::vector<ObjectEntry> local;
-  for (const Node& n : fs.inodes().local_children(node->path))
-    local.push_back(ObjectEntry{n.path.substr(n.path.rfind('/') + 1), false, n.size, n.mtime, n.etag});
-  auto dir = std::make_unique<OpenDir>(fs.client(), node->path, fs.listing_prefix(node->path), std::move(local));
+  auto dir = std::make_unique<OpenDir>();
+  dir->path = node->path;
   // The first page now: a directory that cannot be listed fails at its open.
-  if (auto first = dir->stream.at(0); !first) return (void)fuse_reply_err(req, errno_of(first.error(), "readdir"));
+  if (auto listed = list_from_start(fs, *dir); !listed) return (void)fuse_reply_err(req, errno_of(listed.error(), "readdir"));
   cache_if_whole(fs, *dir);
   fi->fh = reinterpret_cast<uint64_t>(dir.release());
   fuse_reply_open(req, fi);
@@ -142,6 +149,10 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_
   size_t used = 0;
   {
     std::lock_guard lock(dir.mutex);
+    // Asked for the start again after a reply: a rewinddir, which lists anew.
+    if (offset == 0 && dir.replied)
+      if (auto listed = list_from_start(fs, dir); !listed) return (void)fuse_reply_err(req, errno_of(listed.error(), "readdir"));
+    dir.replied = true;
     for (uint64_t i = static_cast<uint64_t>(offset);; ++i) {
       std::string name;
       bool is_dir = true;
@@ -150,8 +161,8 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_
       } else {
         // One page per reply: the kernel may ask again from any entry of this reply, and
         // the stream keeps one page (an earlier one would mean listing again from the start).
-        if (used > 0 && dir.stream.needs_request(i - 2)) break;
-        auto entry = dir.stream.at(i - 2);
+        if (used > 0 && dir.stream->needs_request(i - 2)) break;
+        auto entry = dir.stream->at(i - 2);
         if (!entry && used == 0) return (void)fuse_reply_err(req, errno_of(entry.error(), "readdir"));
         if (!entry || !*entry) break;  // a failure after some entries: the next call says it
         name = (*entry)->name;

@@ -48,10 +48,10 @@ bool DirectoryStream::needs_request(uint64_t index) const {
   return !started_ || i < base_ || (i >= base_ + page_.size() && !ended_);
 }
 
-std::optional<std::map<std::string, ObjectEntry>> DirectoryStream::take_whole() {
+std::optional<DirectoryStream::Whole> DirectoryStream::take_whole() {
   if (!started_ || !ended_ || !remembering_) return std::nullopt;
-  std::map<std::string, ObjectEntry> whole = std::move(whole_);
-  for (const auto& e : local_) whole.try_emplace(e.name, e);
+  Whole whole{std::move(whole_), started_at_};
+  for (const auto& e : local_) whole.entries.try_emplace(e.name, e);
   forget_all();
   remembering_ = false;
   return whole;
@@ -62,6 +62,7 @@ void DirectoryStream::restart() {
   base_ = 0;
   token_.clear();
   started_ = true;
+  started_at_ = std::chrono::steady_clock::now();
   ended_ = false;
   files_before_prefix_.clear();
   forget_all();
@@ -75,21 +76,25 @@ Result<void> DirectoryStream::fetch_next_page() {
   std::sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return key_order(a) < key_order(b); });
   base_ += page_.size();
   page_.clear();
+  std::vector<ObjectEntry> directories_over_files;
   for (auto& e : listed) {
     std::string at = key_order(e);
     std::erase_if(files_before_prefix_, [&](const std::string& file) { return file + "/" < at; });
     if (!listable(e.name) || local_names_.contains(e.name)) continue;
-    if (e.is_prefix && files_before_prefix_.contains(e.name)) continue;  // listed already, as the file
+    if (e.is_prefix && files_before_prefix_.contains(e.name)) {  // listed already, as the file
+      directories_over_files.push_back(std::move(e));
+      continue;
+    }
     if (!e.is_prefix) files_before_prefix_.insert(e.name);
     page_.push_back(std::move(e));
   }
   token_ = std::move(page.next_token);
   ended_ = token_.empty();
-  remember(page_);
+  remember(page_, directories_over_files);
   return {};
 }
 
-void DirectoryStream::remember(const std::vector<ObjectEntry>& entries) {
+void DirectoryStream::remember(const std::vector<ObjectEntry>& entries, const std::vector<ObjectEntry>& directories_over_files) {
   if (!remembering_) return;
   if (!try_reserve(entries.size())) {
     forget_all();
@@ -98,6 +103,8 @@ void DirectoryStream::remember(const std::vector<ObjectEntry>& entries) {
   }
   reserved_ += entries.size();
   for (const auto& e : entries) whole_.try_emplace(e.name, e);
+  // A lookup of such a name finds the directory: so does the cache (no entry more).
+  for (const auto& d : directories_over_files) whole_.insert_or_assign(d.name, d);
 }
 
 void DirectoryStream::forget_all() {

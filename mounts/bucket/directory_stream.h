@@ -5,8 +5,9 @@
 // Entries are numbered from 0 in the order they are listed: first the names created here
 // and not uploaded yet (`local`), then the remote's, in its key order, without names
 // already listed. Reading an index before the current page starts the listing over (a
-// rewinddir). A name that is both a key and a common prefix ("a" and "a/...") is listed
-// once, as what comes first in key order: the file.
+// seekdir back). A name that is both a key and a common prefix ("a" and "a/...") is listed
+// once, as what comes first in key order (the file), and kept for lookups as the directory
+// (what a lookup finds).
 //
 // While the whole listing fits a budget shared by every open directory of the server
 // (kRememberBudget entries), its entries are also kept by name, for the lookup cache to
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -39,8 +41,13 @@ class DirectoryStream {
   bool needs_request(uint64_t index) const;
 
   // Once the listing was read to its end within the budget: every entry by name (taken;
-  // later calls give nullopt). A directory marker is not an entry.
-  std::optional<std::map<std::string, ObjectEntry>> take_whole();
+  // later calls give nullopt), and when the reading of its first page began. A directory
+  // marker is not an entry.
+  struct Whole {
+    std::map<std::string, ObjectEntry> entries;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::optional<Whole> take_whole();
 
   static constexpr int kPage = 1000;
   static constexpr uint64_t kRememberBudget = 200000;
@@ -49,7 +56,7 @@ class DirectoryStream {
  private:
   void restart();
   Result<void> fetch_next_page();
-  void remember(const std::vector<ObjectEntry>& entries);
+  void remember(const std::vector<ObjectEntry>& entries, const std::vector<ObjectEntry>& directories_over_files);
   void forget_all();
 
   BucketClient& client_;
@@ -65,6 +72,7 @@ class DirectoryStream {
   // keys such as "a-b" between): dropped once the listing is past "name/".
   std::set<std::string> files_before_prefix_;
   std::map<std::string, ObjectEntry> whole_;
+  std::chrono::steady_clock::time_point started_at_;
   bool remembering_ = true;  // whole_ holds every remote entry so far
   uint64_t reserved_ = 0;    // whole_'s share of kRememberBudget
 };

@@ -115,8 +115,11 @@ std::vector<Node> InodeTable::local_children(const std::string& dir) {
   return out;
 }
 
-void InodeTable::cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries) {
+void InodeTable::cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries, Clock::time_point since) {
   std::lock_guard lock(mutex_);
+  if (recent_changes_.size() == kRecentChanges && recent_changes_.front().second >= since) return;  // what changed since is lost
+  for (const auto& [changed, at] : recent_changes_)
+    if (changed == dir && at >= since) return;
   // Expired listings are of no use: drop them, so that walking a large tree does not keep
   // every directory it saw.
   auto now = Clock::now();
@@ -127,7 +130,7 @@ void InodeTable::cache_listing(const std::string& dir, std::map<std::string, Obj
   }
   if (cached_entries_ + entries.size() > kCachedEntriesMax) return;
   cached_entries_ += entries.size();
-  listings_[dir] = {now, std::move(entries)};
+  listings_[dir] = {since, std::move(entries)};
 }
 
 std::optional<std::optional<ObjectEntry>> InodeTable::cached_entry(const std::string& dir, const std::string& name) {
@@ -141,6 +144,8 @@ std::optional<std::optional<ObjectEntry>> InodeTable::cached_entry(const std::st
 
 void InodeTable::invalidate_listing(const std::string& dir) {
   std::lock_guard lock(mutex_);
+  if (recent_changes_.size() == kRecentChanges) recent_changes_.pop_front();
+  recent_changes_.emplace_back(dir, Clock::now());
   if (auto it = listings_.find(dir); it != listings_.end()) {
     cached_entries_ -= it->second.entries.size();
     listings_.erase(it);

@@ -10,6 +10,7 @@
 #include <fuse_lowlevel.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -61,12 +62,13 @@ class InodeTable {
   // Files created in `dir` here and not uploaded yet: a listing of the remote lacks them.
   std::vector<Node> local_children(const std::string& dir);
 
-  // Listings, whole, for kListingTtl after they were read; not one that would take the
-  // entries cached past kCachedEntriesMax (it is dropped: lookups ask the remote).
-  void cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries);
+  // Listings, whole, for kListingTtl after `since` (when their reading began); not one
+  // whose directory changed here since (it may hold a name gone, or lack a new one), nor
+  // one that would take the entries cached past kCachedEntriesMax: lookups ask the remote.
+  void cache_listing(const std::string& dir, std::map<std::string, ObjectEntry> entries, Clock::time_point since);
   // nullopt: no fresh listing of `dir`; otherwise whether it has `name` (and what).
   std::optional<std::optional<ObjectEntry>> cached_entry(const std::string& dir, const std::string& name);
-  void invalidate_listing(const std::string& dir);
+  void invalidate_listing(const std::string& dir);  // `dir` changed here
 
   static constexpr std::chrono::milliseconds kListingTtl{1000};
   static constexpr size_t kCachedEntriesMax = 200000;
@@ -84,6 +86,10 @@ class InodeTable {
   };
   std::unordered_map<std::string, Listing> listings_;
   size_t cached_entries_ = 0;  // in listings_
+  // The last kRecentChanges directories changed here, and when: a listing begun before one
+  // of its directory's, or before the oldest kept, is not cached.
+  static constexpr size_t kRecentChanges = 4096;
+  std::deque<std::pair<std::string, Clock::time_point>> recent_changes_;
 };
 
 }  // namespace nsbox::bucket

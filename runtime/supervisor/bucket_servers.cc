@@ -93,17 +93,20 @@ Result<BucketServers> BucketServers::start(const std::vector<bucket::MountReques
                                            pid_t init_pid, uid_t uid, gid_t gid) {
   BucketServers servers;
   if (requests.empty()) return servers;
-  if (::geteuid() != 0 && ::access("/dev/fuse", R_OK | W_OK) != 0)
-    return fail(make_error(ErrorCode::kPermissionDenied,
-                           "bucket mounts rootless need read and write access to /dev/fuse: " + std::string(std::strerror(errno)),
-                           "chmod 0666 /dev/fuse (what udev does on Debian), or run nsbox as root"));
-  if (::geteuid() != 0)
+  if (::geteuid() != 0) {
     for (const auto& r : requests)
       if (r.mount.strategy != bucket::MountStrategy::kBuiltin)
         return fail(make_error(ErrorCode::kUnsupported,
                                "mount " + r.mount.describe() + ": the " + std::string(bucket::strategy_name(r.mount.strategy)) +
                                    " strategy needs nsbox to run as root (it mounts through fusermount3, on the host)",
                                "use the builtin strategy rootless, or run nsbox as root"));
+    // What the mount will do, tried first: a clear error rather than the helper's.
+    UniqueFd fuse(::open("/dev/fuse", O_RDWR | O_CLOEXEC));
+    if (!fuse)
+      return fail(make_error(ErrorCode::kPermissionDenied,
+                             "bucket mounts rootless need read and write access to /dev/fuse: " + std::string(std::strerror(errno)),
+                             "chmod 0666 /dev/fuse (what udev does on Debian), or run nsbox as root"));
+  }
   NSBOX_CHECK(files::ensure_private_dir(paths.mounts_dir));
   NSBOX_CHECK(files::ensure_private_dir(paths.staging_dir));
   for (size_t i = 0; i < requests.size(); ++i)

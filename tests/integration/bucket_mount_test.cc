@@ -460,3 +460,37 @@ TEST_CASE("a directory of several listing pages lists every name once, for ls, l
   CHECK(twice.out == "2348 True\n");
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
+
+TEST_CASE("a listing read while the directory changes is not taken for lookups, and a rewind lists anew", "[s3]") {
+  S3rverPeer s3({"churn"});
+  std::string puts =
+      "from concurrent.futures import ThreadPoolExecutor\n"
+      "keys = [f'big/k{i:05}' for i in range(1500)] + ['small/a']\n"
+      "with ThreadPoolExecutor(8) as pool: list(pool.map(lambda k: s3.put_object(Bucket='churn', Key=k, Body=b'x'), keys))";
+  REQUIRE(s3_boto(s3, puts).exit_code == 0);
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://churn:/data:rw"});
+  // A file deleted while its directory (two pages) is being listed is gone at once: the
+  // listing, read to its end just after, is not cached with it.
+  auto churn = root.sh(id,
+                       "python3 -c \"import os\n"
+                       "names = []\n"
+                       "for e in os.scandir('/data/big'):\n"
+                       "    if not names: os.unlink(e.path)\n"
+                       "    names.append(e.name)\n"
+                       "print(len(names), os.path.exists('/data/big/' + names[0]), os.path.exists('/data/big/' + names[1]))\"",
+                       {}, {.timeout_s = 120});
+  INFO(churn.err);
+  CHECK(churn.out == "1500 False True\n");
+  // One open directory of one page, read, then rewound after a file was added: the new
+  // file shows (a rewind lists anew; the first listing is not served again).
+  auto rewound = root.sh(id,
+                         "python3 -c \"import os\n"
+                         "fd = os.open('/data/small', os.O_RDONLY)\n"
+                         "before = sorted(os.listdir(fd))\n"
+                         "open('/data/small/b', 'w').write('new')\n"
+                         "print(before, sorted(os.listdir(fd)))\"");
+  INFO(rewound.err);
+  CHECK(rewound.out == "['a'] ['a', 'b']\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}

@@ -1,6 +1,7 @@
 // The rootless subset: the same sandboxes for an ordinary user (created by the test
 // fixture), with user namespaces only. Tagged [rootless]: CTest runs them after the
 // fixture made the user.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -160,8 +161,22 @@ TEST_CASE("rootless: a bucket mounts through the built-in server, mounted from i
   CHECK(r.out == "a,b\n1,2\n1000 1000 in\n1000 1000 out.txt\n0\n");
   CHECK(s3_boto(s3, "sys.stdout.write(s3.get_object(Bucket='shared', Key='out.txt')['Body'].read().decode())").out == "written\n");
   // The sandbox cannot take the mount away: it has no capability in its namespace.
-  CHECK(root.sh(id, "umount /data").exit_code != 0);
+  auto umount = root.sh(id, "python3 -c \"import ctypes\n"
+                            "libc = ctypes.CDLL(None, use_errno=True)\n"
+                            "print(libc.umount2(b'/data', 2), ctypes.get_errno())\"; cat /data/out.txt");
+  INFO(umount.err);
+  CHECK(umount.out == "-1 1\nwritten\n");  // EPERM, and still served
+  auto server = TestRoot::json(root.nsbox({"inspect", "--json", id}))["mount_servers"][0].get<pid_t>();
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
+  CHECK(::kill(server, 0) != 0);  // the server went with the sandbox
+
+  // A bucket that does not exist: create fails with the remote's answer, and leaves
+  // neither a sandbox nor a server.
+  auto missing = root.nsbox({"create", "--mount", "s3://nosuch:/data"}, {.extra_env = s3_credentials_env(s3, secret)});
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("NoSuchBucket") != std::string::npos);
+  CHECK(root.nsbox({"ls", "--json"}).out.find("sbx-") == std::string::npos);
+  CHECK(run_process({"/usr/bin/pgrep", "-u", std::to_string(user->uid), "-f", "nsbox-bucketfs"}).exit_code == 1);
 
   // rclone and s3fs mount through fusermount3, on the host: refused rootless, by name.
   std::string manifest = root.path() + "/manifest.json";

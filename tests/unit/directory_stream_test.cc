@@ -113,6 +113,13 @@ TEST_CASE("a key and a common prefix of one name are listed once, on one page or
     DirectoryStream stream(bucket, "", {});
     auto all = read_all(stream);
     CHECK(all.names == std::vector<std::string>{"a", "a-1", "a.b", "b", "c/"});
+    // For lookups (which find the directory), the directory.
+    auto whole = stream.take_whole();
+    REQUIRE(whole);
+    CHECK(whole->entries.size() == 5);
+    CHECK(whole->entries.at("a").is_prefix);
+    CHECK(whole->entries.at("b").is_prefix);
+    CHECK_FALSE(whole->entries.at("a-1").is_prefix);
   }
 }
 
@@ -125,9 +132,9 @@ TEST_CASE("a whole listing is kept for lookups within the budget, and given back
     CHECK(DirectoryStream::remembered_in_use() == 2);
     auto whole = stream.take_whole();
     REQUIRE(whole);
-    CHECK(whole->size() == 3);
-    CHECK(whole->at("y").is_prefix);
-    CHECK(whole->count("local"));
+    CHECK(whole->entries.size() == 3);
+    CHECK(whole->entries.at("y").is_prefix);
+    CHECK(whole->entries.count("local"));
     CHECK(DirectoryStream::remembered_in_use() == 0);
     CHECK_FALSE(stream.take_whole());  // taken
   }
