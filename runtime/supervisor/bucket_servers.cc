@@ -167,19 +167,14 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
                                       pid_t init_pid, uid_t uid, gid_t gid) {
   const bucket::BucketMount& mount = request.mount;
   std::string what = "mount " + mount.describe();
-  std::string base = paths.mounts_dir + "/" + std::to_string(index);
   Server server;
   server.what = what;
-  server.host_mountpoint = base;
-  if (::mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + base).context(what));
-  json config = {{"mount", mount.to_json()}, {"credentials", request.credentials.to_json()}, {"mountpoint", base},
+  json config = {{"mount", mount.to_json()}, {"credentials", request.credentials.to_json()},
                  {"staging_dir", paths.staging_dir}, {"uid", uid}, {"gid", gid}};
 
   if (::geteuid() != 0) {
     // Rootless: mounted from inside the sandbox, served through the descriptor. The ids the
     // server reports are the sandbox's own (the connection belongs to its user namespace).
-    ::rmdir(base.c_str());
-    server.host_mountpoint.clear();
     auto fuse = mount_injection::mount_fuse_inside(
         init_pid, {"nsbox-bucket:" + mount.bucket, mount.mount_path, mount.read_only, userns::kSandboxUid, userns::kSandboxGid});
     if (!fuse) return fail(std::move(fuse.error()).context(what));
@@ -191,6 +186,10 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
     servers_.push_back(std::move(server));
     return {};
   }
+  std::string base = paths.mounts_dir + "/" + std::to_string(index);
+  server.host_mountpoint = base;
+  if (::mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + base).context(what));
+  config["mountpoint"] = base;
   if (mount.strategy == bucket::MountStrategy::kBuiltin) {
     server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what));
   } else {
