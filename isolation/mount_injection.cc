@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 
 #include "isolation/sys/child_fds.h"
@@ -120,7 +121,7 @@ Result<UniqueFd> mount_fuse_inside(pid_t sandbox_pid, const FuseMount& mount) {
   ssize_t n = sys::retry_eintr([&] { return sys::recv_with_fd(ours.get(), &r, sizeof r, fuse); });
   (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
   if (n == sizeof r && r.step == -1 && fuse) return fuse;
-  if (n == sizeof r && r.step >= 0 && r.step < 4)
+  if (n == sizeof r && r.step >= 0 && r.step < static_cast<int>(std::size(kSteps)))
     return fail(sys_error(kSteps[r.step], r.err).context(what));
   return fail(make_error(ErrorCode::kSystem, what + ": the helper failed"));
 }

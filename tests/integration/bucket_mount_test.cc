@@ -42,6 +42,17 @@ ProcessResult boto_put(const S3rverPeer& s3, const std::string& bucket, const st
   return s3_boto(s3, "s3.put_object(Bucket='" + bucket + "', Key='" + key + "', Body=sys.stdin.buffer.read())", body);
 }
 
+// Many keys at once, 8 PUTs in flight: `keys` is a Python expression for a list of keys;
+// each object's body is its key.
+void boto_put_keys(const S3rverPeer& s3, const std::string& bucket, const std::string& keys) {
+  auto r = s3_boto(s3, "from concurrent.futures import ThreadPoolExecutor\n"
+                       "keys = " + keys + "\n"
+                       "with ThreadPoolExecutor(8) as pool:\n"
+                       "    list(pool.map(lambda k: s3.put_object(Bucket='" + bucket + "', Key=k, Body=k.encode()), keys))");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
 std::string boto_get(const S3rverPeer& s3, const std::string& bucket, const std::string& key) {
   auto r = s3_boto(s3, "sys.stdout.buffer.write(s3.get_object(Bucket='" + bucket + "', Key='" + key + "')['Body'].read())");
   INFO(r.err);
@@ -433,15 +444,10 @@ TEST_CASE("renames, appends, rmdir and unlink keep the bucket and the files in s
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
-
 TEST_CASE("a directory of several listing pages lists every name once, for ls, ls -l, find and a rewind", "[s3]") {
   S3rverPeer s3({"pages"});
   // 2,345 files and 3 subdirectories: three pages of 1,000 (s3rver pages like S3).
-  std::string puts =
-      "from concurrent.futures import ThreadPoolExecutor\n"
-      "keys = [f'many/k{i:05}' for i in range(2345)] + [f'many/sub{j}/x' for j in range(3)]\n"
-      "with ThreadPoolExecutor(8) as pool: list(pool.map(lambda k: s3.put_object(Bucket='pages', Key=k, Body=k.encode()), keys))";
-  REQUIRE(s3_boto(s3, puts).exit_code == 0);
+  boto_put_keys(s3, "pages", "[f'many/k{i:05}' for i in range(2345)] + [f'many/sub{j}/x' for j in range(3)]");
   TestRoot root;
   auto id = create_with(root, s3, {"s3://pages:/data"});
   auto r = root.sh(id,
@@ -463,11 +469,7 @@ TEST_CASE("a directory of several listing pages lists every name once, for ls, l
 
 TEST_CASE("a listing read while the directory changes is not taken for lookups, and a rewind lists anew", "[s3]") {
   S3rverPeer s3({"churn"});
-  std::string puts =
-      "from concurrent.futures import ThreadPoolExecutor\n"
-      "keys = [f'big/k{i:05}' for i in range(1500)] + ['small/a']\n"
-      "with ThreadPoolExecutor(8) as pool: list(pool.map(lambda k: s3.put_object(Bucket='churn', Key=k, Body=b'x'), keys))";
-  REQUIRE(s3_boto(s3, puts).exit_code == 0);
+  boto_put_keys(s3, "churn", "[f'big/k{i:05}' for i in range(1500)] + ['small/a']");
   TestRoot root;
   auto id = create_with(root, s3, {"s3://churn:/data:rw"});
   // A file deleted while its directory (two pages) is being listed is gone at once: the
