@@ -80,13 +80,7 @@ std::unique_ptr<Driver> from_placement(const Placement& placement);
 // (a one-shot `nsbox run` that was SIGKILLed could not clean up).
 void remove_orphans(const std::string& prefix);
 
-// Pure parsing, exposed for tests.
-struct MountEntry {
-  std::string mount_point;
-  std::string fs_type;
-  std::string super_options;
-};
-std::vector<MountEntry> parse_mountinfo(const std::string& text);
+// Pure parsing, exposed for tests (mountinfo: isolation/sys/mountinfo.h).
 // "0::/user.slice/x" -> "/user.slice/x" (the v2 line of /proc/self/cgroup)
 std::string own_v2_path(const std::string& proc_self_cgroup);
 uint64_t parse_keyed_value(const std::string& text, std::string_view key);  // "oom_kill 3"

@@ -11,6 +11,7 @@
 #include "isolation/cgroup.h"
 #include "isolation/cgroup_drivers.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/mountinfo.h"
 
 namespace nsbox::cgroup {
 
@@ -33,25 +34,6 @@ Result<Mode> detect_mode(const std::string& root) {
   std::string u = root + "/unified";
   if (::statfs(u.c_str(), &unified) == 0 && unified.f_type == CGROUP2_SUPER_MAGIC) return Mode::kHybrid;
   return Mode::kLegacy;
-}
-
-std::vector<MountEntry> parse_mountinfo(const std::string& text) {
-  // "36 25 0:32 / /sys/fs/cgroup/memory rw,relatime shared:14 - cgroup cgroup rw,memory"
-  std::vector<MountEntry> out;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream f(line);
-    std::string id, parent, devno, root, mount_point, opts, field;
-    if (!(f >> id >> parent >> devno >> root >> mount_point >> opts)) continue;
-    while (f >> field && field != "-") {}
-    MountEntry e;
-    std::string source;
-    if (!(f >> e.fs_type >> source >> e.super_options)) continue;
-    e.mount_point = mount_point;
-    out.push_back(std::move(e));
-  }
-  return out;
 }
 
 std::string own_v2_path(const std::string& proc_self_cgroup) {
@@ -86,10 +68,10 @@ bool has_option(const std::string& options, std::string_view name) {
 
 Result<std::unique_ptr<Driver>> v1_for_new_sandbox(const std::string& id) {
   auto mountinfo = NSBOX_TRY(files::read_file("/proc/self/mountinfo", 4 << 20));
-  auto mounts = parse_mountinfo(mountinfo);
+  auto mounts = sys::parse_mountinfo(mountinfo);
   Placement p{"v1", {}, {}};
   for (const char* controller : kNeeded) {
-    const MountEntry* found = nullptr;
+    const sys::MountInfo* found = nullptr;
     for (const auto& m : mounts)
       if (m.fs_type == "cgroup" && has_option(m.super_options, controller)) found = &m;
     if (!found)

@@ -1,5 +1,5 @@
 // Starting a sandbox: clone into new namespaces, finish the setup from both sides, exec
-// the sandbox's init. The order (DESIGN.md §4, reference/isolation-runtimes.md §1.7):
+// the sandbox's init. The order is runc's and crun's (docs/semantics.md, "The sandbox"):
 //
 //   parent                                   child
 //   ------                                   -----

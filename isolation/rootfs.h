@@ -29,6 +29,7 @@ enum class StepKind {
   kReadOnlyAgain,  // bind a path onto itself read-only (e.g. /proc/sys)
   kReadOnlyFinal,  // make `target` (already a mount) read-only, after it was filled in
   kDir,            // an empty directory (a mount point for something attached later)
+  kGeneratedFile,  // a file holding `data`, bound read-only over the file `target`
 };
 
 struct Step {
@@ -40,6 +41,9 @@ struct Step {
   bool optional = false;  // the source may be missing on this host
 };
 
+// 32 random lowercase hex digits, as systemd writes /etc/machine-id.
+std::string random_machine_id();
+
 struct Spec {
   Limits limits;
   std::string files_volume;     // host directory bound read-write at /mnt/files; empty: a tmpfs
@@ -48,6 +52,7 @@ struct Spec {
   std::string host_root = "/";  // tests plan against a fake host tree
   bool files_attached_later = false;  // /mnt/files is only a mount point (mount_injection.h)
   std::vector<std::string> mount_points;  // empty directories for bucket mounts attached later
+  std::string machine_id = random_machine_id();  // the sandbox's own /etc/machine-id
 };
 
 std::vector<Step> plan(const Spec& spec);

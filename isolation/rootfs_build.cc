@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "isolation/rootfs.h"
+
+#include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 
@@ -129,6 +131,19 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
       return set_attrs(AT_FDCWD, p, 0, MOUNT_ATTR_RDONLY, s.target);
     case StepKind::kDir:
       return make_dirs_in_child(path);
+    case StepKind::kGeneratedFile: {
+      if (!exists()) return {};  // nothing to cover, and a read-only /etc takes no new file
+      // Written on the root tmpfs, bound over the target, unlinked: the mount keeps it,
+      // and no second name of it is left in the sandbox.
+      std::string temp = staging + "/.nsbox-generated";
+      UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+      if (!fd) return fail(sys_error("create " + temp));
+      NSBOX_CHECK(files::write_all(fd.get(), s.data, temp));
+      fd.reset();
+      if (::mount(temp.c_str(), p, nullptr, MS_BIND, nullptr) != 0) return fail(sys_error("bind a generated " + s.target));
+      if (::unlink(temp.c_str()) != 0) return fail(sys_error("unlink " + temp));
+      return set_attrs(AT_FDCWD, p, 0, s.attrs, s.target);
+    }
   }
   return {};
 }

@@ -1,6 +1,7 @@
-// What the sandbox sees, step by step (DESIGN.md §4, "Filesystem view").
+// What the sandbox sees, step by step (docs/semantics.md, "The sandbox").
 #include <glob.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +68,10 @@ void add_etc_masks(const Spec& spec, std::vector<Step>& steps) {
   // read-only /etc: then that one is skipped.
   for (const char* f : {"passwd", "group", "hosts"})
     steps.push_back({StepKind::kBindTree, spec.sandbox_libexec + "/etc/" + f, std::string("/etc/") + f, {}, kReadOnly, true});
+  // The host's machine-id is a stable fingerprint of the host: each sandbox gets one of
+  // its own, in the same format (32 lowercase hex digits, a newline). /var, where
+  // D-Bus keeps its copy, is not in the sandbox at all.
+  steps.push_back({StepKind::kGeneratedFile, {}, "/etc/machine-id", spec.machine_id + "\n", kReadOnly, true});
 }
 
 void add_dev(const Spec& spec, std::vector<Step>& steps) {
@@ -102,6 +107,19 @@ void add_sys(const Spec& spec, std::vector<Step>& steps) {
 }
 
 }  // namespace
+
+std::string random_machine_id() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (unsigned char b : bytes) id += {kHex[b >> 4], kHex[b & 15]};
+  return id;
+}
 
 std::vector<Step> plan(const Spec& spec) {
   std::vector<Step> steps;

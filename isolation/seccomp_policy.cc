@@ -1,5 +1,7 @@
 #include "isolation/seccomp_policy.h"
 
+#include <elf.h>
+#include <link.h>
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
@@ -22,8 +24,7 @@
 namespace nsbox::seccomp {
 namespace {
 
-// Bump when the rule-building code below changes; the tables are hashed into the cache key
-// by policy_fingerprint(), so editing a list invalidates cached programs by itself.
+// Part of the cache key (policy_fingerprint), with the tables and the executable's build id.
 constexpr std::string_view kPolicyVersion = "nsbox-seccomp-5";
 
 // Docker's default allowlist, minus the calls that need a capability we never grant
@@ -178,16 +179,52 @@ Result<Program> compile() {
   return program;
 }
 
-namespace {
+std::string executable_build_id() {
+  std::string id;
+  // The first object dl_iterate_phdr reports is the executable itself.
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) -> int {
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* name = p + sizeof(ElfW(Nhdr));
+            const char* desc = name + ((note->n_namesz + 3) & ~3u);
+            if (desc + note->n_descsz > end) break;
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+              static const char kHex[] = "0123456789abcdef";
+              auto* s = static_cast<std::string*>(out);
+              for (uint32_t k = 0; k < note->n_descsz; ++k) {
+                auto b = static_cast<unsigned char>(desc[k]);
+                *s += kHex[b >> 4];
+                *s += kHex[b & 15];
+              }
+              return 1;
+            }
+            p = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &id);
+  return id;
+}
 
-// FNV-1a over everything the program is built from.
-std::string policy_fingerprint() {
+// FNV-1a over everything the program is built from: the allowlist tables and libseccomp's
+// version, and the build of the code that turns them into rules (conditional rules on
+// ioctl, socket, personality and clone are code, not tables: an edited rule must never
+// find the old program in a cache that survived an upgrade).
+std::string policy_fingerprint(std::string_view build_id) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](std::string_view s) {
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
     h = (h ^ 0xff) * 1099511628211ull;
   };
   mix(kPolicyVersion);
+  mix(build_id);
   for (const char* n : kAllowed) mix(n);
   for (const char* n : kNotImplemented) mix(n);
   mix(std::to_string(kSyscallRange) + "/" + std::to_string(kNamespaceFlags));
@@ -197,6 +234,8 @@ std::string policy_fingerprint() {
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
 }
+
+namespace {
 
 // The cached program is installed as the sandbox's filter: use it only if it is a regular
 // file of ours that nobody else may write (the cache directory is checked the same way
@@ -214,7 +253,8 @@ std::optional<std::string> read_trusted_cache(const std::string& path) {
 }  // namespace
 
 Result<Program> compile_cached(const std::string& cache_dir) {
-  std::string key = "seccomp-" + policy_fingerprint();
+  static const std::string build = executable_build_id();
+  std::string key = "seccomp-" + policy_fingerprint(build);
   std::string path = cache_dir + "/" + key + ".bpf";
   if (auto cached = read_trusted_cache(path); cached && !cached->empty() && cached->size() % sizeof(sock_filter) == 0) {
     Program p;

@@ -26,8 +26,14 @@ struct Program {
 
 // Builds the policy with libseccomp (about a millisecond).
 Result<Program> compile();
-// compile(), cached on disk under `cache_dir`, keyed by policy and libseccomp version.
+// compile(), cached on disk under `cache_dir`, keyed by policy_fingerprint of this
+// executable's build.
 Result<Program> compile_cached(const std::string& cache_dir);
+// The cache key: the allowlist tables, libseccomp's version and `build_id` (the code that
+// builds the conditional rules changes with the build).
+std::string policy_fingerprint(std::string_view build_id);
+// The GNU build id of the running executable, hex; empty if it was linked without one.
+std::string executable_build_id();
 
 // In the sandbox child, after no_new_privs; the last step before exec. Returns the
 // user-notification listener fd, to be handed to the supervisor.

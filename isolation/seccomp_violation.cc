@@ -17,7 +17,8 @@
 namespace nsbox::seccomp {
 namespace {
 
-// "NSpid:\t4242\t7" -> 7 (the innermost pid namespace comes last); same for NSpgid.
+// "NSpid:\t4242\t7" -> 7 (the innermost pid namespace comes last); the same for NSpgid,
+// and for Tgid (one number).
 pid_t innermost(const std::string& status, std::string_view field) {
   std::istringstream lines(status);
   std::string line;
@@ -43,15 +44,22 @@ Result<Violation> take_violation(int listener_fd) {
   if (::ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_RECV, req) != 0) return fail(sys_error("receive seccomp notification"));
 
   Violation v;
-  v.host_pid = static_cast<pid_t>(req->pid);
+  v.host_pid = static_cast<pid_t>(req->pid);  // the calling thread, which need not lead its process
   v.syscall = describe_syscall(req->data.arch, req->data.nr);
-  // Kill through a pidfd, and only once the notification is known to be still pending:
-  // then the pidfd is the notifying process, not a later one that reused its pid.
-  UniqueFd pidfd(sys::pidfd_open(v.host_pid, 0));
+  // The kill is for the caller's whole process: a forbidden call from any thread ends it
+  // (a thread looping on one survived hundreds of thousands of EPERMs when only a leader
+  // could be killed: pidfd_open refuses a thread that is not a group leader). Its status
+  // names the group (Tgid); the group's pidfd is the caller's process only if, after it
+  // is opened, the notification is still pending: a thread blocked in a notified call
+  // keeps its process, and so its number, alive.
+  auto status = files::read_file("/proc/" + std::to_string(v.host_pid) + "/status");
+  pid_t tgid = status ? innermost(*status, "Tgid:") : 0;
+  UniqueFd pidfd(tgid > 0 ? sys::pidfd_open(tgid, 0) : -1);
   if (pidfd && ::ioctl(listener_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0) {
-    if (auto status = files::read_file("/proc/" + std::to_string(v.host_pid) + "/status")) {
-      v.sandbox_pid = innermost(*status, "NSpid:");
-      v.sandbox_pgid = innermost(*status, "NSpgid:");
+    v.host_pid = tgid;
+    if (auto group = files::read_file("/proc/" + std::to_string(tgid) + "/status")) {
+      v.sandbox_pid = innermost(*group, "NSpid:");
+      v.sandbox_pgid = innermost(*group, "NSpgid:");
     }
     // The process dies before the call is answered: it never runs another instruction.
     ::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);

@@ -144,7 +144,8 @@ Result<UniqueFd> FilesVolume::create_file(const std::string& relative) {
   return fd;
 }
 
-Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string& relative, uint64_t max_bytes, mode_t mode) {
+Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string& relative, uint64_t max_bytes, mode_t mode,
+                                                  const std::function<Result<void>()>& before_commit) {
   auto rel = NSBOX_TRY(normalize(relative));
   auto [parent, name] = split_parent(rel);
   if (name.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no file name in '" + relative + "'"));
@@ -179,6 +180,8 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
                           "raise it with --max-size, or split the file");
       }});
   if (!copied) return discard(copied.error());
+  if (before_commit)
+    if (auto ok = before_commit(); !ok) return discard(ok.error());
   if (::geteuid() == 0) (void)::fchown(out.get(), owner_, group_);
   (void)::fchmod(out.get(), (mode & 0111) ? 0755 : 0644);
   if (unnamed && ::linkat(out.get(), "", staging.get(), temp.c_str(), AT_EMPTY_PATH) != 0) {
@@ -207,34 +210,10 @@ Result<FilesVolume::Uploaded> FilesVolume::upload(int source, const std::string&
   return Uploaded{rel, copied->bytes, std::move(copied->sha256)};
 }
 
-Result<FilesVolume::Page> FilesVolume::list(const std::string& relative_dir, size_t limit, const std::string& cursor) {
+Result<files::DirPage> FilesVolume::list(const std::string& relative_dir, size_t limit, const std::string& cursor) {
   auto rel = NSBOX_TRY(normalize(relative_dir.empty() ? "." : relative_dir));
   auto dir = NSBOX_TRY(open_dir(rel, false));
-  int dup = ::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0);
-  DIR* d = ::fdopendir(dup);
-  if (!d) {
-    ::close(dup);
-    return fail(sys_error("list " + rel));
-  }
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != ".." && n > cursor) names.push_back(std::move(n));
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  Page page;
-  for (const auto& n : names) {
-    if (page.entries.size() == limit) {
-      page.next_cursor = page.entries.back().name;
-      break;
-    }
-    struct stat st{};
-    if (::fstatat(dir.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
-    std::string type = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : S_ISLNK(st.st_mode) ? "symlink" : "other";
-    page.entries.push_back({n, type, static_cast<uint64_t>(st.st_size), static_cast<int64_t>(st.st_mtime)});
-  }
-  return page;
+  return files::list_page(dir.get(), limit, cursor, rel.empty() ? "/mnt/files" : rel);
 }
 
 Result<UniqueFd> FilesVolume::open_file(const std::string& relative, struct stat* st) {

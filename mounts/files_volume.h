@@ -15,10 +15,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "isolation/sys/error.h"
+#include "isolation/sys/files.h"
 #include "isolation/sys/unique_fd.h"
 
 namespace nsbox {
@@ -45,22 +47,15 @@ class FilesVolume {
   // Copies `source` to `relative`, atomically: readers see the old file or the whole new
   // one, never a part (a staging file in .nsbox/uploads/, fsync, rename). `mode`'s
   // executable bits are kept. Refused past `max_bytes`, and ENOSPC past the quota.
-  Result<Uploaded> upload(int source, const std::string& relative, uint64_t max_bytes, mode_t mode);
+  // `before_commit`, when given, is asked once every byte is in: an error from it (the
+  // source ended early: a client went away) discards the upload.
+  Result<Uploaded> upload(int source, const std::string& relative, uint64_t max_bytes, mode_t mode,
+                          const std::function<Result<void>()>& before_commit = {});
   Result<void> make_dirs(const std::string& relative);
 
-  struct Entry {
-    std::string name;
-    std::string type;  // file, dir, symlink, other
-    uint64_t size = 0;
-    int64_t mtime = 0;  // seconds since the epoch
-  };
-  struct Page {
-    std::vector<Entry> entries;
-    std::string next_cursor;  // empty on the last page
-  };
   // Entries of a directory by name; a cursor names where the previous page stopped, so it
   // stays valid while files are added or removed.
-  Result<Page> list(const std::string& relative_dir, size_t limit, const std::string& cursor);
+  Result<files::DirPage> list(const std::string& relative_dir, size_t limit, const std::string& cursor);
 
   // A regular file, opened for reading (its size in `st`).
   Result<UniqueFd> open_file(const std::string& relative, struct stat* st);

@@ -2,11 +2,9 @@
 
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <sched.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +14,6 @@
 #include <optional>
 #include <sstream>
 
-#include "isolation/sys/fd_passing.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 
@@ -147,37 +144,30 @@ Result<void> mount(const std::string& image, const std::string& target) {
   return {};
 }
 
+// A detached mount (fsopen, fsmount): in no mount namespace, nothing to unmount, alive as
+// long as an fd refers to it (the loop device, autoclear, goes with the last). No child
+// process: the files API runs in multi-threaded servers, where a fork that goes on to
+// mount and allocate could deadlock on a lock another thread held.
 Result<UniqueFd> open_privately(const std::string& image) {
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair"));
-  UniqueFd ours(pair[0]), theirs(pair[1]);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    // A mount namespace of this child's own: the mount dies with it, but the directory
-    // fd it sends keeps the filesystem alive for the parent.
-    int err = 0;
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) err = errno;
-    std::string message = "ok";
-    if (!err) {
-      if (auto r = mount(image, "/tmp"); !r) {  // over /tmp, in this child's namespace only
-        err = r.error().sys_errno ? r.error().sys_errno : EIO;
-        message = r.error().message;
-      }
-    } else {
-      message = std::string("unshare(CLONE_NEWNS): ") + std::strerror(err);
-    }
-    int dir = err ? -1 : ::open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (!err && dir < 0) message = std::string("open its root: ") + std::strerror(errno);
-    (void)sys::send_with_fd(theirs.get(), message.data(), message.size(), dir);
-    ::_exit(0);
-  }
-  theirs.reset();
-  if (pid < 0) return fail(sys_error("fork to open a volume"));
-  char buf[1024];
-  UniqueFd dir;
-  ssize_t n = sys::recv_with_fd(ours.get(), buf, sizeof buf, dir);
-  ::waitpid(pid, nullptr, 0);
-  if (!dir) return fail(make_error(ErrorCode::kSystem, "open volume " + image + ": " + std::string(buf, n > 0 ? static_cast<size_t>(n) : 0)));
+  auto loop = NSBOX_TRY(attach(image));  // held open until the mount holds the device
+  UniqueFd context(::fsopen("ext4", FSOPEN_CLOEXEC));
+  if (!context) return fail(sys_error("fsopen ext4 for " + image));
+  auto configure_error = [&](const char* step) {
+    int err = errno;
+    // The filesystem explains itself in the context's message log.
+    char why[256] = {};
+    ssize_t n = ::read(context.get(), why, sizeof why - 1);
+    std::string detail = n > 0 ? std::string(": ") + std::string(why, static_cast<size_t>(n)) : "";
+    return sys_error(std::string(step) + " " + image + " (" + loop.device + ")" + detail, err);
+  };
+  if (::fsconfig(context.get(), FSCONFIG_SET_STRING, "source", loop.device.c_str(), 0) != 0)
+    return fail(configure_error("configure the mount of"));
+  if (::fsconfig(context.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) return fail(configure_error("mount"));
+  UniqueFd mount(::fsmount(context.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
+  if (!mount) return fail(sys_error("fsmount " + image + " (" + loop.device + ")"));
+  // fsmount gives an O_PATH handle on the root; the files API reads the directory itself.
+  UniqueFd dir(::openat(mount.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return fail(sys_error("open the root of " + image));
   return dir;
 }
 

@@ -38,8 +38,8 @@ Result<Attached> attach(const std::string& image);
 // Mounts `image` at `target` in the caller's mount namespace (nosuid, nodev).
 Result<void> mount(const std::string& image, const std::string& target);
 
-// A directory fd on the root of `image`, mounted in a mount namespace of a short-lived
-// child process: usable until closed, invisible to everyone else, leaving nothing behind.
+// A directory fd on the root of `image`, a detached mount (in no mount namespace): usable
+// until closed, invisible to everyone else, leaving nothing behind. Thread-safe.
 Result<UniqueFd> open_privately(const std::string& image);
 
 // Parses "10G", "512M", "1048576" (bytes); refuses 0 and sizes under 16 MiB.

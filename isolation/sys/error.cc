@@ -7,7 +7,7 @@
 namespace nsbox {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 13> kNames = {{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 17> kNames = {{
     {ErrorCode::kInvalidArgument, "invalid_argument"},
     {ErrorCode::kNotFound, "not_found"},
     {ErrorCode::kAlreadyExists, "already_exists"},
@@ -21,6 +21,10 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 13> kNames = {{
     {ErrorCode::kBusy, "busy"},
     {ErrorCode::kRemote, "remote"},
     {ErrorCode::kInternal, "internal"},
+    {ErrorCode::kMalformedRequest, "malformed_request"},
+    {ErrorCode::kUnauthorized, "unauthorized"},
+    {ErrorCode::kSandboxDisabled, "sandbox_disabled"},
+    {ErrorCode::kUnavailable, "unavailable"},
 }};
 
 }  // namespace

@@ -27,6 +27,11 @@ enum class ErrorCode {
   kBusy,              // the sandbox is busy (e.g. being removed)
   kRemote,            // an object store refused or failed a request (its status says why)
   kInternal,          // a bug in nsbox
+  // Said by the HTTP API (docs/api.md), never by the CLI:
+  kMalformedRequest,  // not JSON, a field of the wrong type, an unknown field
+  kUnauthorized,      // no bearer token, or a wrong one
+  kSandboxDisabled,   // a sandbox call in a session made without a sandbox
+  kUnavailable,       // the server is stopping, or has too many connections
 };
 
 // Stable spelling used in JSON (`"code": "not_found"`); never rename one.

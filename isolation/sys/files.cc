@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <queue>
 #include <random>
 #include <vector>
 
@@ -83,6 +85,40 @@ Result<uint64_t> copy_stream(int in, int out, std::string_view in_name, std::str
   }
 }
 
+Result<uint64_t> copy_sparse(int in, int out, uint64_t size, std::string_view in_name, std::string_view out_name) {
+  std::vector<char> buf;
+  off_t pos = 0;
+  while (static_cast<uint64_t>(pos) < size) {
+    off_t data = ::lseek(in, pos, SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break;  // only a hole is left
+    if (data < 0) return fail(sys_error("find data in " + std::string(in_name)));
+    off_t hole = ::lseek(in, data, SEEK_HOLE);
+    if (hole < 0) return fail(sys_error("find a hole in " + std::string(in_name)));
+    hole = std::min<off_t>(hole, static_cast<off_t>(size));
+    // The data: copy_file_range where both filesystems allow it, else pread/pwrite.
+    for (off_t at = data; at < hole;) {
+      off_t from = at, to = at;
+      ssize_t n = buf.empty() ? ::copy_file_range(in, &from, out, &to, static_cast<size_t>(hole - at), 0) : -1;
+      if (n < 0 && buf.empty() && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) buf.resize(1 << 20);
+      if (!buf.empty()) {
+        n = sys::retry_eintr([&] { return ::pread(in, buf.data(), std::min<size_t>(buf.size(), static_cast<size_t>(hole - at)), at); });
+        if (n > 0)
+          for (ssize_t done = 0; done < n;) {
+            ssize_t w = sys::retry_eintr([&] { return ::pwrite(out, buf.data() + done, static_cast<size_t>(n - done), at + done); });
+            if (w < 0) return fail(sys_error("write " + std::string(out_name)));
+            done += w;
+          }
+      }
+      if (n < 0) return fail(sys_error("copy " + std::string(in_name) + " to " + std::string(out_name)));
+      if (n == 0) break;  // the file shrank meanwhile
+      at += n;
+    }
+    pos = hole;
+  }
+  if (::ftruncate(out, static_cast<off_t>(size)) != 0) return fail(sys_error("size " + std::string(out_name)));
+  return size;
+}
+
 Result<void> write_file(const std::string& path, std::string_view data) {
   UniqueFd fd(sys::retry_eintr([&] { return ::open(path.c_str(), O_WRONLY | O_CLOEXEC); }));
   if (!fd) return fail(sys_error("open " + path));
@@ -152,74 +188,46 @@ Result<void> ensure_private_dir(const std::string& path) {
   return {};
 }
 
-namespace {
-
-Result<void> remove_entries(int dirfd, const std::string& shown, dev_t dev) {
+Result<DirPage> list_page(int dirfd, size_t limit, const std::string& cursor, const std::string& shown) {
   int dup = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-  if (dup < 0) return fail(sys_error("dup fd of " + shown));
-  DIR* d = ::fdopendir(dup);
+  DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
   if (!d) {
-    ::close(dup);
-    return fail(sys_error("fdopendir " + shown));
+    if (dup >= 0) ::close(dup);
+    return fail(sys_error("list " + shown));
   }
-  Result<void> result;
+  // The limit + 1 smallest names after the cursor, in a max-heap.
+  std::priority_queue<std::string> smallest;
   while (dirent* e = ::readdir(d)) {
-    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
-    struct stat st{};
-    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    std::string child = shown + "/" + e->d_name;
-    if (S_ISDIR(st.st_mode)) {
-      if (st.st_dev != dev) {
-        result = fail(make_error(ErrorCode::kBusy, "refusing to remove " + child +
-                                                       ": it is a mount point"));
-        continue;
-      }
-      UniqueFd sub(::openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!sub) { result = fail(sys_error("open " + child)); continue; }
-      // Code in a sandbox may leave a directory read-only; its owner may open it again.
-      if ((st.st_mode & 0700) != 0700) ::fchmod(sub.get(), 0700);
-      if (auto r = remove_entries(sub.get(), child, dev); !r) { result = r; continue; }
-      if (::unlinkat(dirfd, e->d_name, AT_REMOVEDIR) != 0) result = fail(sys_error("rmdir " + child));
-    } else if (::unlinkat(dirfd, e->d_name, 0) != 0) {
-      result = fail(sys_error("unlink " + child));
+    std::string_view n = e->d_name;
+    if (n == "." || n == ".." || n <= cursor) continue;
+    if (smallest.size() <= limit) {
+      smallest.emplace(n);
+    } else if (n < smallest.top()) {
+      smallest.pop();
+      smallest.emplace(n);
     }
   }
   ::closedir(d);
-  return result;
-}
-
-}  // namespace
-
-Result<void> remove_tree(const std::string& path) {
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return {};
-    return fail(sys_error("stat " + path));
+  std::vector<std::string> names;
+  names.reserve(smallest.size());
+  for (; !smallest.empty(); smallest.pop()) names.push_back(smallest.top());
+  std::reverse(names.begin(), names.end());
+  DirPage page;
+  for (const auto& n : names) {
+    if (page.entries.size() == limit) {
+      page.next_cursor = page.entries.back().name;
+      break;
+    }
+    struct stat st{};
+    if (::fstatat(dirfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+    std::string type = S_ISREG(st.st_mode) ? "file" : S_ISDIR(st.st_mode) ? "dir" : S_ISLNK(st.st_mode) ? "symlink" : "other";
+    page.entries.push_back({n, type, static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_blocks) * 512,
+                            static_cast<uint32_t>(st.st_mode & 07777), static_cast<int64_t>(st.st_mtime)});
   }
-  if (!S_ISDIR(st.st_mode)) {
-    if (::unlink(path.c_str()) != 0) return fail(sys_error("unlink " + path));
-    return {};
-  }
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return fail(sys_error("open " + path));
-  NSBOX_CHECK(remove_entries(fd.get(), path, st.st_dev));
-  if (::rmdir(path.c_str()) != 0) return fail(sys_error("rmdir " + path));
-  return {};
-}
-
-Result<void> remove_tree_at(int dirfd, const std::string& name, const std::string& shown) {
-  struct stat st{};
-  if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return fail(sys_error("stat " + shown));
-  if (!S_ISDIR(st.st_mode)) {
-    if (::unlinkat(dirfd, name.c_str(), 0) != 0) return fail(sys_error("unlink " + shown));
-    return {};
-  }
-  UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return fail(sys_error("open " + shown));
-  if ((st.st_mode & 0700) != 0700) ::fchmod(fd.get(), 0700);
-  NSBOX_CHECK(remove_entries(fd.get(), shown, st.st_dev));
-  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0) return fail(sys_error("rmdir " + shown));
-  return {};
+  // Names that vanished meanwhile left the page short: there is still more after it.
+  if (page.next_cursor.empty() && names.size() > limit)
+    page.next_cursor = page.entries.empty() ? names.back() : page.entries.back().name;
+  return page;
 }
 
 Result<UniqueFd> open_dir(const std::string& path) {

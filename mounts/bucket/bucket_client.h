@@ -67,6 +67,14 @@ class BucketClient {
   virtual void stop() = 0;
 };
 
+// The errno a filesystem call on a bucket mount gives for `e`: the one table from nsbox's
+// errors to errnos (docs/semantics.md, "Bucket mounts", says what a caller sees). The
+// errno the failing step chose goes through when it tells the caller something true
+// about its call: ESTALE (the object changed since the open), EFBIG and EDQUOT (the
+// mount's staging budget), ENOSPC (the staging disk's reserve), ENOENT, EACCES... Else
+// the error's code decides; what is left (the remote failed, the server did) is EIO.
+int errno_for(const Error& e);
+
 std::unique_ptr<BucketClient> make_s3_client(const BucketMount& mount, const BucketCredentials& credentials,
                                              HttpLimits limits = {});
 std::unique_ptr<BucketClient> make_azure_client(const BucketMount& mount, const BucketCredentials& credentials,

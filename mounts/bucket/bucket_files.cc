@@ -22,11 +22,10 @@ namespace nsbox::bucket::fs_ops {
 namespace {
 
 constexpr size_t kDownloadChunk = 8 << 20;
-// S3's largest object: past it, writes and truncates get EFBIG rather than an upload the
-// store will refuse at close.
-constexpr uint64_t kMaxObjectSize = 5ull << 40;
-// Staging files are on the host's disk, which no quota of the sandbox covers: a writer
-// without end gets ENOSPC while the disk still has kStagingReserve (or 5 %) free.
+constexpr uint64_t kMaxObjectSize = BucketFs::kMaxObjectSize;
+// Staging files are on the host's disk, which no quota of the sandbox covers. Each mount
+// has its budget (staging_budget.h); all of them together still leave kStagingReserve
+// (or 5 %) of the disk free: past it a writer gets ENOSPC.
 constexpr uint64_t kStagingReserve = 1ull << 30;
 
 struct OpenFile {
@@ -34,6 +33,7 @@ struct OpenFile {
   fuse_ino_t ino = 0;
   std::string key;  // at the open: the reader's, and what messages name
   std::unique_ptr<ObjectReader> reader;
+  StagingBudget::Claim claim;  // the staging file's size, held in the mount's budget
   UniqueFd staging;
   bool dirty = false;  // written since the last upload: flush/fsync/release upload it
   // Created, or truncated by O_TRUNC, and not written yet: uploaded at release, not at a
@@ -57,6 +57,23 @@ Error no_room(BucketFs& fs, const std::string& key) {
                                                       ") is nearly full");
   e.sys_errno = ENOSPC;
   return e;
+}
+
+// EFBIG or EDQUOT from the mount's budget, for the log and the caller.
+Error over_budget(BucketFs& fs, const std::string& key, uint64_t size, int err) {
+  std::string limit = std::to_string(fs.staging_budget().limit());
+  Error e = make_error(ErrorCode::kLimitExceeded,
+                       "stage " + key + " at " + std::to_string(size) + " bytes: " +
+                           (err == EFBIG ? "larger than the mount's staging budget (staging_bytes " + limit + ")"
+                                         : "the mount's files being written hold its staging budget (staging_bytes " + limit + ")"));
+  e.sys_errno = err;
+  return e;
+}
+
+// The staging file of `file` is to be `size` bytes: its claim grows (or shrinks) first.
+Result<void> claim_staging(BucketFs& fs, OpenFile& file, uint64_t size) {
+  if (int err = file.claim.resize(size)) return fail(over_budget(fs, file.key, size, err));
+  return {};
 }
 
 Result<UniqueFd> staging_file(BucketFs& fs) {
@@ -119,11 +136,13 @@ Result<void> refresh(BucketFs& fs, fuse_ino_t ino, Node& node) {
 
 Result<void> open_for_writing(BucketFs& fs, OpenFile& file, Node& node, int flags) {
   bool truncating = (flags & O_TRUNC) != 0;
+  bool downloading = !truncating && node.size > 0 && !node.local;
+  file.claim = StagingBudget::Claim(fs.staging_budget());
+  if (downloading) NSBOX_CHECK(claim_staging(fs, file, node.size));
   if (!truncating && !staging_has_room(fs, node.size)) return fail(no_room(fs, file.key));
   file.staging = NSBOX_TRY(staging_file(fs));
   file.unsent = truncating;
-  if (!truncating && node.size > 0 && !node.local)
-    NSBOX_CHECK(download_into(fs, file.key, node, file.staging.get(), node.size));
+  if (downloading) NSBOX_CHECK(download_into(fs, file.key, node, file.staging.get(), node.size));
   if (truncating) {
     node.size = 0;
     fs.inodes().update(file.ino, node);
@@ -158,6 +177,8 @@ Result<void> truncate_path(BucketFs& fs, fuse_ino_t ino, const Node& node, uint6
   OpenFile temp;
   temp.ino = ino;
   temp.key = fs.key_of(node.path);
+  temp.claim = StagingBudget::Claim(fs.staging_budget());
+  NSBOX_CHECK(claim_staging(fs, temp, size));
   temp.staging = NSBOX_TRY(staging_file(fs));
   if (size > 0 && !node.local) NSBOX_CHECK(download_into(fs, temp.key, node, temp.staging.get(), size));
   if (::ftruncate(temp.staging.get(), static_cast<off_t>(size)) != 0) return fail(sys_error("truncate the staging copy"));
@@ -204,6 +225,7 @@ void op_create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t, fuse
   node.seen_at = Clock::now();
   auto file = std::make_unique<OpenFile>();
   file->key = fs.key_of(node.path);
+  file->claim = StagingBudget::Claim(fs.staging_budget());  // empty: nothing held yet
   file->staging = std::move(*staging);
   file->unsent = true;  // an empty file is a file too
   fuse_entry_param entry{};
@@ -228,12 +250,18 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char* data, size_t size, off
   if (end > kMaxObjectSize) return (void)fuse_reply_err(req, EFBIG);
   if (!staging_has_room(fs, size)) return (void)fuse_reply_err(req, errno_of(no_room(fs, f.key), "write"));
   ssize_t n = -1;
-  int err = EBADF;
+  int err = EBADF, over = 0;
   {
     std::lock_guard lock(f.mutex);
-    if (f.staging) n = ::pwrite(f.staging.get(), data, size, offset), err = errno;
-    if (n >= 0) f.dirty = true;
+    // The file's size, not the bytes written, is what goes up: a byte far past the end
+    // stages (and uploads) the hole before it too.
+    if (f.staging && (over = f.claim.cover(end)) == 0) {
+      n = ::pwrite(f.staging.get(), data, size, offset);
+      if (n < 0) err = errno;
+      else f.dirty = true;
+    }
   }
+  if (over) return (void)fuse_reply_err(req, errno_of(over_budget(fs, f.key, end, over), "write"));
   if (n < 0) return (void)fuse_reply_err(req, err);
   if (auto node = fs.inodes().get(ino); node && node->size < static_cast<uint64_t>(offset) + static_cast<uint64_t>(n)) {
     node->size = static_cast<uint64_t>(offset) + static_cast<uint64_t>(n);
@@ -274,8 +302,15 @@ void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, f
     int err = 0;
     if (open && open->staging) {
       std::lock_guard lock(open->mutex);
-      if (::ftruncate(open->staging.get(), attr->st_size) != 0) err = errno;
-      else open->dirty = true;
+      uint64_t before = open->claim.held();
+      if (auto claimed = claim_staging(fs, *open, size); !claimed) {
+        err = errno_of(claimed.error(), "truncate");
+      } else if (::ftruncate(open->staging.get(), attr->st_size) != 0) {
+        err = errno;
+        if (size > before) (void)open->claim.resize(before);
+      } else {
+        open->dirty = true;
+      }
     } else if (auto r = truncate_path(fs, ino, *node, size); !r) {
       err = errno_of(r.error(), "truncate");
     }

@@ -6,22 +6,19 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "isolation/sys/log.h"
 #include "mounts/bucket/directory_stream.h"
 #include "mounts/bucket/fs_common.h"
 
 namespace nsbox::bucket::fs_ops {
 namespace {
-
-constexpr int kLogLinesPerSecond = 20;
 
 struct OpenDir {
   std::string path;
@@ -273,25 +270,8 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 }  // namespace
 
 int errno_of(const Error& e, const char* op) {
-  static std::atomic<int64_t> window{0};
-  static std::atomic<int> lines{0}, suppressed{0};
-  int64_t now = std::time(nullptr);
-  if (window.exchange(now) != now) {
-    if (int n = suppressed.exchange(0)) std::fprintf(stderr, "nsbox-bucketfs: (%d more errors not logged)\n", n);
-    lines = 0;
-  }
-  if (++lines <= kLogLinesPerSecond) {
-    std::string message = e.message.size() > 600 ? e.message.substr(0, 600) + "..." : e.message;
-    std::fprintf(stderr, "nsbox-bucketfs: %s: %s\n", op, message.c_str());
-  } else {
-    ++suppressed;
-  }
-  switch (e.sys_errno) {
-    case ENOENT: case EACCES: case ENOTEMPTY: case ENOSPC: case EDQUOT: case EMFILE: case ENFILE: case ENAMETOOLONG:
-      return e.sys_errno;
-    default:
-      return EIO;
-  }
+  log::limited(log::Level::kWarn, op, std::string(op) + ": " + e.message);
+  return errno_for(e);
 }
 
 bool valid_new_name(const BucketFs& fs, const char* name) {

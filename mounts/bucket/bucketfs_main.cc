@@ -6,7 +6,7 @@
 //            "staging_dir": DIR, "uid": N, "gid": N}   (closed after)
 //   fd 3:   one JSON line once mounted ({"ok":true}) or not ({"ok":false,"error":{...}})
 //   --probe: only check the bucket and report (for mounts rclone or s3fs serve)
-//   stderr: the supervisor's log (why a request failed; never a secret)
+//   stderr: the supervisor's log (why a request failed, rate-limited; never a secret)
 //   environment: PATH only
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -18,6 +18,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "isolation/sys/log.h"
 #include "mounts/bucket/bucket_fs.h"
 
 namespace {
@@ -57,7 +58,7 @@ Result<Config> read_config() {
   c.credentials = BucketCredentials::from_json(j.value("credentials", json::object()));
   c.mountpoint = j.value("mountpoint", "");
   c.options = {j.value("uid", 0u), j.value("gid", 0u), c.mount.read_only, c.mount.prefix, j.value("staging_dir", "/tmp"),
-               c.mount.kind == BucketKind::kAzureBlob};
+               c.mount.kind == BucketKind::kAzureBlob, c.mount.staging_bytes};
   return c;
 }
 
@@ -122,6 +123,7 @@ int serve(BucketFs& fs, BucketClient& client, const Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  log::set_program("nsbox-bucketfs");
   // Before the credentials are read: no core dump of a process holding keys, and no
   // ptrace or /proc/PID/mem by anyone without CAP_SYS_PTRACE.
   ::prctl(PR_SET_DUMPABLE, 0);
@@ -147,5 +149,7 @@ int main(int argc, char** argv) {
   BucketFs fs(*client, config->options);
   // Once the session is over nothing can reach the kernel any more: no destructor runs,
   // so a read-ahead waiting on a stalled remote does not hold the exit.
-  ::_exit(serve(fs, *client, *config));
+  int status = serve(fs, *client, *config);
+  log::report_dropped();  // what the rate limit held back, counted
+  ::_exit(status);
 }

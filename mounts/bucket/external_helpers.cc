@@ -61,8 +61,9 @@ HelperCommand rclone(const std::string& program, const BucketMount& m, const Buc
                               std::to_string(p.gid), "--umask", "022", "--dir-cache-time", "1s", "--attr-timeout", "1s",
                               // Written files go up right after close (rclone's close does not wait for it).
                               "--vfs-cache-mode", "writes", "--vfs-write-back", "0s",
-                              // Debian's rclone (1.60) has no --vfs-cache-min-free-space to bound it by.
-                              "--vfs-cache-max-size", rclone_size(p.cache_max_bytes)},
+                              // Debian's rclone (1.60) has no --vfs-cache-min-free-space to bound it by;
+                              // the mount's staging budget caps it too (softly: rclone keeps open files).
+                              "--vfs-cache-max-size", rclone_size(std::min(p.cache_max_bytes, m.staging_bytes))},
                     {{config, text}}, kEnvironment};
   if (m.read_only) cmd.argv.push_back("--read-only");
   return cmd;

@@ -19,8 +19,9 @@ inline std::string parent_of(const std::string& path) {
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
-// The errno a failure gives the caller; why goes to the server's log (the supervisor's),
-// at most a few lines a second, so that a sandbox cannot fill the host's /run with it.
+// The errno a failure gives the caller (errno_for: the one table); why goes to the
+// server's log (the supervisor's), rate-limited per operation (log::limited), so that a
+// sandbox cannot fill the host's /run with it.
 int errno_of(const Error& e, const char* op);
 
 // A name the sandbox may create: no control characters (S3 listings could not carry them

@@ -59,7 +59,8 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   auto colon = line.find(':');
   if (colon == std::string_view::npos) return n;
   std::string name(line.substr(0, colon));
-  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : name)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');  // ASCII, whatever the locale
   std::string_view value = line.substr(colon + 1);
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) value.remove_suffix(1);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <sstream>
 
@@ -160,6 +161,13 @@ Result<void> check_prefix(const std::string& prefix, MountStrategy strategy) {
   return {};
 }
 
+// `staging_bytes` in a manifest: a number of bytes, or a size string as --mount takes it.
+Result<uint64_t> staging_bytes_of(const json& value) {
+  if (value.is_string()) return parse_staging_bytes(value.get<std::string>());
+  if (value.is_number_unsigned()) return parse_staging_bytes(std::to_string(value.get<uint64_t>()));
+  return fail(invalid("staging_bytes must be a number of bytes or a size like \"512M\""));
+}
+
 std::string env_value(const Environment& env, std::initializer_list<std::string_view> names) {
   for (auto name : names)
     for (const auto& [k, v] : env)
@@ -219,6 +227,7 @@ json BucketMount::to_json() const {
             {"mount_path", mount_path}, {"read_only", read_only},  {"strategy", strategy_name(strategy)}};
   if (!account.empty()) j["account"] = account;
   if (!credentials_file.empty()) j["credentials_file"] = credentials_file;
+  j["staging_bytes"] = staging_bytes;
   return j;
 }
 
@@ -242,6 +251,7 @@ Result<BucketMount> BucketMount::from_json(const json& j) {
     m.path_style = j.value("path_style", true);
     m.read_only = j.value("read_only", true);
     m.credentials_file = j.value("credentials_file", "");
+    if (j.contains("staging_bytes")) m.staging_bytes = NSBOX_TRY(staging_bytes_of(j["staging_bytes"]));
     std::string strategy = j.value("strategy", "builtin");
     known = false;
     for (const auto& [s, name] : kStrategies)
@@ -272,11 +282,22 @@ Result<BucketMount> parse_mount_flag(std::string_view flag) {
     return fail(invalid("mount '" + std::string(flag) + "' has no mount path", "write " + scheme + "://BUCKET[/PREFIX]:/PATH[:rw]"));
   std::string source(rest.substr(0, colon));
   std::string target(rest.substr(colon + 1));
-  bool read_only = true;
-  if (target.ends_with(":rw")) read_only = false, target.resize(target.size() - 3);
-  else if (target.ends_with(":ro")) target.resize(target.size() - 3);
+  // Options after the path, in any order, each at most once: ":rw" or ":ro", and
+  // ":staging_bytes=SIZE". What is not one of them is part of the path.
+  bool read_only = true, access_given = false;
+  std::optional<std::string> staging_bytes;
+  for (auto at = target.rfind(':'); at != std::string::npos; at = target.rfind(':')) {
+    std::string option = target.substr(at + 1);
+    if ((option == "rw" || option == "ro") && !access_given) read_only = option == "ro", access_given = true;
+    else if (option.starts_with("staging_bytes=") && staging_bytes)
+      return fail(invalid("--mount " + std::string(flag) + ": staging_bytes is given twice"));
+    else if (option.starts_with("staging_bytes=")) staging_bytes = option.substr(14);
+    else break;
+    target.resize(at);
+  }
 
   json j = {{"mount_path", target}, {"read_only", read_only}};
+  if (staging_bytes) j["staging_bytes"] = *staging_bytes;
   auto slash = source.find('/');
   std::string first = source.substr(0, slash);
   std::string after = slash == std::string::npos ? "" : source.substr(slash + 1);
@@ -296,6 +317,30 @@ Result<BucketMount> parse_mount_flag(std::string_view flag) {
   auto m = BucketMount::from_json(j);
   if (!m) return fail(std::move(m.error()).context("--mount " + std::string(flag)));
   return m;
+}
+
+Result<uint64_t> parse_staging_bytes(std::string_view text) {
+  constexpr uint64_t kMin = 1ull << 20, kMax = 1ull << 50;
+  auto bad = [&] {
+    return fail(invalid("staging_bytes '" + printable(std::string(text)) + "' is not a size from 1M to 1P",
+                        "give bytes, or a whole number with K, M, G, T or P, e.g. 512M or 10G"));
+  };
+  size_t digits = 0;
+  uint64_t value = 0;
+  for (; digits < text.size() && is_digit(text[digits]); ++digits) {
+    if (value > kMax) return bad();
+    value = value * 10 + static_cast<uint64_t>(text[digits] - '0');
+  }
+  std::string_view unit = text.substr(digits);
+  uint64_t scale = unit.empty()                       ? 1
+                   : unit == "K" || unit == "KiB" ? 1ull << 10
+                   : unit == "M" || unit == "MiB" ? 1ull << 20
+                   : unit == "G" || unit == "GiB" ? 1ull << 30
+                   : unit == "T" || unit == "TiB" ? 1ull << 40
+                   : unit == "P" || unit == "PiB" ? 1ull << 50
+                                                  : 0;
+  if (digits == 0 || scale == 0 || value > kMax / scale || value * scale < kMin) return bad();
+  return value * scale;
 }
 
 Result<std::vector<BucketMount>> parse_manifest(std::string_view text, std::string_view source_name) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,11 @@ enum class MountStrategy { kBuiltin, kRclone, kS3fs };
 std::string_view kind_name(BucketKind kind);  // s3 | r2 | gcs | azure_blob
 std::string_view strategy_name(MountStrategy strategy);  // builtin | rclone | s3fs
 
+// What a mount's writes may hold on the host by default (`staging_bytes`): as much as a
+// sandbox's files volume (--files-quota's default), so that a bucket mount does not let a
+// sandbox spend more of the host's disk than its own /mnt/files does.
+inline constexpr uint64_t kDefaultStagingBytes = 10ull << 30;
+
 struct BucketMount {
   BucketKind kind = BucketKind::kS3;
   std::string bucket;   // the container, for Azure
@@ -35,6 +41,11 @@ struct BucketMount {
   bool read_only = true;
   MountStrategy strategy = MountStrategy::kBuiltin;
   std::string credentials_file;  // KEY=VALUE lines, the same names as the environment's
+  // The most the mount's files open for writing may add up to, by their sizes as their
+  // writers see them (holes count: a staged file is uploaded whole, zeros and all). A file
+  // larger than this alone gets EFBIG; one the others leave no room for, EDQUOT
+  // (bucket_files.cc). rclone's cache is capped at it too; s3fs has no such bound.
+  uint64_t staging_bytes = kDefaultStagingBytes;
 
   std::string source() const;    // s3://bucket/prefix, azblob://account/container/prefix
   std::string describe() const;  // "s3://bucket/prefix at /data (read-only)"
@@ -66,10 +77,15 @@ struct MountRequest {
 
 using Environment = std::vector<std::pair<std::string, std::string>>;
 
-// `--mount` syntax: SCHEME://SOURCE:PATH[:rw|:ro] with schemes s3, r2, gs, azblob.
+// `--mount` syntax: SCHEME://SOURCE:PATH[:rw|:ro][:staging_bytes=SIZE] with schemes s3,
+// r2, gs, azblob.
 Result<BucketMount> parse_mount_flag(std::string_view flag);
 // A manifest: a JSON array of entries, or {"mounts": [...]}.
 Result<std::vector<BucketMount>> parse_manifest(std::string_view text, std::string_view source_name);
+
+// A size as `staging_bytes` takes it: bytes, or a whole number with K, M, G, T or P (binary,
+// "512M", "10G"); at least 1 MiB, at most 1 PiB.
+Result<uint64_t> parse_staging_bytes(std::string_view text);
 
 // Mount paths that can go into one sandbox together: each a valid mount path, none the
 // same as another or inside it (a mount would hide or be hidden by the other). For the

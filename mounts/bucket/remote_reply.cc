@@ -1,5 +1,7 @@
 #include "mounts/bucket/remote_reply.h"
 
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -132,10 +134,12 @@ std::time_t parse_iso8601(const std::string& text) {
   return ::timegm(&tm);
 }
 
+// curl's parser, not strptime: strptime's %a and %b take the names of the process's
+// LC_TIME (a German locale refuses "Mon"), and HTTP dates are English in every locale.
+// It takes the obsolete forms HTTP recipients must read too (RFC 850, asctime).
 std::time_t parse_http_date(const std::string& text) {
-  std::tm tm{};
-  if (!::strptime(text.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return 0;
-  return ::timegm(&tm);
+  std::time_t t = ::curl_getdate(text.c_str(), nullptr);
+  return t < 0 ? 0 : t;
 }
 
 }  // namespace nsbox::bucket

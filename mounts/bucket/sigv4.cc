@@ -1,7 +1,6 @@
 #include "mounts/bucket/sigv4.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "mounts/bucket/crypto.h"
 
@@ -23,9 +22,12 @@ std::string signed_header_names(const Headers& canonical) {
 
 }  // namespace
 
+// ASCII only, whatever the locale: std::tolower in a Turkish locale makes 'I' a dotless
+// 'ı' (0xFD in ISO-8859-9), and a header name the server would not match.
 std::string lowercase(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return out;
 }
 
@@ -48,8 +50,14 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
   static constexpr char kDigits[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(s.size());
+  // The unreserved characters of RFC 3986, ASCII only: std::isalnum would keep the bytes
+  // of 'é' (0xC3 0xA9) as they are in a Latin-1 locale, where the signer must encode them.
+  auto unreserved = [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+           c == '~';
+  };
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+    if (unreserved(c) || (keep_slash && c == '/')) {
       out += static_cast<char>(c);
     } else {
       out += '%';

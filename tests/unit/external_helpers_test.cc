@@ -1,8 +1,11 @@
 // The rclone and s3fs command lines nsbox builds: the secrets in files, never in argv or
 // the environment's AWS names; a missing tool named with its package. (Whether the tools
 // are installed does not matter here: the integration tests run them.)
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <set>
+#include <utility>
 
 #include "mounts/bucket/external_helpers.h"
 
@@ -14,6 +17,25 @@ std::string joined(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& a : argv) out += a + " ";
   return out;
+}
+
+// s3fs's -o list, option by option (an escaped "\," inside a value does not split it).
+std::set<std::string> s3fs_options(const HelperCommand& cmd) {
+  std::set<std::string> options;
+  std::string current;
+  const std::string& list = cmd.argv.back();
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == '\\' && i + 1 < list.size()) {
+      current += list.substr(i, 2);
+      ++i;
+    } else if (list[i] == ',') {
+      options.insert(std::exchange(current, {}));
+    } else {
+      current += list[i];
+    }
+  }
+  options.insert(current);
+  return options;
 }
 
 struct PathOverride {
@@ -53,7 +75,9 @@ TEST_CASE("s3fs gets a passwd file, or public_bucket when anonymous, and cannot 
   std::string argv = joined(cmd->argv);
   CHECK(argv.find("s3fs b /mnt/x -f -o url=http://127.0.0.1:9000,") == 0);
   CHECK(argv.find("passwd_file=/run/s/passwd-s3fs") != std::string::npos);
-  CHECK(argv.find(",ro") == std::string::npos);
+  REQUIRE(cmd->argv[cmd->argv.size() - 2] == "-o");
+  CHECK(s3fs_options(*cmd).count("allow_other"));
+  CHECK_FALSE(s3fs_options(*cmd).count("ro"));  // read_only: false
   CHECK(argv.find("the-secret") == std::string::npos);
   REQUIRE(cmd->secret_files.size() == 1);
   CHECK(cmd->secret_files[0].second == "AKID:the-secret\n");
@@ -67,6 +91,33 @@ TEST_CASE("s3fs gets a passwd file, or public_bucket when anonymous, and cannot 
                                     {"strategy", "s3fs"}});
   REQUIRE_FALSE(az);
   CHECK(az.error().message.find("s3fs cannot mount Azure Blob") != std::string::npos);
+}
+
+TEST_CASE("a read-only mount is read-only to each tool: s3fs gets ro, rclone --read-only") {
+  // Mounts are read-only unless asked (read_only defaults to true).
+  for (const char* strategy : {"s3fs", "rclone"}) {
+    INFO(strategy);
+    auto ro = BucketMount::from_json({{"bucket", "b"}, {"mount_path", "/data"}, {"strategy", strategy},
+                                      {"endpoint_url", "http://127.0.0.1:9000"}, {"region", "us-east-1"}});
+    REQUIRE(ro);
+    REQUIRE(ro->read_only);
+    auto rw = *ro;
+    rw.read_only = false;
+    std::string program = std::string("/usr/bin/") + strategy;
+    HelperPaths paths{"/mnt/x", "/run/s", "/var/cache/x", 1000, 1000};
+    auto ro_cmd = helper_command(program, *ro, {"AKID", "s", "", "", ""}, paths);
+    auto rw_cmd = helper_command(program, rw, {"AKID", "s", "", "", ""}, paths);
+    REQUIRE(ro_cmd);
+    REQUIRE(rw_cmd);
+    if (std::string(strategy) == "s3fs") {
+      CHECK(s3fs_options(*ro_cmd).count("ro"));
+      CHECK_FALSE(s3fs_options(*rw_cmd).count("ro"));
+    } else {
+      auto has = [](const HelperCommand& c) { return std::find(c.argv.begin(), c.argv.end(), "--read-only") != c.argv.end(); };
+      CHECK(has(*ro_cmd));
+      CHECK_FALSE(has(*rw_cmd));
+    }
+  }
 }
 
 TEST_CASE("a missing mount tool is an error that names the package") {

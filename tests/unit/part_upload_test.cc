@@ -1,12 +1,16 @@
 // The part plan and the parallel part loop that S3 multipart uploads and Azure block
 // uploads share: how a size is cut, that each part goes up once, how many at a time, and
 // what a failure stops.
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -46,6 +50,12 @@ struct SentParts {
     return copy;
   }
 };
+
+// The calling thread's id, and whether such a thread has ended: a worker of upload_parts
+// ends right after it recorded its part's failure, so its end is the marker that the
+// failure is seen (where a fixed sleep would only make that likely).
+pid_t this_thread_id() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
+bool thread_ended(pid_t tid) { return ::access(("/proc/self/task/" + std::to_string(tid)).c_str(), F_OK) != 0; }
 
 Error refused(uint64_t index) { return make_error(ErrorCode::kRemote, "part " + std::to_string(index) + " refused"); }
 
@@ -147,37 +157,39 @@ TEST_CASE("after a part fails, no further part is handed out and that failure is
     const int parallel = 4;
     SentParts sent;
     std::atomic<int> started{0};
-    std::atomic<bool> part0_failed{false};
+    std::atomic<pid_t> part0_thread{0};
     std::atomic<bool> all_started{false};
+    std::atomic<int> saw_failure{0};
     auto send_part = [&](uint64_t index, uint64_t, uint64_t) -> Result<void> {
       sent.add(index);
       ++started;
       if (index == 0) {
         all_started = eventually([&] { return started.load() == parallel; });
-        part0_failed = true;
+        part0_thread = this_thread_id();
         return fail(refused(index));
       }
-      // Parts 1 to 3 were handed out before the failure; they end after it is seen.
-      eventually([&] { return part0_failed.load(); });
-      std::this_thread::sleep_for(100ms);
+      // Parts 1 to 3 were handed out before the failure; they end once it is recorded (the
+      // thread that sent part 0 has ended).
+      if (eventually([&] { return part0_thread.load() != 0 && thread_ended(part0_thread.load()); })) ++saw_failure;
       return {};
     };
     auto result = upload_parts(PartPlan{10, 100}, 1000, parallel, send_part);
     REQUIRE_FALSE(result);
     CHECK(all_started);
+    CHECK(saw_failure == parallel - 1);
     CHECK(result.error().message == "part 0 refused");
     CHECK(sent.sorted() == std::vector<uint64_t>{0, 1, 2, 3});
   }
   SECTION("of several failures, the first one is returned") {
-    std::atomic<bool> part1_failed{false};
+    std::atomic<pid_t> part1_thread{0};
     std::atomic<bool> part0_waited{false};
     auto result = upload_parts(PartPlan{10, 2}, 20, 2, [&](uint64_t index, uint64_t, uint64_t) -> Result<void> {
       if (index == 1) {
-        part1_failed = true;
+        part1_thread = this_thread_id();
         return fail(refused(index));
       }
-      part0_waited = eventually([&] { return part1_failed.load(); });
-      std::this_thread::sleep_for(100ms);  // for part 1's failure to be recorded
+      // Part 0 fails only once part 1's failure is recorded: its thread has ended.
+      part0_waited = eventually([&] { return part1_thread.load() != 0 && thread_ended(part1_thread.load()); });
       return fail(refused(index));
     });
     REQUIRE_FALSE(result);
