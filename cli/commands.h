@@ -10,7 +10,10 @@
 
 namespace nsbox::cli {
 
+struct CommandHelp;
+
 struct Invocation {
+  const CommandHelp* command = nullptr;  // its row of cli/command_table.h
   std::vector<std::string> args;     // after the command name
   std::optional<std::string> root;   // global --root
   bool json = false;                 // global --json
@@ -29,6 +32,7 @@ int cmd_interrupt(const Invocation& inv);
 int cmd_restart(const Invocation& inv);
 int cmd_files(const Invocation& inv);
 int cmd_volume(const Invocation& inv);
+int cmd_serve(const Invocation& inv);
 
 // Shared by the commands: parse, settle --json/--root, open the runtime.
 struct CommandContext;

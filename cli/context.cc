@@ -2,17 +2,22 @@
 
 #include <cmath>
 
+#include "cli/command_table.h"
+
 namespace nsbox::cli {
 
-std::optional<CommandContext> prepare(const Invocation& inv, const FlagSpec& spec, int& exit_code, bool open_runtime) {
-  Output early{inv.json};
-  auto args = parse_args(inv.args, spec);
+std::optional<CommandContext> prepare(const Invocation& inv, int& exit_code, bool open_runtime) {
+  int failure_exit = inv.command->passes_exit_status ? kExitOwnFailure : 0;
+  Output early{inv.json, failure_exit};
+  auto args = parse_args(inv.args, inv.command->spec());
   if (!args) {
-    exit_code = early.error(args.error());
+    Error e = std::move(args.error());
+    e.hint = "see `nsbox " + std::string(inv.command->name) + " --help`";
+    exit_code = early.error(e);
     return std::nullopt;
   }
   const bool json = inv.json || args->has("json");
-  CommandContext ctx{std::move(*args), Output{json}, std::nullopt};
+  CommandContext ctx{std::move(*args), Output{json, failure_exit}, std::nullopt};
   std::optional<std::string> root = inv.root;
   if (ctx.args.values.count("root")) root = ctx.args.value("root");
   if (open_runtime) {

@@ -16,9 +16,9 @@ struct CommandContext {
   std::optional<Runtime> runtime;
 };
 
-// On failure the error has been printed and `exit_code` set.
-std::optional<CommandContext> prepare(const Invocation& inv, const FlagSpec& spec, int& exit_code,
-                                      bool open_runtime = true);
+// Parses the arguments by the command's flags (cli/command_table.h), settles --json and
+// --root, opens the runtime. On failure the error has been printed and `exit_code` set.
+std::optional<CommandContext> prepare(const Invocation& inv, int& exit_code, bool open_runtime = true);
 
 // Reads the --env K=V flags.
 Result<EnvList> env_flags(const ParsedArgs& args);

@@ -51,7 +51,7 @@ preflight::Check bucket_mounts_check() {
 
 int cmd_doctor(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {}, code, /*open_runtime=*/false);
+  auto ctx = prepare(inv, code, /*open_runtime=*/false);
   if (!ctx) return code;
   auto checks = preflight::run_all();
   checks.push_back(files_quota_check());

@@ -28,9 +28,7 @@ struct Captured {
 };
 
 OutputCallback stream_to_terminal() {
-  return [](bool is_stdout, std::string_view bytes) {
-    (void)files::write_all(is_stdout ? STDOUT_FILENO : STDERR_FILENO, bytes, is_stdout ? "stdout" : "stderr");
-  };
+  return [](bool is_stdout, std::string_view bytes) { write_output(is_stdout ? STDOUT_FILENO : STDERR_FILENO, bytes); };
 }
 
 OutputCallback capture_into(Captured& c) {
@@ -80,7 +78,7 @@ Result<CommandRequest> command_request(const ParsedArgs& args, bool via_shell) {
 
 int cmd_sh(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"timeout", "env"}, {}}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   if (ctx->args.positionals.size() != 1)
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox sh takes one sandbox id or name, then -- CMD"));
@@ -96,7 +94,7 @@ int cmd_sh(const Invocation& inv) {
 
 int cmd_run(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"size", "net", "timeout", "env"}, {}}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   if (!ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "unexpected argument '" + ctx->args.positionals[0] + "'",

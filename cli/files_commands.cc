@@ -16,6 +16,23 @@ namespace nsbox::cli {
 namespace {
 
 constexpr uint64_t kDefaultMaxUpload = 100ull << 20;
+// A file's apparent size, which a sandbox sets at will (truncate -s 1T): downloads past
+// it need --max-size. Holes stay holes in a downloaded file; to stdout they are zeros.
+constexpr uint64_t kDefaultMaxDownload = 10ull << 30;
+
+Result<uint64_t> max_size(const CommandContext& ctx, uint64_t fallback) {
+  if (!ctx.args.values.count("max-size")) return fallback;
+  return volume_image::parse_size(ctx.args.value("max-size"));
+}
+
+// A REMOTE argument: the path as given, or with --b64 the base64 of its bytes (the
+// lossless `name_b64` that `ls --json` gives names that are not UTF-8).
+Result<std::string> remote_path(const CommandContext& ctx, const std::string& arg) {
+  if (!ctx.args.has("b64")) return arg;
+  auto bytes = protocol::base64_decode(arg);
+  if (!bytes) return fail(make_error(ErrorCode::kInvalidArgument, "'" + arg + "' is not base64 (--b64)"));
+  return *bytes;
+}
 
 std::string base_name(const std::string& path) {
   std::string p = path;
@@ -71,12 +88,9 @@ int files_upload(CommandContext& ctx, FilesVolume& volume, const std::vector<std
       return ctx.out.error(make_error(ErrorCode::kInvalidArgument, "'" + remote + "' is a directory; stdin needs a file name"));
     remote += base_name(local);
   }
-  uint64_t max = kDefaultMaxUpload;
-  if (ctx.args.values.count("max-size")) {
-    auto v = volume_image::parse_size(ctx.args.value("max-size"));
-    if (!v) return ctx.out.error(v.error());
-    max = *v;
-  }
+  auto max_or = max_size(ctx, kDefaultMaxUpload);
+  if (!max_or) return ctx.out.error(max_or.error());
+  uint64_t max = *max_or;
   struct stat st{};
   if (local != "-" && ::stat(local.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     nlohmann::json uploaded = nlohmann::json::array(), skipped = nlohmann::json::array();
@@ -96,7 +110,9 @@ int files_upload(CommandContext& ctx, FilesVolume& volume, const std::vector<std
 }
 
 int files_ls(CommandContext& ctx, FilesVolume& volume, const std::vector<std::string>& args) {
-  std::string dir = args.empty() ? "." : args[0];
+  auto dir_or = args.empty() ? Result<std::string>(".") : remote_path(ctx, args[0]);
+  if (!dir_or) return ctx.out.error(dir_or.error());
+  const std::string& dir = *dir_or;
   size_t limit = 1000;
   if (ctx.args.values.count("limit")) {
     char* end = nullptr;
@@ -117,7 +133,13 @@ int files_ls(CommandContext& ctx, FilesVolume& volume, const std::vector<std::st
   std::string next = page->next_cursor.empty() ? "" : protocol::base64_encode(page->next_cursor);
   if (ctx.out.json) {
     nlohmann::json entries = nlohmann::json::array();
-    for (const auto& e : page->entries) entries.push_back({{"name", e.name}, {"type", e.type}, {"size", e.size}, {"mtime", e.mtime}});
+    for (const auto& e : page->entries) {
+      // A name that is not UTF-8 shows with U+FFFD in "name"; "name_b64" has its bytes.
+      nlohmann::json entry = {{"name", e.name}, {"type", e.type}, {"size", e.size},
+                              {"allocated_bytes", e.allocated}, {"mtime", e.mtime}};
+      if (!protocol::is_valid_utf8(e.name)) entry["name_b64"] = protocol::base64_encode(e.name);
+      entries.push_back(std::move(entry));
+    }
     ctx.out.document({{"entries", entries}, {"next_cursor", next.empty() ? nlohmann::json(nullptr) : nlohmann::json(next)}});
     return 0;
   }
@@ -127,10 +149,10 @@ int files_ls(CommandContext& ctx, FilesVolume& volume, const std::vector<std::st
     std::tm tm{};
     ::gmtime_r(&t, &tm);
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-    char line[512];
-    std::snprintf(line, sizeof line, "%-7s %12llu  %s  %s%s", e.type.c_str(), static_cast<unsigned long long>(e.size), when,
-                  e.name.c_str(), e.type == "dir" ? "/" : "");
-    ctx.out.line(line);
+    char columns[64];
+    std::snprintf(columns, sizeof columns, "%-7s %12llu  %s  ", e.type.c_str(), static_cast<unsigned long long>(e.size), when);
+    std::string sparse = e.type == "file" && e.allocated < e.size ? "  (sparse: " + format_bytes(e.allocated) + " on disk)" : "";
+    ctx.out.line(columns + printable(e.name) + (e.type == "dir" ? "/" : "") + sparse);
   }
   if (!next.empty()) ctx.out.note("more: --cursor " + next);
   return 0;
@@ -139,12 +161,23 @@ int files_ls(CommandContext& ctx, FilesVolume& volume, const std::vector<std::st
 int files_download(CommandContext& ctx, FilesVolume& volume, const std::vector<std::string>& args) {
   if (args.empty() || args.size() > 2)
     return ctx.out.error(make_error(ErrorCode::kInvalidArgument, "usage: nsbox files ID download REMOTE [LOCAL]"));
+  auto remote = remote_path(ctx, args[0]);
+  if (!remote) return ctx.out.error(remote.error());
+  auto limit = max_size(ctx, kDefaultMaxDownload);
+  if (!limit) return ctx.out.error(limit.error());
   struct stat st{};
-  auto in = volume.open_file(args[0], &st);
+  auto in = volume.open_file(*remote, &st);
   if (!in) return ctx.out.error(in.error());
-  std::string local = args.size() == 2 ? args[1] : base_name(args[0]);
+  std::string shown = printable(*remote);
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > *limit)
+    return ctx.out.error(make_error(ErrorCode::kLimitExceeded,
+                                    shown + " is " + format_bytes(size) + " (" + format_bytes(static_cast<uint64_t>(st.st_blocks) * 512) +
+                                        " on disk), more than the download limit of " + format_bytes(*limit),
+                                    "raise it with --max-size"));
+  std::string local = args.size() == 2 ? args[1] : base_name(*remote);
   if (local == "-") {
-    auto copied = files::copy_stream(in->get(), STDOUT_FILENO, args[0], "stdout");
+    auto copied = files::copy_stream(in->get(), STDOUT_FILENO, shown, "stdout");
     return copied ? 0 : ctx.out.error(copied.error());
   }
   if (files::exists(local) && !ctx.args.has("force"))
@@ -153,7 +186,7 @@ int files_download(CommandContext& ctx, FilesVolume& volume, const std::vector<s
   std::string temp = local + ".nsbox-download." + std::to_string(::getpid());
   UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!out) return ctx.out.error(sys_error("create " + temp));
-  auto copied = files::copy_stream(in->get(), out.get(), args[0], temp);
+  auto copied = files::copy_sparse(in->get(), out.get(), size, shown, temp);
   if (!copied) {
     ::unlink(temp.c_str());
     return ctx.out.error(copied.error());
@@ -164,16 +197,19 @@ int files_download(CommandContext& ctx, FilesVolume& volume, const std::vector<s
     return ctx.out.error(e);
   }
   if (ctx.out.json) ctx.out.document({{"path", local}, {"size", *copied}});
-  else ctx.out.line("downloaded " + FilesVolume::inside_path(*FilesVolume::normalize(args[0])) + " -> " + local + " (" + std::to_string(*copied) + " bytes)");
+  else ctx.out.line("downloaded " + printable(FilesVolume::inside_path(*FilesVolume::normalize(*remote))) + " -> " + local + " (" +
+                    std::to_string(*copied) + " bytes)");
   return 0;
 }
 
 int files_rm(CommandContext& ctx, FilesVolume& volume, const std::vector<std::string>& args) {
   if (args.empty()) return ctx.out.error(make_error(ErrorCode::kInvalidArgument, "usage: nsbox files ID rm PATH... [-r]"));
   nlohmann::json removed = nlohmann::json::array();
-  for (const auto& path : args) {
-    if (auto r = volume.remove(path, ctx.args.has("r")); !r) return ctx.out.error(r.error());
-    removed.push_back(path);
+  for (const auto& arg : args) {
+    auto path = remote_path(ctx, arg);
+    if (!path) return ctx.out.error(path.error());
+    if (auto r = volume.remove(*path, ctx.args.has("r")); !r) return ctx.out.error(r.error());
+    removed.push_back(*path);
   }
   if (ctx.out.json) ctx.out.document({{"removed", removed}});
   return 0;
@@ -183,7 +219,7 @@ int files_rm(CommandContext& ctx, FilesVolume& volume, const std::vector<std::st
 
 int cmd_files(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"limit", "cursor", "max-size"}, {"force", "r"}}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   const auto& p = ctx->args.positionals;
   if (p.size() < 2)
@@ -202,7 +238,7 @@ int cmd_files(const Invocation& inv) {
 
 int cmd_volume(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   const auto& p = ctx->args.positionals;
   if (p.empty() || (p[0] != "ls" && p[0] != "rm"))

@@ -30,6 +30,21 @@ Result<std::string> read_all(int fd, const std::string& what) {
 
 // -c CODE | -f FILE | - (stdin)
 Result<std::string> cell_code(const ParsedArgs& args) {
+  // `nsbox exec ID ls`: a command where a cell goes.
+  for (size_t i = 1; i < args.positionals.size(); ++i)
+    if (args.positionals[i] != "-" || args.has_command) {
+      std::string words;
+      for (size_t k = i; k < args.positionals.size(); ++k) words += " " + args.positionals[k];
+      for (const auto& w : args.command) words += " " + w;
+      return fail(make_error(ErrorCode::kInvalidArgument, "nsbox exec runs Python: -c CODE, -f FILE, or - to read stdin",
+                             "for a command: nsbox sh " + args.positionals.front() + " --" + words));
+    }
+  if (args.has_command) {
+    std::string words;
+    for (const auto& w : args.command) words += " " + w;
+    return fail(make_error(ErrorCode::kInvalidArgument, "nsbox exec runs Python, not a command",
+                           "for a command: nsbox sh " + args.positionals.front() + " --" + words));
+  }
   bool from_stdin = std::find(args.positionals.begin() + 1, args.positionals.end(), "-") != args.positionals.end();
   size_t given = args.values.count("c") + args.values.count("f") + (from_stdin ? 1 : 0);
   if (given != 1)
@@ -75,7 +90,7 @@ void print_cell_end(const Output& out, const protocol::Json& r) {
 
 int cmd_exec(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"c", "f", "timeout", "output-limit"}, {}}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   if (ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox exec takes a sandbox id or name, then -c CODE, -f FILE or -"));
@@ -98,7 +113,7 @@ int cmd_exec(const Invocation& inv) {
   ProgressCallback on_progress;
   if (!ctx->out.json) {
     on_output = [](bool is_stdout, std::string_view bytes) {
-      (void)files::write_all(is_stdout ? STDOUT_FILENO : STDERR_FILENO, bytes, "output");
+      write_output(is_stdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
     };
     on_progress = [&](const std::string& step, const std::string& metric) {
       ctx->out.note("[" + step + "]" + (metric.empty() ? "" : " " + metric));
@@ -118,7 +133,7 @@ namespace {
 int kernel_action(const Invocation& inv, const char* name, const char* done,
                   Result<void> (Runtime::*action)(const std::string&) const) {
   int code = 0;
-  auto ctx = prepare(inv, {}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   if (ctx->args.positionals.size() != 1)
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, std::string("nsbox ") + name + " takes one sandbox id or name"));

@@ -22,64 +22,48 @@ Result<std::string> one_id(const ParsedArgs& args, const char* command) {
   return args.positionals.front();
 }
 
-// --mount flags and --manifest entries, with credentials from this command's environment
-// (or a mount's credentials file): they go to the supervisor, never to disk.
-Result<std::vector<bucket::MountRequest>> mount_requests(const ParsedArgs& args) {
-  std::vector<bucket::BucketMount> mounts;
+// The create document (runtime/create_options.h) from the flags: one parser for the
+// CLI, the server and the Python client. --mount flags and --manifest entries become its
+// mounts; their credentials come from this command's environment (or a mount's
+// credentials file) and go to the supervisor, never to disk.
+Result<nlohmann::json> create_document(const ParsedArgs& args) {
+  nlohmann::json doc = nlohmann::json::object();
+  for (const char* flag : {"size", "name", "net", "volume"})
+    if (args.values.count(flag)) doc[flag] = args.value(flag);
+  if (args.values.count("files-quota")) doc["files_quota"] = args.value("files-quota");
+  if (auto it = args.values.find("env"); it != args.values.end()) {
+    doc["env"] = nlohmann::json::object();
+    for (const auto& text : it->second) {
+      auto [k, v] = NSBOX_TRY(parse_env_assignment(text));
+      doc["env"][k] = v;
+    }
+  }
+  nlohmann::json mounts = nlohmann::json::array();
   if (auto it = args.values.find("mount"); it != args.values.end())
-    for (const auto& flag : it->second) mounts.push_back(NSBOX_TRY(bucket::parse_mount_flag(flag)));
+    for (const auto& flag : it->second) mounts.push_back(flag);
   if (auto it = args.values.find("manifest"); it != args.values.end())
     for (const auto& path : it->second) {
       std::string text = NSBOX_TRY(files::read_file(path));
-      for (auto& m : NSBOX_TRY(bucket::parse_manifest(text, path))) mounts.push_back(std::move(m));
+      for (auto& m : NSBOX_TRY(bucket::parse_manifest(text, path))) mounts.push_back(m.to_json());
     }
-  std::vector<std::string> paths;
-  for (const auto& m : mounts) paths.push_back(m.mount_path);
-  NSBOX_CHECK(bucket::check_mount_paths(paths));
-  bucket::Environment env;
-  for (char** e = environ; *e; ++e) {
-    std::string_view kv(*e);
-    auto eq = kv.find('=');
-    if (eq != std::string_view::npos) env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  std::vector<bucket::MountRequest> requests;
-  for (auto& m : mounts) {
-    auto credentials = NSBOX_TRY(bucket::resolve(m, env));
-    requests.push_back({std::move(m), std::move(credentials)});
-  }
-  return requests;
+  if (!mounts.empty()) doc["mounts"] = std::move(mounts);
+  return doc;
 }
 
 }  // namespace
 
 int cmd_create(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"size", "name", "net", "env", "volume", "files-quota", "mount", "manifest"}, {}}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
-  CreateOptions options;
-  auto size = parse_size_tier(ctx->args.value("size", "standard"));
-  if (!size) return ctx->out.error(size.error());
-  options.size = *size;
-  auto net = network::parse_mode(ctx->args.value("net", "none"));
-  if (!net) return ctx->out.error(net.error());
-  options.net = *net;
-  options.name = ctx->args.value("name");
-  auto env = env_flags(ctx->args);
-  if (!env) return ctx->out.error(env.error());
-  options.env = std::move(*env);
-  options.volume = ctx->args.value("volume");
-  if (ctx->args.values.count("files-quota")) {
-    auto quota = volume_image::parse_size(ctx->args.value("files-quota"));
-    if (!quota) return ctx->out.error(quota.error());
-    options.files_quota = *quota;
-  }
   if (!ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "unexpected argument '" + ctx->args.positionals[0] + "'"));
-  auto mounts = mount_requests(ctx->args);
-  if (!mounts) return ctx->out.error(mounts.error());
-  options.mounts = std::move(*mounts);
+  auto doc = create_document(ctx->args);
+  if (!doc) return ctx->out.error(doc.error());
+  auto options = create_options_from_json(*doc, process_environment(), Caller::kLocal);
+  if (!options) return ctx->out.error(options.error());
 
-  auto info = ctx->runtime->create(options);
+  auto info = ctx->runtime->create(*options);
   if (!info) return ctx->out.error(info.error());
   if (!info->warning.empty()) ctx->out.note("warning: " + info->warning);
   if (ctx->out.json) ctx->out.document(info->to_json());
@@ -89,7 +73,7 @@ int cmd_create(const Invocation& inv) {
 
 int cmd_ls(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   auto list = ctx->runtime->list();
   if (!list) return ctx->out.error(list.error());
@@ -114,7 +98,7 @@ int cmd_ls(const Invocation& inv) {
 
 int cmd_inspect(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   auto id = one_id(ctx->args, "inspect");
   if (!id) return ctx->out.error(id.error());
@@ -149,7 +133,7 @@ int cmd_inspect(const Invocation& inv) {
 
 int cmd_resize(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{"size"}, {}}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   auto id = one_id(ctx->args, "resize");
   if (!id) return ctx->out.error(id.error());
@@ -166,7 +150,7 @@ int cmd_resize(const Invocation& inv) {
 
 int cmd_rm(const Invocation& inv) {
   int code = 0;
-  auto ctx = prepare(inv, {{}, {"keep-files"}}, code);
+  auto ctx = prepare(inv, code);
   if (!ctx) return code;
   if (ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox rm takes one or more sandbox ids or names"));

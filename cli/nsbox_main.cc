@@ -1,51 +1,13 @@
-// nsbox: the command line. `nsbox help` for the commands; docs/cli.md for the details.
+// nsbox: the command line. `nsbox help` lists the commands (cli/command_table.cc);
+// docs/cli.md says what each does.
 #include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "cli/command_table.h"
 #include "cli/commands.h"
-
-namespace {
-
-constexpr const char* kUsage = R"(nsbox: local sandboxes for agent code
-
-usage: nsbox [--root DIR] [--json] COMMAND [ARGS]
-
-  create [--size S] [--name N] [--net none|host] [--env K=V]...   start a sandbox, print its id
-         [--volume NAME] [--files-quota SIZE]                    (a named, shared /mnt/files; its quota, 10G)
-  ls                                                             list sandboxes
-  inspect ID                                                     show one sandbox
-  exec ID (-c CODE | -f FILE | -) [--timeout S]                 run a cell of Python (state persists)
-  interrupt ID                                                   interrupt the running cell
-  restart ID                                                     a fresh Python interpreter
-  sh ID [--timeout S] [--env K=V]... -- CMD...                   run a command in a sandbox
-  run [--size S] [--net M] [--timeout S] [--env K=V]... -- CMD...  one-shot: create, run, remove
-  resize ID --size S                                             change a running sandbox's size
-  files ID upload LOCAL [REMOTE] | ls [PATH] | download REMOTE [LOCAL] | rm PATH [-r]
-                                                                 the sandbox's /mnt/files, from here
-  volume ls | rm NAME...                                         named files volumes
-  rm ID... [--keep-files]                                        stop and delete sandboxes
-  doctor                                                         check this host
-
-sizes: standard (1 vCPU, 1 GiB, default), medium (2, 2 GiB), large (4, 4 GiB), xlarge (8, 8 GiB)
-ID is a sandbox id (sbx-...) or name. --json prints one JSON document; errors go to stderr.
-)";
-
-struct Route {
-  const char* name;
-  int (*run)(const nsbox::cli::Invocation&);
-};
-
-constexpr Route kRoutes[] = {
-    {"create", nsbox::cli::cmd_create}, {"ls", nsbox::cli::cmd_ls},         {"list", nsbox::cli::cmd_ls},
-    {"inspect", nsbox::cli::cmd_inspect}, {"sh", nsbox::cli::cmd_sh},       {"exec-command", nsbox::cli::cmd_sh},
-    {"run", nsbox::cli::cmd_run},       {"resize", nsbox::cli::cmd_resize}, {"rm", nsbox::cli::cmd_rm},
-    {"doctor", nsbox::cli::cmd_doctor},   {"exec", nsbox::cli::cmd_exec},     {"interrupt", nsbox::cli::cmd_interrupt},
-    {"restart", nsbox::cli::cmd_restart}, {"files", nsbox::cli::cmd_files},   {"volume", nsbox::cli::cmd_volume},
-};
-
-}  // namespace
+#include "cli/output.h"
 
 int main(int argc, char** argv) {
   nsbox::cli::Invocation inv;
@@ -57,15 +19,29 @@ int main(int argc, char** argv) {
     else if (w.rfind("--root=", 0) == 0) inv.root = w.substr(7);
     else break;
   }
-  if (i >= argc || !std::strcmp(argv[i], "help") || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-    std::cout << kUsage;
-    return i >= argc ? nsbox::cli::kExitUsage : 0;
+  if (i >= argc) {
+    std::cerr << nsbox::cli::general_help();
+    return nsbox::cli::kExitUsage;
   }
   std::string command = argv[i];
   inv.args.assign(argv + i + 1, argv + argc);
-  for (const auto& route : kRoutes)
-    if (command == route.name) return route.run(inv);
+  if (command == "help" || command == "--help" || command == "-h") {
+    const auto* about = inv.args.empty() ? nullptr : nsbox::cli::find_command(inv.args.front());
+    std::cout << (about ? about->usage() : nsbox::cli::general_help());
+    return 0;
+  }
+  inv.command = nsbox::cli::find_command(command);
   nsbox::cli::Output out{inv.json};
-  return out.error(nsbox::make_error(nsbox::ErrorCode::kInvalidArgument, "unknown command '" + command + "'",
-                                     "see `nsbox help`"));
+  if (!inv.command)
+    return out.error(nsbox::make_error(nsbox::ErrorCode::kInvalidArgument, "unknown command '" + command + "'", "see `nsbox help`"));
+  // `nsbox CMD --help`, before anything else is looked at (but not after `--`: that is
+  // the sandboxed command's own).
+  for (const auto& a : inv.args) {
+    if (a == "--") break;
+    if (a == "--help" || a == "-h") {
+      std::cout << inv.command->usage();
+      return 0;
+    }
+  }
+  return inv.command->run(inv);
 }

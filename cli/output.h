@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -10,7 +11,11 @@
 namespace nsbox::cli {
 
 struct Output {
+  explicit Output(bool json_output = false, int own_failure_exit = 0) : json(json_output), failure_exit(own_failure_exit) {}
   bool json = false;
+  // Non-zero: the exit status of nsbox's own failures (125 for commands whose status is
+  // their program's: sh, run, exec).
+  int failure_exit = 0;
 
   void document(const nlohmann::json& j) const;   // --json: the one JSON document on stdout
   void line(const std::string& text) const;       // human mode: a line on stdout
@@ -19,7 +24,21 @@ struct Output {
   int error(const Error& e) const;
 };
 
+// Bytes that came from a sandbox (file names), made safe for a terminal: control
+// characters (C0, DEL, C1), backslashes and bytes that are not UTF-8 become \xNN, so a
+// name cannot forge a line, move the cursor or recolour the screen. Without
+// `escape_backslash` (messages), a backslash stays as it is.
+std::string printable(std::string_view bytes, bool escape_backslash = true);
+
+// Writes a command's or cell's output to our stdout or stderr. When the reader has gone
+// (EPIPE: SIGPIPE is ignored, as a caller that ignores it passes on to what it starts),
+// nsbox ends at once as SIGPIPE would have ended it (exit 141): its connection closes,
+// and the supervisor kills the command (a cell is interrupted), rather than relaying on
+// into a closed pipe for ever.
+void write_output(int fd, std::string_view bytes);
+
 constexpr int kExitError = 1;
+constexpr int kExitOwnFailure = 125;
 constexpr int kExitUsage = 2;
 
 }  // namespace nsbox::cli

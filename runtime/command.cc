@@ -43,6 +43,32 @@ Result<CommandRequest> CommandRequest::from_json(const protocol::Json& j) {
   return r;
 }
 
+namespace {
+
+// Text that crosses the protocol as JSON must be UTF-8: anything else would be rewritten
+// on the way (JSON strings are Unicode), so it is refused rather than changed.
+Result<void> check_utf8(std::string_view what, std::string_view value) {
+  if (protocol::is_valid_utf8(value)) return {};
+  return fail(make_error(ErrorCode::kInvalidArgument, std::string(what) + " is not UTF-8 text",
+                         "nsbox passes arguments and environment values as UTF-8; encode the bytes (base64, say)"));
+}
+
+}  // namespace
+
+Result<void> check_env(const EnvList& env) {
+  for (const auto& [k, v] : env) {
+    NSBOX_CHECK(check_utf8("the name of an environment variable", k));
+    NSBOX_CHECK(check_utf8("the value of " + k, v));
+  }
+  return {};
+}
+
+Result<void> CommandRequest::check() const {
+  for (size_t i = 0; i < argv.size(); ++i) NSBOX_CHECK(check_utf8("argument " + std::to_string(i), argv[i]));
+  NSBOX_CHECK(check_utf8("the working directory", cwd));
+  return check_env(env);
+}
+
 Result<std::pair<std::string, std::string>> parse_env_assignment(const std::string& text) {
   auto eq = text.find('=');
   std::string key = text.substr(0, eq);
@@ -51,6 +77,7 @@ Result<std::pair<std::string, std::string>> parse_env_assignment(const std::stri
   if (!ok)
     return fail(make_error(ErrorCode::kInvalidArgument, "invalid environment assignment '" + text + "'",
                            "use NAME=VALUE, NAME made of letters, digits and '_'"));
+  NSBOX_CHECK(check_utf8("the value of " + key, std::string_view(text).substr(eq + 1)));
   return std::pair{key, text.substr(eq + 1)};
 }
 

@@ -25,9 +25,14 @@ struct CommandRequest {
 
   protocol::Json to_json() const;
   static Result<CommandRequest> from_json(const protocol::Json& j);
+  // Arguments, cwd and env are UTF-8 (JSON would rewrite anything else on the way).
+  Result<void> check() const;
 };
 
-// "K=V" -> pair; rejects a missing '=' or an empty or odd key.
+// Every name and value is UTF-8.
+Result<void> check_env(const EnvList& env);
+
+// "K=V" -> pair; rejects a missing '=', an empty or odd key, a value that is not UTF-8.
 Result<std::pair<std::string, std::string>> parse_env_assignment(const std::string& text);
 
 // What every command sees: the defaults of a login as `user`, then the sandbox's --env,

@@ -102,8 +102,14 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
 
   // The sandbox gets pipes only, never our fds (docs/decisions.md: a terminal or a file
   // handed over could be read or reopened for writing).
-  OutputCallback sink = o.on_output ? o.on_output : [&o](bool is_stdout, std::string_view bytes) {
-    (void)files::write_all(is_stdout ? o.stdout_fd : o.stderr_fd, bytes, "output");
+  // A reader of our output that has gone (EPIPE: SIGPIPE is ignored here, as callers that
+  // ignore it pass on) ends the run as a signal would: otherwise the command would run on,
+  // relayed into a closed pipe.
+  bool reader_gone = false;
+  OutputCallback sink = o.on_output ? o.on_output : [&o, &reader_gone](bool is_stdout, std::string_view bytes) {
+    if (reader_gone) return;
+    auto written = files::write_all(is_stdout ? o.stdout_fd : o.stderr_fd, bytes, "output");
+    if (!written && written.error().sys_errno == EPIPE) reader_gone = true;
   };
   Pipe out = NSBOX_TRY(output_pipe()), err = NSBOX_TRY(output_pipe());
   std::optional<StdinPump> pump;
@@ -129,6 +135,7 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
 
   CommandEnd end;
   int interrupted_by = 0;
+  bool killed_for_it = false;
   bool ended = false;
   auto deadline = started + std::chrono::milliseconds(static_cast<int64_t>(o.command.timeout_s * 1000));
   auto kill_sandbox = [&] { ::syscall(SYS_pidfd_send_signal, instance->pidfd(), SIGKILL, nullptr, 0); };
@@ -155,8 +162,10 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
       relay(err.read_end, false, sink);
     }
     if (pump) pump->pump(p[5].revents, p[6].revents);
-    if ((p[4].revents & POLLIN) && !interrupted_by) {
-      interrupted_by = interrupts.take();
+    if ((p[4].revents & POLLIN) && !interrupted_by) interrupted_by = interrupts.take();
+    if (reader_gone && !interrupted_by) interrupted_by = SIGPIPE;
+    if (interrupted_by && !killed_for_it) {
+      killed_for_it = true;
       kill_sandbox();
       deadline = Clock::now() + std::chrono::milliseconds(kKillGraceMs);
     }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,7 +16,7 @@
 #include "isolation/sys/syscall.h"
 #include "runtime/protocol/unix_socket.h"
 #include "runtime/stdin_pump.h"
-#include "runtime/supervisor/supervisor.h"
+#include "runtime/protocol/supervisor_spec.h"
 #include "runtime/supervisor_process.h"
 
 namespace nsbox {
@@ -25,13 +26,17 @@ using protocol::Json;
 
 constexpr int kRequestTimeoutMs = 15000;
 // The supervisor's start without bucket mounts (milliseconds, usually); each mount adds
-// what its server may take (BucketServers::start_bound_ms), as they start one by one.
+// what its server may take (mounts_start_bound_ms), as they start one by one.
 constexpr int kSupervisorStartMs = 30000;
 
 Error error_from_json(const Json& j) {
   const Json& e = j.contains("error") && j["error"].is_object() ? j["error"] : j;
   return make_error(error_code_from_name(e.value("code", "internal")), e.value("message", "unknown error"),
                     e.value("hint", ""));
+}
+
+Error cancelled_error(const std::string& id) {
+  return make_error(ErrorCode::kUnavailable, "the wait for sandbox " + id + " was cancelled");
 }
 
 Error dead_error(const std::string& id) {
@@ -86,6 +91,7 @@ void Runtime::remove_leftovers(const std::string& id, const std::string& name) c
 Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   NSBOX_CHECK(store_.ensure_dirs());
   if (!options.name.empty()) NSBOX_CHECK(StateStore::validate_name(options.name));
+  NSBOX_CHECK(check_env(options.env));
   std::vector<std::string> mount_paths;
   for (const auto& m : options.mounts) mount_paths.push_back(m.mount.mount_path);
   NSBOX_CHECK(bucket::check_mount_paths(mount_paths));
@@ -113,7 +119,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   };
   SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name, options.mounts};
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
-                                 kSupervisorStartMs + BucketServers::start_bound_ms(options.mounts));
+                                 kSupervisorStartMs + mounts_start_bound_ms(options.mounts));
   if (!report || !report->value("ok", false)) {
     Error e = report ? error_from_json(*report) : report.error();
     // The supervisor removed its cgroup before exiting; wait (bounded) for its lock so
@@ -124,6 +130,10 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     return fail(std::move(e).context("create sandbox"));
   }
   auto record = NSBOX_TRY(SandboxRecord::from_json((*report)["record"]));
+  if (auto written = write_workspace(id, options.workspace); !written) {
+    (void)remove(id);  // nothing is left of a create that failed
+    return fail(std::move(written.error()).context("create sandbox"));
+  }
   SandboxInfo info{record, *volume, SandboxStatus::kRunning, std::nullopt, 0, {}};
   if (report->contains("warning")) {
     // Said once per state root, not at every create.
@@ -182,7 +192,8 @@ Result<SandboxInfo> Runtime::inspect(const std::string& id_or_name) const {
 }
 
 Result<CommandResult> Runtime::exec(const std::string& id_or_name, const CommandRequest& request,
-                                    const OutputCallback& on_output, int stdin_fd) const {
+                                    const OutputCallback& on_output, int stdin_fd, const CallControl& control) const {
+  NSBOX_CHECK(request.check());
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   if (!store_.supervisor_alive(id)) return fail(dead_error(id));
   auto sock = protocol::connect_unix(store_.root().socket_path(id));
@@ -207,8 +218,10 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return fail(make_error(ErrorCode::kTimeout, "sandbox " + id + " did not report the command's end"));
-    pollfd p[3] = {{sock->get(), POLLIN, 0}, pump ? pump->source_poll() : pollfd{-1, 0, 0}, pump ? pump->sink_poll() : pollfd{-1, 0, 0}};
-    if (sys::retry_eintr([&] { return ::poll(p, 3, static_cast<int>(left)); }) < 0) return fail(sys_error("poll"));
+    pollfd p[4] = {{sock->get(), POLLIN, 0}, pump ? pump->source_poll() : pollfd{-1, 0, 0}, pump ? pump->sink_poll() : pollfd{-1, 0, 0},
+                   {control.cancel_fd, POLLIN, 0}};
+    if (sys::retry_eintr([&] { return ::poll(p, 4, static_cast<int>(left)); }) < 0) return fail(sys_error("poll"));
+    if (p[3].revents) return fail(cancelled_error(id));
     if (pump) pump->pump(p[1].revents, p[2].revents);
     if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
@@ -218,6 +231,10 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
     try {
       if (m.value("event", "") == "output") {
         if (on_output) on_output(m.value("stream", "") == "stdout", protocol::get_bytes(m));
+        continue;
+      }
+      if (m.value("event", "") == "started") {
+        if (control.on_started) control.on_started(m.value("exec_id", uint64_t{0}));
         continue;
       }
       if (!m.contains("ok")) continue;
@@ -231,7 +248,7 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
 }
 
 Result<CellResult> Runtime::execute(const std::string& id_or_name, const CellOptions& cell, const OutputCallback& on_output,
-                                    const ProgressCallback& on_progress) const {
+                                    const ProgressCallback& on_progress, const CallControl& control) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   if (!store_.supervisor_alive(id)) return fail(dead_error(id));
   auto sock = protocol::connect_unix(store_.root().socket_path(id));
@@ -245,9 +262,10 @@ Result<CellResult> Runtime::execute(const std::string& id_or_name, const CellOpt
   // Cells queue: the wait is for those ahead too. Bounded only by a silent supervisor:
   // every cell has its own deadline there.
   for (;;) {
-    pollfd p{sock->get(), POLLIN, 0};
-    int ready = sys::retry_eintr([&] { return ::poll(&p, 1, 24 * 3600 * 1000); });
+    pollfd p[2] = {{sock->get(), POLLIN, 0}, {control.cancel_fd, POLLIN, 0}};
+    int ready = sys::retry_eintr([&] { return ::poll(p, 2, 24 * 3600 * 1000); });
     if (ready == 0) return fail(make_error(ErrorCode::kTimeout, "sandbox " + id + " did not answer for a day"));
+    if (p[1].revents) return fail(cancelled_error(id));
     auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
     if (!frame) return fail(std::move(frame.error()).context("wait for the cell"));
     if (!*frame) return fail(dead_error(id));
@@ -256,6 +274,10 @@ Result<CellResult> Runtime::execute(const std::string& id_or_name, const CellOpt
       std::string event = m.value("event", "");
       if (event == "output") {
         if (on_output) on_output(m.value("stream", "") == "stdout", protocol::get_bytes(m));
+        continue;
+      }
+      if (event == "started") {
+        if (control.on_started) control.on_started(m.value("cell", uint64_t{0}));
         continue;
       }
       if (event == "progress") {
@@ -309,12 +331,31 @@ void Runtime::stop_supervisor(const std::string& id) const {
       }
     }
   }
-  // Bounded (~1 s), for a supervisor that hangs: then lock_sandbox says "busy".
+  // Bounded (~1 s), for a supervisor that is exiting.
   auto pause = std::chrono::microseconds(100);
   for (int i = 0; i < 20 && store_.supervisor_alive(id); ++i) {
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(100000));
   }
+  if (store_.supervisor_alive(id)) kill_supervisor(id);
+}
+
+// A supervisor that did not stop when asked (wedged, or stuck on a remote) is killed:
+// removal must always win. Its sandbox dies with it (init has PR_SET_PDEATHSIG; the
+// caller then removes the cgroup, which kills anything left), and so do its bucket
+// servers; its mounts were in its own mount namespace.
+void Runtime::kill_supervisor(const std::string& id) const {
+  auto record = store_.load(id);
+  if (!record || record->supervisor_pid <= 0) return;
+  // The pid is the supervisor's only while it lives: open a pidfd, then check that the
+  // supervisor's lock is still held. Only the supervisor holds it (its children get none
+  // of its fds), so if it is held now, the process behind the pidfd is the supervisor.
+  UniqueFd pidfd(sys::pidfd_open(record->supervisor_pid, 0));
+  if (!pidfd || !store_.supervisor_alive(id)) return;
+  if (::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0) != 0) return;
+  pollfd p{pidfd.get(), POLLIN, 0};
+  (void)sys::retry_eintr([&] { return ::poll(&p, 1, 5000); });
+  for (int i = 0; i < 100 && store_.supervisor_alive(id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) const {
@@ -342,6 +383,37 @@ Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
   auto record = NSBOX_TRY(store_.load(id));
   auto volume = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
   return VolumeStore(store_.root()).open_files(volume);
+}
+
+Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  auto record = NSBOX_TRY(store_.load(id));
+  if (record.init_pid <= 0 || !store_.supervisor_alive(id)) return fail(dead_error(id));
+  // The root is init's, and init is the sandbox's only while the supervisor lives: a pidfd
+  // first, the supervisor's lock checked after it, the root opened, and init still alive
+  // after that (so /proc/<pid> was still this process when the root was opened).
+  UniqueFd pidfd(sys::pidfd_open(record.init_pid, 0));
+  if (!pidfd || !store_.supervisor_alive(id)) return fail(dead_error(id));
+  std::string proc_root = "/proc/" + std::to_string(record.init_pid) + "/root";
+  UniqueFd root(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return fail(sys_error("open the root of sandbox " + id + " (" + proc_root + ")"));
+  pollfd exited{pidfd.get(), POLLIN, 0};
+  if (::poll(&exited, 1, 0) != 0) return fail(dead_error(id));
+  auto ids = userns::host_ids();
+  return SandboxFs(std::move(root), ids.uid, ids.gid);
+}
+
+// A create's manifest entries, made in /home/user as the sandbox user before the sandbox
+// is handed over.
+Result<void> Runtime::write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries) const {
+  if (entries.empty()) return {};
+  auto fs = NSBOX_TRY(sandbox_fs(id));
+  for (const auto& e : entries) {
+    std::string path = std::string(SandboxFs::kWorkspace) + "/" + e.path;
+    if (e.directory) NSBOX_CHECK_CTX(fs.make_dir(path, true, e.mode), "manifest entry " + e.path);
+    else NSBOX_CHECK_CTX(fs.write_bytes(path, e.content, e.mode), "manifest entry " + e.path);
+  }
+  return {};
 }
 
 Result<std::vector<Volume>> Runtime::volumes() const { return VolumeStore(store_.root()).list(); }

@@ -17,7 +17,9 @@
 #include "isolation/network.h"
 #include "isolation/size_tier.h"
 #include "runtime/command.h"
+#include "runtime/create_options.h"
 #include "runtime/install_layout.h"
+#include "runtime/sandbox_fs.h"
 #include "runtime/state_store.h"
 #include "runtime/volume_store.h"
 #include "mounts/bucket/mount_spec.h"
@@ -26,18 +28,6 @@ namespace nsbox {
 
 struct RuntimeOptions {
   std::optional<std::string> root;  // --root / NSBOX_ROOT
-};
-
-struct CreateOptions {
-  SizeTier size = SizeTier::kStandard;
-  std::string name;
-  network::Mode net = network::Mode::kNone;
-  EnvList env;
-  std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
-  uint64_t files_quota = 0;  // 0: the default (10 GiB; half the free disk when less than 20 GiB is free)
-  // Buckets mounted as directories, served from the host side (bucket::resolve finds a
-  // mount's credentials in an environment).
-  std::vector<bucket::MountRequest> mounts;
 };
 
 enum class SandboxStatus { kRunning, kDead };
@@ -56,6 +46,15 @@ struct SandboxInfo {
 
 // Receives a command's output as it arrives.
 using OutputCallback = std::function<void(bool is_stdout, std::string_view bytes)>;
+
+// For servers: a call that waits on a sandbox can be stopped from another thread, and
+// tells when its cell or command has started.
+struct CallControl {
+  // Readable: stop waiting and return `unavailable`. The call's connection to the
+  // supervisor closes, which kills a command and interrupts a cell (its state kept).
+  int cancel_fd = -1;
+  std::function<void(uint64_t number)> on_started;  // the command's exec id, the cell's number
+};
 
 // A cell of Python for the sandbox's kernel (`nsbox exec`).
 struct CellOptions {
@@ -97,11 +96,11 @@ class Runtime {
   // Runs a command; output goes to `on_output` as it arrives. `stdin_fd` (-1: none) is
   // passed to the command.
   Result<CommandResult> exec(const std::string& id_or_name, const CommandRequest& request,
-                             const OutputCallback& on_output, int stdin_fd = -1) const;
+                             const OutputCallback& on_output, int stdin_fd = -1, const CallControl& control = {}) const;
   // Runs a cell in the sandbox's kernel. Cells run one at a time, in the order they come.
   // With callbacks, output and progress arrive while the cell runs.
   Result<CellResult> execute(const std::string& id_or_name, const CellOptions& cell, const OutputCallback& on_output = {},
-                             const ProgressCallback& on_progress = {}) const;
+                             const ProgressCallback& on_progress = {}, const CallControl& control = {}) const;
   Result<void> interrupt(const std::string& id_or_name) const;  // the running cell
   Result<void> restart(const std::string& id_or_name) const;    // a fresh interpreter
   Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
@@ -112,6 +111,9 @@ class Runtime {
   // The files API: the sandbox's /mnt/files, from the host side, whether the sandbox runs,
   // is running a cell, or is dead.
   Result<FilesVolume> files(const std::string& id_or_name) const;
+  // The sandbox's own view of its files with its user's rights (runtime/sandbox_fs.h):
+  // /home/user, /tmp, /mnt/files, bucket mounts. The sandbox must be running.
+  Result<SandboxFs> sandbox_fs(const std::string& id_or_name) const;
   Result<std::vector<Volume>> volumes() const;
   Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
   // create + exec + remove in one process, without a supervisor daemon. It clones the
@@ -129,6 +131,8 @@ class Runtime {
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
   void remove_leftovers(const std::string& id, const std::string& name) const;
   void stop_supervisor(const std::string& id) const;
+  void kill_supervisor(const std::string& id) const;
+  Result<void> write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries) const;
 
   StateStore store_;
   InstallLayout layout_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <limits>
 #include <random>
 
 #include "isolation/sys/files.h"
@@ -60,6 +61,23 @@ nlohmann::json SandboxRecord::to_json() const {
   };
 }
 
+namespace {
+
+// A pid of a record: absent is 0; anything but an integer in [0, pid_t max] makes the
+// record corrupt (a float or a huge number must not reach a conversion to int).
+Result<pid_t> pid_value(const nlohmann::json& j) {
+  if (j.is_number_integer() && j.get<int64_t>() >= 0 && j.get<int64_t>() <= std::numeric_limits<pid_t>::max())
+    return static_cast<pid_t>(j.get<int64_t>());
+  return fail(make_error(ErrorCode::kInternal, "corrupt sandbox record: " + j.dump().substr(0, 40) + " is not a pid"));
+}
+
+Result<pid_t> pid_field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() ? Result<pid_t>(0) : pid_value(*it);
+}
+
+}  // namespace
+
 Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
   try {
     SandboxRecord r;
@@ -68,8 +86,8 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     r.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
     r.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
     r.created_at = j.value("created_at", "");
-    r.supervisor_pid = j.value("supervisor_pid", 0);
-    r.init_pid = j.value("init_pid", 0);
+    r.supervisor_pid = NSBOX_TRY(pid_field(j, "supervisor_pid"));
+    r.init_pid = NSBOX_TRY(pid_field(j, "init_pid"));
     std::string e = j.value("enforcement", "rlimits");
     r.enforcement = e == "cgroup_v1" ? Enforcement::kCgroupV1 : e == "cgroup_v2" ? Enforcement::kCgroupV2 : Enforcement::kRlimits;
     if (auto c = j.find("cgroup"); c != j.end()) {
@@ -80,7 +98,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     r.env_names = j.value("env_names", std::vector<std::string>{});
     r.volume = j.value("volume", "");
     for (const auto& m : j.value("mounts", nlohmann::json::array())) r.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
-    r.mount_servers = j.value("mount_servers", std::vector<pid_t>{});
+    for (const auto& pid : j.value("mount_servers", nlohmann::json::array())) r.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
     return r;
   } catch (const nlohmann::json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));

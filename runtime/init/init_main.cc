@@ -6,6 +6,11 @@
 // namespace with it. Runs as the sandbox user, with no capabilities, under seccomp; it
 // marks itself non-dumpable so that sandboxed code of the same uid cannot read or write
 // its memory through /proc/1/mem.
+//
+//   nsbox-init            (exec'ed by the sandbox's set-up child, as pid 1)
+//   fd 3:   the control socket to the supervisor: spawn and signal requests in, started
+//           and exited reports out; fds for a command's stdio arrive with its request
+//   stdin, stdout, stderr: /dev/null
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox::protocol {
@@ -125,9 +126,9 @@ Result<std::optional<Frame>> recv_frame(int sock, size_t max_bytes) {
   return std::optional<Frame>(std::move(frame));
 }
 
-Result<FrameReader::Status> FrameReader::read_available(int sock) {
+Result<FrameReader::Status> FrameReader::read_available(int sock, size_t budget) {
   char buf[65536];
-  for (;;) {
+  for (size_t taken = 0; taken < budget;) {
     std::vector<UniqueFd> fds;
     ssize_t n = recv_some(sock, buf, sizeof buf, fds);
     if (n > 0)
@@ -144,6 +145,7 @@ Result<FrameReader::Status> FrameReader::read_available(int sock) {
       return Status::kClosed;
     }
     buffer_.append(buf, static_cast<size_t>(n));
+    taken += static_cast<size_t>(n);
     if (buffer_.size() >= 4 && read_be32(buffer_.data()) > max_bytes_)
       return fail(make_error(ErrorCode::kProtocol,
                              "message of " + std::to_string(read_be32(buffer_.data())) +
@@ -177,29 +179,55 @@ Result<Frame> FrameReader::next() {
   return f;
 }
 
-void dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(const Json&)>& handle) {
+size_t dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(const Json&)>& handle) {
+  size_t skipped = 0;
   while (reader.has_frame()) {
     auto frame = reader.next();
     if (!frame) {
-      std::fprintf(stderr, "nsbox-supervisor: ignored a malformed message from %.*s\n", int(source.size()), source.data());
+      ++skipped;
+      log::limited(log::Level::kWarn, "malformed-frame", "ignored a malformed message from " + std::string(source));
       continue;
     }
     try {
       handle(frame->message);
     } catch (const Json::exception& e) {
-      std::fprintf(stderr, "nsbox-supervisor: ignored a malformed message from %.*s: %s\n", int(source.size()), source.data(), e.what());
+      ++skipped;
+      log::limited(log::Level::kWarn, "mistyped-frame",
+                   "ignored a malformed message from " + std::string(source) + ": " + e.what());
     }
   }
+  return skipped;
+}
+
+// Unicode's table of well-formed byte sequences (Table 3-7): no overlong forms, no
+// surrogates, nothing past U+10FFFF. JSON would rewrite any of those, and bytes must
+// cross nsbox unchanged.
+size_t utf8_sequence_length(std::string_view s) {
+  if (s.empty()) return 0;
+  auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  size_t n;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) n = 3, lo = 0xA0;
+  else if (c >= 0xE1 && c <= 0xEC) n = 3;
+  else if (c == 0xED) n = 3, hi = 0x9F;
+  else if (c >= 0xEE && c <= 0xEF) n = 3;
+  else if (c == 0xF0) n = 4, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else if (c == 0xF4) n = 4, hi = 0x8F;
+  else return 0;
+  if (s.size() < n || b(1) < lo || b(1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if ((b(k) & 0xC0) != 0x80) return 0;
+  return n;
 }
 
 bool is_valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_sequence_length(s.substr(i));
+    if (n == 0) return false;
     i += n;
   }
   return true;

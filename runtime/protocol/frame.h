@@ -46,10 +46,13 @@ class FrameReader {
   explicit FrameReader(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   enum class Status { kOpen, kClosed };
-  // Reads what is available now (until EAGAIN). Complete frames are queued. An oversized
-  // length is a protocol error (the stream cannot be resynchronised); a frame that is not
-  // JSON is queued as an error frame so the caller can answer it and go on.
-  Result<Status> read_available(int sock);
+  // Reads what is available now, until EAGAIN or `budget` bytes (a writer that never
+  // stops must not hold an event loop in one callback: level-triggered, the loop comes
+  // back for the rest after the other ready fds). Complete frames are queued. An
+  // oversized length is a protocol error (the stream cannot be resynchronised); a frame
+  // that is not JSON is queued as an error frame so the caller can answer it and go on.
+  Result<Status> read_available(int sock, size_t budget = kDefaultReadBudget);
+  static constexpr size_t kDefaultReadBudget = 1u << 20;
 
   bool has_frame() const { return !ready_.empty(); }
   Result<Frame> next();
@@ -71,14 +74,17 @@ class FrameReader {
 
 // Hands each complete frame of `reader` to `handle`. Frames from a process the sandbox
 // controls are untrusted: a malformed one, or one `handle` finds mistyped (nlohmann
-// throws), is logged to stderr as coming from `source` and skipped.
-void dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(const Json&)>& handle);
+// throws), is skipped and logged (rate-limited: a sandbox can send millions) as coming
+// from `source`. Returns how many were skipped, for the caller to bound.
+size_t dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(const Json&)>& handle);
 
 // Output of a command as JSON text: valid UTF-8 goes in "data" as is; anything else is
 // base64 in "data_b64", so bytes are never lost or mangled.
 void put_bytes(Json& message, std::string_view bytes);
 std::string get_bytes(const Json& message);
-bool is_valid_utf8(std::string_view s);
+bool is_valid_utf8(std::string_view s);  // well-formed UTF-8, exactly as Unicode defines it
+// The length (1-4) of the well-formed sequence that `s` starts with; 0 if it does not.
+size_t utf8_sequence_length(std::string_view s);
 std::string base64_encode(std::string_view in);
 Result<std::string> base64_decode(std::string_view in);
 

@@ -20,7 +20,9 @@
 #include "isolation/mount_injection.h"
 #include "isolation/userns.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
+#include "runtime/protocol/supervisor_spec.h"
 #include "runtime/supervisor/helper_mount.h"
 
 namespace nsbox {
@@ -28,9 +30,6 @@ namespace {
 
 using nlohmann::json;
 
-// The server checks the bucket before it mounts: a remote that never answers costs it
-// three attempts of HttpLimits' bounds (under 40 s), which this must outlast.
-constexpr int kReadyTimeoutMs = 60000;
 // nsbox-bucketfs unmounts at SIGTERM in milliseconds; rclone may first try to finish an
 // upload, which a stalled remote never lets it: past this it is killed.
 constexpr int kTermGraceMs = 2000;
@@ -57,9 +56,9 @@ Result<std::string> read_report(int fd, const std::string& what) {
   char buf[4096];
   while (line.find('\n') == std::string::npos) {
     pollfd p{fd, POLLIN, 0};
-    int n = sys::retry_eintr([&] { return ::poll(&p, 1, kReadyTimeoutMs); });
+    int n = sys::retry_eintr([&] { return ::poll(&p, 1, kBucketServerReadyMs); });
     if (n == 0) return fail(make_error(ErrorCode::kTimeout, what + ": its server did not mount within " +
-                                                                std::to_string(kReadyTimeoutMs / 1000) + " s"));
+                                                                std::to_string(kBucketServerReadyMs / 1000) + " s"));
     ssize_t got = sys::retry_eintr([&] { return ::read(fd, buf, sizeof buf); });
     if (got <= 0) break;
     line.append(buf, static_cast<size_t>(got));
@@ -80,14 +79,6 @@ void bound_tool_cache(bucket::HelperPaths& paths, const std::string& staging_dir
 }
 
 }  // namespace
-
-int BucketServers::start_bound_ms(const std::vector<bucket::MountRequest>& requests) {
-  int total = 0;
-  for (const auto& r : requests)
-    total += r.mount.strategy == bucket::MountStrategy::kBuiltin ? kReadyTimeoutMs  // check and mount
-                                                                 : kReadyTimeoutMs + kHelperMountTimeoutMs;  // check, then the tool
-  return total;
-}
 
 Result<BucketServers> BucketServers::start(const std::vector<bucket::MountRequest>& requests, const BucketServerPaths& paths,
                                            pid_t init_pid, uid_t uid, gid_t gid) {
@@ -241,9 +232,8 @@ void BucketServers::on_exit(int pidfd) {
     int status = 0;
     ::waitpid(s.pid, &status, 0);
     s.gone = true;
-    std::fprintf(stderr, "nsbox-supervisor: the server of %s %s %d; the mount answers ENOTCONN\n", s.what.c_str(),
-                 WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
-                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    log::warn("the server of " + s.what + (WIFSIGNALED(status) ? " was killed by signal " : " exited with status ") +
+              std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) + "; the mount answers ENOTCONN");
   }
 }
 
@@ -286,8 +276,8 @@ void BucketServers::stop() {
     if (!reap_within(kKillWaitMs))
       for (auto& s : servers_)
         if (!s.gone)
-          std::fprintf(stderr, "nsbox-supervisor: the server of %s (pid %d) survived SIGKILL for %d ms; left unreaped\n",
-                       s.what.c_str(), s.pid, kKillWaitMs);
+          log::error("the server of " + s.what + " (pid " + std::to_string(s.pid) + ") survived SIGKILL for " +
+                     std::to_string(kKillWaitMs) + " ms; left unreaped");
   }
   for (auto& s : servers_) {
     if (!s.host_mountpoint.empty()) {  // rootless mounts are in the sandbox only: they go with it

@@ -44,8 +44,6 @@ class BucketServers {
   // `init_pid`. On a failure, what was started is stopped and the error names the mount.
   static Result<BucketServers> start(const std::vector<bucket::MountRequest>& requests, const BucketServerPaths& paths,
                                      pid_t init_pid, uid_t uid, gid_t gid);
-  // How long start() can take for `requests` at most: what `nsbox create` waits for.
-  static int start_bound_ms(const std::vector<bucket::MountRequest>& requests);
   std::vector<pid_t> pids() const;
   std::vector<int> pidfds() const;  // readable when a server exits
   // A server exited before stop(): reaped and logged; its mount answers ENOTCONN until

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/mountinfo.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 
@@ -55,16 +55,10 @@ class SecretFiles {
 
 // From mountinfo, not stat(): a stat of a mount whose server hangs would hang too.
 bool is_mount_point(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    // id parent major:minor root MOUNTPOINT ...
-    size_t at = 0;
-    for (int field = 0; field < 4 && at != std::string::npos; ++field) at = line.find(' ', at + 1);
-    if (at == std::string::npos) continue;
-    size_t end = line.find(' ', at + 1);
-    if (line.compare(at + 1, end - at - 1, path) == 0) return true;
-  }
+  auto mounts = sys::own_mounts();
+  if (!mounts) return false;
+  for (const auto& m : *mounts)
+    if (m.mount_point == path) return true;
   return false;
 }
 

@@ -11,11 +11,9 @@
 
 #include "isolation/sys/error.h"
 #include "mounts/bucket/external_helpers.h"
+#include "runtime/protocol/supervisor_spec.h"  // kHelperMountTimeoutMs
 
 namespace nsbox {
-
-// How long a tool has to mount once started.
-constexpr int kHelperMountTimeoutMs = 30000;
 
 // Returns the helper's pid once `mountpoint` is mounted; on a failure the helper is
 // killed and reaped and the error quotes the end of its log, secrets redacted. The secret

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "isolation/sys/log.h"
+#include "runtime/supervisor/kernel_messages.h"
+
 namespace nsbox {
 namespace {
 
@@ -81,7 +84,12 @@ void KernelSession::start() {
   }
   command_id_ = *id;
   reader_ = protocol::FrameReader(protocol::kMaxClientFrame);
-  (void)host_.loop().add(control_.get(), EPOLLIN, [this](uint32_t) { on_kernel_messages(); });
+  to_kernel_.clear();
+  to_kernel_sent_ = 0;
+  execute_bytes_ = 0;
+  bad_frames_ = 0;
+  reading_paused_ = false;
+  (void)host_.loop().add(control_.get(), EPOLLIN, [this](uint32_t events) { on_control_event(events); });
   (void)host_.loop().add(out_.get(), EPOLLIN, [this](uint32_t) { on_output(true); });
   (void)host_.loop().add(err_.get(), EPOLLIN, [this](uint32_t) { on_output(false); });
   state_ = State::kStarting;
@@ -119,28 +127,114 @@ void KernelSession::dispatch() {
   Json execute = {{"op", "execute"}, {"cell", c.number}, {"output_dir", kOutputDir}, {"results_limit", c.request.output_limit}};
   if (protocol::is_valid_utf8(c.request.code)) execute["code"] = c.request.code;
   else execute["code_b64"] = protocol::base64_encode(c.request.code);
-  if (auto sent = protocol::send_frame(control_.get(), execute); !sent) {
+  size_t before = pending_to_kernel();
+  if (!send_to_kernel(execute)) {
     Json r = base_result(c);
     r["status"] = "error";
-    r["message"] = "could not send the cell to the kernel: " + sent.error().message;
+    r["message"] = "could not send the cell to the kernel: its channel is closed";
     finish(std::move(r));
     kill_kernel();
     return;
   }
+  execute_bytes_ = pending_to_kernel() - before;  // a large cell is not an answer backlog
   state_ = State::kBusy;
+  refresh_pause();
   auto timer = host_.loop().add_timer(static_cast<uint64_t>(c.request.timeout_s * 1000), [this] { on_deadline(); });
   c.timer = timer ? *timer : -1;
   host_.send_to_client(c.client, {{"event", "started"}, {"cell", c.number}});
 }
 
+void KernelSession::on_control_event(uint32_t events) {
+  if (events & EPOLLOUT) flush_to_kernel();
+  if (control_ && (events & (EPOLLIN | EPOLLHUP | EPOLLERR))) on_kernel_messages();
+}
+
 void KernelSession::on_kernel_messages() {
   auto status = reader_.read_available(control_.get());
   // The kernel runs user code: its messages are untrusted, like a client's.
-  protocol::dispatch_untrusted(reader_, "the kernel", [this](const Json& m) { on_kernel_message(m); });
+  bad_frames_ += protocol::dispatch_untrusted(reader_, "the kernel", [this](const Json& m) { on_kernel_message(m); });
+  if (bad_frames_ > kMaxBadFrames && control_)
+    return kill_for_abuse("its channel carried " + std::to_string(bad_frames_) +
+                          " malformed messages (something in the cell wrote to the kernel's fd 3)");
   if ((!status || *status == protocol::FrameReader::Status::kClosed) && control_) {
     host_.loop().remove(control_.get());  // its exit, reported by init, does the rest
     control_.reset();
   }
+}
+
+// Answers and cells wait in to_kernel_ while the channel is full; the event loop writes
+// them when it has room (EPOLLOUT), never blocking.
+bool KernelSession::send_to_kernel(const Json& message) {
+  if (!control_) return false;
+  to_kernel_ += protocol::encode(message);
+  flush_to_kernel();
+  return true;
+}
+
+void KernelSession::flush_to_kernel() {
+  while (control_ && to_kernel_sent_ < to_kernel_.size()) {
+    ssize_t n = ::send(control_.get(), to_kernel_.data() + to_kernel_sent_, to_kernel_.size() - to_kernel_sent_,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n < 0) {  // the kernel is gone; init reports its exit
+      to_kernel_.clear();
+      to_kernel_sent_ = 0;
+      break;
+    }
+    to_kernel_sent_ += static_cast<size_t>(n);
+  }
+  if (to_kernel_sent_ == to_kernel_.size()) {
+    to_kernel_.clear();
+    to_kernel_sent_ = 0;
+    execute_bytes_ = 0;
+  } else if (to_kernel_sent_ > (1u << 20) && to_kernel_sent_ > to_kernel_.size() / 2) {
+    to_kernel_.erase(0, to_kernel_sent_);  // amortised: the copy is at most what was sent
+    to_kernel_sent_ = 0;
+  }
+  update_interest();
+}
+
+void KernelSession::answer_kernel(const Json& message) {
+  if (!send_to_kernel(message)) return;
+  if (pending_to_kernel() > kMaxAnswerBacklog + execute_bytes_)
+    kill_for_abuse("it stopped reading its channel while requests kept coming (" +
+                   std::to_string(pending_to_kernel()) + " bytes of answers waiting)");
+}
+
+size_t KernelSession::pending_to_kernel() const { return to_kernel_.size() - to_kernel_sent_; }
+
+// What the loop watches: nothing to read while the running cell's client is backlogged
+// (the kernel then blocks on its full pipes and channel: backpressure up to the cell),
+// and room to write while answers wait.
+void KernelSession::update_interest() {
+  uint32_t in = reading_paused_ ? 0 : uint32_t{EPOLLIN};
+  if (control_) (void)host_.loop().modify(control_.get(), in | (pending_to_kernel() ? uint32_t{EPOLLOUT} : 0));
+  for (UniqueFd* fd : {&out_, &err_})
+    if (*fd) (void)host_.loop().modify(fd->get(), in);
+}
+
+void KernelSession::refresh_pause() {
+  bool paused = running_ && running_->client >= 0 && running_->request.stream && host_.client_backlogged(running_->client);
+  if (paused == reading_paused_) return;
+  reading_paused_ = paused;
+  update_interest();
+}
+
+void KernelSession::on_client_backlog(int client_fd) {
+  if (running_ && running_->client == client_fd) refresh_pause();
+}
+
+// The kernel abuses its channel: it goes (state lost, said in the cell's result), and
+// nothing more of what it sends is read.
+void KernelSession::kill_for_abuse(const std::string& reason) {
+  log::limited(log::Level::kWarn, "kernel-abuse", "killed the Python kernel: " + reason);
+  if (running_ && running_->kill_reason.empty()) running_->kill_reason = reason;
+  if (control_) host_.loop().remove(control_.get());
+  control_.reset();
+  to_kernel_.clear();
+  to_kernel_sent_ = 0;
+  kill_kernel();
 }
 
 void KernelSession::on_kernel_message(const Json& m) {
@@ -149,22 +243,25 @@ void KernelSession::on_kernel_message(const Json& m) {
     state_ = State::kIdle;
     failed_starts_ = 0;
     dispatch();
-  } else if (event == "progress" && running_ && running_->request.stream) {
-    host_.send_to_client(running_->client, {{"event", "progress"}, {"cell", running_->number},
-                                            {"current_step", m.value("current_step", "")},
-                                            {"current_step_metric", m.value("current_step_metric", Json())}});
+  } else if (event == "progress") {
+    on_progress(m);
   } else if (m.value("op", "") == "helper") {
     // The tool bridge (run_tool, invoke_llm, upload_local_file) comes with its own issue.
     std::string name = m.value("name", "helper");
-    Json reply = {{"event", "reply"}, {"call", m.value("call", 0)}, {"result", nullptr},
-                  {"error", name + ": the tool bridge is not configured for this sandbox"}};
-    if (control_) (void)protocol::send_frame(control_.get(), reply);
+    if (name.size() > 64) name = "helper";
+    answer_kernel({{"event", "reply"}, {"call", m.value("call", uint64_t{0})}, {"result", nullptr},
+                   {"error", name + ": the tool bridge is not configured for this sandbox"}});
   } else if (event == "result" && running_ && m.value("cell", uint64_t{0}) == running_->number) {
     host_.loop().cancel_timer(running_->timer);
     for (bool is_stdout : {true, false})
       for (size_t taken = 0; taken < kDrainLimit && relay(is_stdout); taken += kReadChunk) {}
     Json r = base_result(*running_);
-    std::string status = m.value("status", "error");
+    if (std::string wrong = kernel_messages::take_result(m, r, running_->request.output_limit); !wrong.empty()) {
+      ++bad_frames_;
+      log::limited(log::Level::kWarn, "malformed-result",
+                   "cell " + std::to_string(running_->number) + ": the kernel's result was malformed: " + wrong);
+    }
+    std::string status = r["status"];
     if (status == "interrupted" && running_->timed_out) {
       status = "timeout";
       r["message"] = "the cell ran past its deadline of " + seconds_text(running_->request.timeout_s) +
@@ -173,12 +270,38 @@ void KernelSession::on_kernel_message(const Json& m) {
       r["message"] = "the cell was interrupted; its variables are kept";
     }
     r["status"] = status;
-    for (const char* k : {"results", "results_file_path", "error", "display", "execution_count"})
-      if (m.contains(k)) r[k] = m[k];
     finish(std::move(r));
     state_ = State::kIdle;
     dispatch();
   }
+}
+
+// Progress reaches the client at most every kProgressIntervalMs: a cell calling
+// set_progress in a tight loop sends the latest, not a million events.
+void KernelSession::on_progress(const Json& m) {
+  if (!running_ || !running_->request.stream) return;
+  auto progress = kernel_messages::take_progress(m);
+  if (!progress) {
+    ++bad_frames_;
+    return;
+  }
+  running_->pending_progress = std::move(*progress);
+  if (running_->progress_timer < 0) send_progress();
+}
+
+void KernelSession::send_progress() {
+  Cell& c = *running_;
+  if (c.pending_progress.is_null()) return;
+  Json event = {{"event", "progress"}, {"cell", c.number}};
+  event.update(c.pending_progress);
+  c.pending_progress = nullptr;
+  host_.send_to_client(c.client, event);
+  auto timer = host_.loop().add_timer(kProgressIntervalMs, [this] {
+    if (!running_) return;
+    running_->progress_timer = -1;
+    send_progress();
+  });
+  c.progress_timer = timer ? *timer : -1;
 }
 
 bool KernelSession::relay(bool is_stdout) {
@@ -255,6 +378,7 @@ void KernelSession::on_spawn_failed(int err) {
 
 void KernelSession::on_exited(std::optional<int> exit_code, std::optional<int> signal) {
   bool was_starting = state_ == State::kStarting;
+  std::string seccomp_kill = std::move(seccomp_kill_);  // close_kernel_fds forgets the kernel
   for (bool is_stdout : {true, false})
     for (size_t taken = 0; taken < kDrainLimit && relay(is_stdout); taken += kReadChunk) {}
   close_kernel_fds();
@@ -265,7 +389,15 @@ void KernelSession::on_exited(std::optional<int> exit_code, std::optional<int> s
     Json r = base_result(c);
     r["state_lost"] = true;
     bool oom = signal == SIGKILL && host_.oom_kills() > c.oom_before;
-    if (c.timed_out) {
+    if (signal == SIGKILL && !seccomp_kill.empty()) {
+      r["status"] = "killed";
+      r["reason"] = "seccomp";
+      r["message"] = "killed by the seccomp filter: " + seccomp_kill + "; the kernel was restarted and its state is lost";
+    } else if (!c.kill_reason.empty()) {
+      r["status"] = "killed";
+      r["reason"] = "protocol";
+      r["message"] = "the kernel was killed: " + c.kill_reason + "; it was restarted and its state is lost";
+    } else if (c.timed_out) {
       r["status"] = "timeout";
       r["message"] = "the cell ran past its deadline of " + seconds_text(c.request.timeout_s) +
                      " s and did not stop when interrupted; the kernel was restarted and its state is lost";
@@ -284,6 +416,8 @@ void KernelSession::on_exited(std::optional<int> exit_code, std::optional<int> s
                                "); it was restarted and its state is lost";
     }
     finish(std::move(r));
+  } else if (!shutting_down_ && !restart_wanted_ && !was_starting) {
+    state_lost_unseen_ = true;  // it died between cells: the next result says so
   }
   if (shutting_down_) return;
   if (was_starting && !restart_wanted_ && ++failed_starts_ >= kMaxFailedStarts) {
@@ -300,6 +434,7 @@ void KernelSession::client_gone(int client_fd) {
   // Nobody waits for that cell any more: stop it, keeping the kernel's state (as E2B does).
   if (running_ && running_->client == client_fd) {
     running_->client = -1;
+    refresh_pause();
     interrupt();
   }
 }
@@ -314,8 +449,19 @@ Json KernelSession::base_result(const Cell& c) const {
 }
 
 void KernelSession::finish(Json result) {
-  int client = running_->client;
+  Cell& c = *running_;
+  host_.loop().cancel_timer(c.progress_timer);
+  if (!c.pending_progress.is_null()) send_progress();  // the last step before the result
+  host_.loop().cancel_timer(c.progress_timer);
+  if (state_lost_unseen_) {
+    result["state_lost"] = true;
+    if (!result.contains("message"))
+      result["message"] = "the kernel died after the previous cell and was restarted: its state was lost before this cell ran";
+    state_lost_unseen_ = false;
+  }
+  int client = c.client;
   running_.reset();
+  refresh_pause();
   host_.send_to_client(client, {{"ok", true}, {"cell", result["cell"]}, {"result", std::move(result)}});
 }
 
@@ -332,6 +478,8 @@ void KernelSession::close_kernel_fds() {
     fd->reset();
   }
   command_id_ = 0;
+  sandbox_pid_ = 0;
+  seccomp_kill_.clear();
 }
 
 Json KernelSession::status() const {

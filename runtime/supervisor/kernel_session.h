@@ -1,4 +1,4 @@
-// The sandbox's Python kernel, from the supervisor's side (DESIGN.md §5).
+// The sandbox's Python kernel, from the supervisor's side (docs/semantics.md, "Cells").
 //
 // One kernel process per sandbox (kernel/nsbox_kernel.cc), started through init with the
 // sandbox, talking frames on its fd 3; its stdout and stderr are pipes read here and
@@ -48,11 +48,22 @@ class KernelHost {
   virtual std::string oom_message() const = 0;
   virtual FilesVolume* files_volume() = 0;
   virtual void send_to_client(int client_fd, const protocol::Json& message) = 0;  // no-op if gone
+  // The client has more unsent than its high-water mark: stop reading what would go to it.
+  virtual bool client_backlogged(int client_fd) const = 0;
 };
 
 class KernelSession {
  public:
   static constexpr uint64_t kGraceMs = 5000;
+  // Answers to the kernel wait in a buffer while its channel is full; a kernel that lets
+  // more than this pile up (a cell that stopped the kernel's reader and floods requests)
+  // is killed rather than block the supervisor or grow it.
+  static constexpr size_t kMaxAnswerBacklog = 1u << 20;
+  // Malformed or mistyped frames a kernel may send in its life before it is killed: our
+  // kernel sends none, so these come from a cell writing to the channel.
+  static constexpr size_t kMaxBadFrames = 64;
+  // Progress events reach a client at most this often; the latest one always does.
+  static constexpr uint64_t kProgressIntervalMs = 50;
 
   explicit KernelSession(KernelHost& host) : host_(host) {}
 
@@ -62,10 +73,16 @@ class KernelSession {
   void restart();    // a fresh interpreter; a running cell ends with state_lost
   void shutdown();   // the sandbox is going: no more restarts
   void client_gone(int client_fd);
+  // The client's backlog crossed its high- or low-water mark (Supervisor::flush).
+  void on_client_backlog(int client_fd);
   protocol::Json status() const;
 
   // init's reports about the kernel's process.
   bool owns(uint64_t command_id) const { return command_id != 0 && command_id == command_id_; }
+  void on_started(pid_t sandbox_pid) { sandbox_pid_ = sandbox_pid; }
+  pid_t sandbox_pid() const { return sandbox_pid_; }  // 0 until init reports it
+  // The seccomp filter killed the kernel's process (its result will say which call).
+  void on_seccomp_kill(std::string what) { seccomp_kill_ = std::move(what); }
   void on_spawn_failed(int err);
   void on_exited(std::optional<int> exit_code, std::optional<int> signal);
 
@@ -81,12 +98,25 @@ class KernelSession {
     bool timed_out = false;
     bool interrupted = false;
     bool restarted = false;
+    std::string kill_reason;  // why we killed the kernel ourselves (a protocol abuse)
     uint64_t oom_before = 0;
+    protocol::Json pending_progress;  // the latest progress not yet sent (null: none)
+    int progress_timer = -1;
   };
 
   void dispatch();
+  void on_control_event(uint32_t events);
   void on_kernel_messages();
   void on_kernel_message(const protocol::Json& m);
+  void on_progress(const protocol::Json& m);
+  void send_progress();
+  bool send_to_kernel(const protocol::Json& message);  // false: the channel is closed
+  void answer_kernel(const protocol::Json& message);   // send_to_kernel, bounded
+  void flush_to_kernel();
+  size_t pending_to_kernel() const;
+  void update_interest();
+  void refresh_pause();
+  void kill_for_abuse(const std::string& reason);
   void on_output(bool is_stdout);
   bool relay(bool is_stdout);
   void on_deadline();
@@ -103,8 +133,16 @@ class KernelSession {
   bool restart_wanted_ = false;
   int failed_starts_ = 0;
   uint64_t command_id_ = 0;
+  pid_t sandbox_pid_ = 0;
+  std::string seccomp_kill_;
   UniqueFd control_, out_, err_;
   protocol::FrameReader reader_{protocol::kMaxClientFrame};
+  std::string to_kernel_;      // encoded frames; the channel took the first to_kernel_sent_ bytes
+  size_t to_kernel_sent_ = 0;
+  size_t execute_bytes_ = 0;   // of them, the cell being sent (not an answer backlog)
+  size_t bad_frames_ = 0;
+  bool state_lost_unseen_ = false;  // the kernel died between cells; no result said so yet
+  bool reading_paused_ = false;  // the running cell's client is backlogged
   std::deque<std::unique_ptr<Cell>> queue_;
   std::unique_ptr<Cell> running_;
   uint64_t next_cell_ = 1;

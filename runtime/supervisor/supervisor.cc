@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/mount_injection.h"
 #include "isolation/userns.h"
@@ -37,6 +38,7 @@ constexpr size_t kDrainLimit = 256u << 10;
 constexpr size_t kMaxClients = 256;
 constexpr size_t kMaxCommands = 256;
 constexpr uint64_t kAcceptRetryMs = 100;
+constexpr size_t kMaxKillsPerGroup = 8;  // seccomp kills remembered for one command
 
 Json error_json(const Error& e) {
   Json j = {{"code", error_code_name(e.code)}, {"message", e.message}};
@@ -45,33 +47,6 @@ Json error_json(const Error& e) {
 }
 
 }  // namespace
-
-Json SupervisorSpec::to_json() const {
-  Json env_obj = Json::array();
-  for (const auto& [k, v] : env) env_obj.push_back({k, v});
-  Json mounts_arr = Json::array();
-  for (const auto& m : mounts) mounts_arr.push_back({{"mount", m.mount.to_json()}, {"credentials", m.credentials.to_json()}});
-  return {{"id", id},         {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)},
-          {"env", env_obj},   {"volume", volume}, {"mounts", mounts_arr}};
-}
-
-Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
-  try {
-    SupervisorSpec s;
-    s.id = j.at("id").get<std::string>();
-    s.name = j.value("name", "");
-    s.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
-    s.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
-    for (const auto& kv : j.value("env", Json::array())) s.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
-    s.volume = j.at("volume").get<std::string>();
-    for (const auto& m : j.value("mounts", Json::array()))
-      s.mounts.push_back({NSBOX_TRY(bucket::BucketMount::from_json(m.at("mount"))),
-                          bucket::BucketCredentials::from_json(m.value("credentials", Json::object()))});
-    return s;
-  } catch (const Json::exception& e) {
-    return fail(make_error(ErrorCode::kProtocol, std::string("malformed supervisor spec: ") + e.what()));
-  }
-}
 
 Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, const SupervisorSpec& spec,
                                                       const InstallLayout& layout) {
@@ -152,7 +127,7 @@ void Supervisor::refill_spare_volume() {
     // supervisor look alive (and keep clients waiting) until mkfs is done.
     sys::close_range(3, ~0U, 0);
     auto made = VolumeStore(store_.root()).make_spare();
-    if (!made) std::fprintf(stderr, "nsbox-supervisor: could not format a spare volume: %s\n", made.error().message.c_str());
+    if (!made) log::warn("could not format a spare volume: " + made.error().message);
     ::_exit(made ? 0 : 1);
   }
   if (pid < 0) return;
@@ -330,6 +305,12 @@ void Supervisor::set_output_paused(Client& client, bool paused) {
     for (UniqueFd* p : {&it->second.out, &it->second.err})
       if (*p) (void)loop_->modify(p->get(), paused ? uint32_t{0} : uint32_t{EPOLLIN});
   }
+  kernel_->on_client_backlog(client.fd.get());  // a streamed cell's output, the same way
+}
+
+bool Supervisor::client_backlogged(int client_fd) const {
+  auto it = clients_.find(client_fd);
+  return it != clients_.end() && !it->second.closed && it->second.output_paused;
 }
 
 void Supervisor::close_client(int fd) {
@@ -435,6 +416,7 @@ void Supervisor::on_init_messages() {
 void Supervisor::on_init_message(const Json& m) {
   std::string event = m.value("event", "");
   if (kernel_->owns(m.value("id", uint64_t{0}))) {
+    if (event == "started") kernel_->on_started(m.value("pid", 0));
     if (event == "spawn_failed") kernel_->on_spawn_failed(m.value("errno", ENOENT));
     if (event == "exited") {
       std::optional<int> code, signal;
@@ -506,11 +488,14 @@ void Supervisor::on_seccomp_violation() {
   auto v = instance_->take_seccomp_violation();
   if (!v) return;
   std::string what = v->syscall + " (pid " + std::to_string(v->sandbox_pid) + " in the sandbox)";
-  std::fprintf(stderr, "nsbox-supervisor: killed by the seccomp filter: %s\n", what.c_str());
+  log::limited(log::Level::kWarn, "seccomp-kill", "killed by the seccomp filter: " + what);
+  if (v->sandbox_pid != 0 && v->sandbox_pid == kernel_->sandbox_pid()) return kernel_->on_seccomp_kill(what);
   // Each command is a process group of its own: the violation belongs to the one whose
-  // group the process was in, matched when that command ends.
-  if (seccomp_kills_.size() >= 256) seccomp_kills_.erase(seccomp_kills_.begin());
-  seccomp_kills_[v->sandbox_pgid].push_back(what);
+  // group the process was in, matched when that command ends. Bounded both ways: a
+  // sandbox can make violations as fast as it can fork.
+  if (seccomp_kills_.size() >= 256 && !seccomp_kills_.count(v->sandbox_pgid)) seccomp_kills_.erase(seccomp_kills_.begin());
+  auto& kills = seccomp_kills_[v->sandbox_pgid];
+  if (kills.size() < kMaxKillsPerGroup) kills.push_back(what);
 }
 
 void Supervisor::on_init_death() {

@@ -16,6 +16,7 @@
 
 #include "runtime/command.h"
 #include "runtime/protocol/frame.h"
+#include "runtime/protocol/supervisor_spec.h"
 #include "runtime/sandbox_instance.h"
 #include "runtime/state_store.h"
 #include "runtime/volume_store.h"
@@ -27,21 +28,6 @@
 #include "runtime/supervisor/output_capture.h"
 
 namespace nsbox {
-
-// What the CLI hands the supervisor on stdin at start (never written to disk: env values
-// may be secrets).
-struct SupervisorSpec {
-  std::string id;
-  std::string name;
-  SizeTier size = SizeTier::kStandard;
-  network::Mode net = network::Mode::kNone;
-  EnvList env;
-  std::string volume;  // the files volume's name (made by the caller)
-  std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)
-
-  protocol::Json to_json() const;
-  static Result<SupervisorSpec> from_json(const protocol::Json& j);
-};
 
 class Supervisor final : private KernelHost {
  public:
@@ -120,6 +106,7 @@ class Supervisor final : private KernelHost {
   std::string oom_message() const override;
   FilesVolume* files_volume() override { return volume_ ? &*volume_ : nullptr; }
   void send_to_client(int client_fd, const protocol::Json& message) override;
+  bool client_backlogged(int client_fd) const override;
 
   const StateStore& store_;
   SupervisorSpec spec_;

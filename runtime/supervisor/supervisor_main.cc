@@ -4,7 +4,8 @@
 //   stdin:  the SupervisorSpec as JSON (env values included; never written to disk)
 //   stdout: one JSON line once the sandbox is up ({"ok":true,...}) or could not be
 //           ({"ok":false,"error":{...}}), then closed
-//   stderr: appended to <run>/sandboxes/<id>/supervisor.log
+//   stderr: the log, <run>/sandboxes/<id>/supervisor.log (isolation/sys/log.h: timestamped,
+//           rate-limited where a sandbox can cause lines, rotated at 4 MiB to .log.1)
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -16,6 +17,7 @@
 #include <iterator>
 #include <string>
 
+#include "isolation/sys/log.h"
 #include "runtime/install_layout.h"
 #include "runtime/supervisor/supervisor.h"
 
@@ -32,7 +34,7 @@ int fail_start(const nsbox::Error& e) {
   Json err = {{"code", nsbox::error_code_name(e.code)}, {"message", e.message}};
   if (!e.hint.empty()) err["hint"] = e.hint;
   report({{"ok", false}, {"error", err}});
-  std::cerr << "nsbox-supervisor: " << e.message << "\n";
+  nsbox::log::error(e.message);
   return 1;
 }
 
@@ -47,6 +49,7 @@ void detach_stdio() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nsbox::log::set_program("nsbox-supervisor");
   std::string run_dir, data_dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--run-dir")) run_dir = argv[i + 1];
@@ -66,11 +69,7 @@ int main(int argc, char** argv) {
   if (!spec) return fail_start(spec.error());
 
   nsbox::StateStore store(nsbox::StateRoot{run_dir, data_dir});
-  int log = ::open(store.root().log_file(spec->id).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (log >= 0) {
-    ::dup2(log, STDERR_FILENO);
-    ::close(log);
-  }
+  (void)nsbox::log::open_file(store.root().log_file(spec->id));  // without it, stderr stays
   // Held for the supervisor's whole life: `nsbox` reads "alive" from this lock.
   auto lock = store.lock_sandbox(spec->id);
   if (!lock) return fail_start(lock.error());
@@ -93,8 +92,9 @@ int main(int argc, char** argv) {
   // The sandbox is gone now. Free the lock before the client sockets close (in the
   // supervisor's destructor): a client that sees EOF then finds the lock free at once.
   lock->reset();
+  nsbox::log::report_dropped();
   if (!served) {
-    std::cerr << "nsbox-supervisor: " << served.error().message << "\n";
+    nsbox::log::error(served.error().message);
     return 1;
   }
   return 0;

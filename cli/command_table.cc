@@ -1,0 +1,121 @@
+#include "cli/command_table.h"
+
+#include <algorithm>
+
+namespace nsbox::cli {
+namespace {
+
+const FlagHelp kSize{"size", "SIZE", "standard (1 vCPU, 1 GiB; the default), medium (2, 2 GiB), large (4, 4 GiB), xlarge (8, 8 GiB)"};
+const FlagHelp kNet{"net", "MODE", "none (the default: loopback only) or host (the host's network: not isolation)"};
+const FlagHelp kEnv{"env", "K=V", "an environment variable (repeatable); values are never written to disk"};
+const FlagHelp kTimeout{"timeout", "SECONDS", "the deadline (default 180); past it the command is killed, a cell interrupted"};
+
+}  // namespace
+
+const std::vector<CommandHelp>& command_table() {
+  static const std::vector<CommandHelp> table = {
+      {"create", "[FLAGS]", "start a sandbox, print its id",
+       {kSize,
+        {"name", "NAME", "a name to use instead of the id (1-63 of a-z 0-9 - _ .)"},
+        kNet,
+        kEnv,
+        {"volume", "NAME", "a named files volume at /mnt/files (made if new; outlives the sandbox, shareable)"},
+        {"files-quota", "SIZE", "the files volume's quota (default 10G, less on a small disk)"},
+        {"mount", "URL:PATH[:rw]", "a bucket at PATH: s3://B[/P], r2://B, gs://B, azblob://ACCOUNT/CONTAINER (repeatable)"},
+        {"manifest", "FILE", "bucket mounts from a JSON file (docs/semantics.md; repeatable)"}},
+       cmd_create},
+      {"ls", "", "list sandboxes", {}, cmd_ls},
+      {"inspect", "ID", "show one sandbox", {}, cmd_inspect},
+      {"exec", "ID (-c CODE | -f FILE | -)", "run a cell of Python in the sandbox's kernel (its state persists)",
+       {{"c", "CODE", "the cell's code"},
+        {"f", "FILE", "the cell's code from a file (- reads stdin)"},
+        kTimeout,
+        {"output-limit", "BYTES", "output kept inline per stream (default 64 KiB; the rest goes to a file)"}},
+       cmd_exec, true,
+       "exit status: 0 ok, 1 error in the cell, 124 timeout, 130 interrupted, 137 killed; 125 nsbox failed.\n"
+       "For a command rather than Python: nsbox sh ID -- CMD"},
+      {"interrupt", "ID", "interrupt the running cell (its state is kept)", {}, cmd_interrupt},
+      {"restart", "ID", "a fresh Python interpreter (the state is lost)", {}, cmd_restart},
+      {"sh", "ID [FLAGS] -- CMD...", "run a command in a sandbox (one argument: a bash command line)", {kTimeout, kEnv},
+       cmd_sh, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
+      {"run", "[FLAGS] -- CMD...", "one-shot: create a sandbox, run the command, remove it", {kSize, kNet, kTimeout, kEnv},
+       cmd_run, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
+      {"resize", "ID --size SIZE", "change a running sandbox's size (processes and state stay)", {kSize}, cmd_resize},
+      {"files", "ID (upload LOCAL [REMOTE] | ls [PATH] | download REMOTE [LOCAL] | rm PATH...)",
+       "the sandbox's /mnt/files, from the host",
+       {{"limit", "N", "ls: entries per page (default 1000, at most 100000)"},
+        {"cursor", "CURSOR", "ls: the page after the one that printed it"},
+        {"max-size", "SIZE", "upload: the largest file (default 100M); download: the largest (default 10G)"},
+        {"force", nullptr, "download: replace a local file"},
+        {"r", nullptr, "rm: directories and what they hold"},
+        {"b64", nullptr, "REMOTE and PATH are base64 of the name's bytes (ls --json's name_b64)"}},
+       cmd_files, false,
+       "Paths are relative to /mnt/files; REMOTE ending in / means into that directory."},
+      {"volume", "(ls | rm NAME...)", "named files volumes", {}, cmd_volume},
+      {"rm", "ID... [--keep-files]", "stop and delete sandboxes",
+       {{"keep-files", nullptr, "keep the files volume, as a named volume called by the sandbox's id"}}, cmd_rm},
+      {"doctor", "", "check this host, and say how to fix what is missing", {}, cmd_doctor},
+      {"serve", "[FLAGS]", "the HTTP API for SDKs and agent frameworks (docs/api.md)",
+       {{"socket", "PATH", "a unix socket (default: <run dir>/api.sock, mode 0600)"},
+        {"listen", "ADDR:PORT", "a TCP address too (127.0.0.1:0 takes a free port)"},
+        {"allow-remote", nullptr, "allow a --listen address that is not loopback"},
+        {"token-file", "PATH", "the bearer token's file (made if missing)"},
+        {"public-url", "URL", "the base of signed download links"},
+        {"max-upload", "SIZE", "the largest upload (default 100M)"}},
+       cmd_serve, false, "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM."},
+  };
+  return table;
+}
+
+const CommandHelp* find_command(std::string_view name) {
+  if (name == "list") name = "ls";
+  if (name == "exec-command") name = "sh";
+  for (const auto& c : command_table())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+FlagSpec CommandHelp::spec() const {
+  FlagSpec s;
+  for (const auto& f : flags) (f.value ? s.with_value : s.switches).insert(f.name);
+  return s;
+}
+
+namespace {
+
+std::string flag_word(const FlagHelp& f) {
+  std::string w = (std::string_view(f.name).size() == 1 ? "-" : "--") + std::string(f.name);
+  if (f.value) w += " " + std::string(f.value);
+  return w;
+}
+
+}  // namespace
+
+std::string CommandHelp::usage() const {
+  std::string out = std::string("usage: nsbox ") + name + (*synopsis ? " " : "") + synopsis + "\n\n" + summary + "\n";
+  if (!flags.empty()) {
+    size_t width = 0;
+    for (const auto& f : flags) width = std::max(width, flag_word(f).size());
+    out += "\n";
+    for (const auto& f : flags) {
+      std::string w = flag_word(f);
+      out += "  " + w + std::string(width - w.size() + 2, ' ') + f.help + "\n";
+    }
+  }
+  if (notes) out += "\n" + std::string(notes) + "\n";
+  out += "\nEvery command takes --json (one JSON document on stdout) and --root DIR (all state under DIR).\n";
+  return out;
+}
+
+std::string general_help() {
+  std::string out = "nsbox: local sandboxes for agent code\n\nusage: nsbox [--root DIR] [--json] COMMAND [ARGS]\n\n";
+  size_t width = 0;
+  for (const auto& c : command_table()) width = std::max(width, std::string_view(c.name).size());
+  for (const auto& c : command_table())
+    out += "  " + std::string(c.name) + std::string(width - std::string_view(c.name).size() + 2, ' ') + c.summary + "\n";
+  out += "\nID is a sandbox id (sbx-...) or name. `nsbox COMMAND --help` lists a command's flags.\n"
+         "--json prints one JSON document; errors go to stderr (as JSON with --json) with a stable code.\n";
+  return out;
+}
+
+}  // namespace nsbox::cli

@@ -1,0 +1,60 @@
+// What a new sandbox is made of, and its one JSON form.
+//
+// The CLI turns its flags into this document, `nsbox serve` reads it from a request body,
+// the Python client writes it: a field is parsed in one place (docs/api.md, "Sandboxes").
+//
+//   {"size": "large", "name": "etl", "env": {"K": "V"}, "net": "none", "volume": "memory",
+//    "files_quota": "10G" | 10737418240,
+//    "mounts": ["s3://bucket/prefix:/data:rw", {manifest entry..., "credentials": {...}}],
+//    "manifest": {"root": "/home/user", "entries": {"notes/a.md": {"type": "file", "content": "..."}}}}
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "isolation/network.h"
+#include "isolation/size_tier.h"
+#include "mounts/bucket/mount_spec.h"
+#include "runtime/command.h"
+#include "runtime/protocol/frame.h"
+
+namespace nsbox {
+
+// A file or directory made in /home/user before the sandbox is handed over (the Agents
+// SDK's manifest entries `file` and `dir`).
+struct WorkspaceEntry {
+  std::string path;  // relative to /home/user, normalised, no `..`
+  bool directory = false;
+  std::string content;  // bytes of a file
+  mode_t mode = 0755;   // the SDK's default, for files too
+};
+
+struct CreateOptions {
+  SizeTier size = SizeTier::kStandard;
+  std::string name;
+  network::Mode net = network::Mode::kNone;
+  EnvList env;
+  std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
+  uint64_t files_quota = 0;  // 0: the default (10 GiB; half the free disk when less than 20 GiB is free)
+  // Buckets mounted as directories, served from the host side (bucket::resolve finds a
+  // mount's credentials in an environment).
+  std::vector<bucket::MountRequest> mounts;
+  std::vector<WorkspaceEntry> workspace;  // parents before children
+};
+
+// Where a create document comes from: a local user's own command, or a remote caller.
+enum class Caller {
+  kLocal,   // the nsbox command: a mount may name a credentials file on this host
+  kRemote,  // an API request: no host path may be named (the server would read it for them)
+};
+
+// Parses and checks a create document. Mounts without `credentials` take theirs from
+// `env` (the caller's environment: `nsbox create`'s, or the server's).
+Result<CreateOptions> create_options_from_json(const protocol::Json& j, const bucket::Environment& env, Caller caller);
+
+// The process's own environment, as bucket::resolve takes it.
+bucket::Environment process_environment();
+
+}  // namespace nsbox

@@ -1,0 +1,42 @@
+#include "runtime/protocol/supervisor_spec.h"
+
+namespace nsbox {
+
+using protocol::Json;
+
+Json SupervisorSpec::to_json() const {
+  Json env_obj = Json::array();
+  for (const auto& [k, v] : env) env_obj.push_back({k, v});
+  Json mounts_arr = Json::array();
+  for (const auto& m : mounts) mounts_arr.push_back({{"mount", m.mount.to_json()}, {"credentials", m.credentials.to_json()}});
+  return {{"id", id},         {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)},
+          {"env", env_obj},   {"volume", volume}, {"mounts", mounts_arr}};
+}
+
+Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
+  try {
+    SupervisorSpec s;
+    s.id = j.at("id").get<std::string>();
+    s.name = j.value("name", "");
+    s.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
+    s.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
+    for (const auto& kv : j.value("env", Json::array())) s.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+    s.volume = j.at("volume").get<std::string>();
+    for (const auto& m : j.value("mounts", Json::array()))
+      s.mounts.push_back({NSBOX_TRY(bucket::BucketMount::from_json(m.at("mount"))),
+                          bucket::BucketCredentials::from_json(m.value("credentials", Json::object()))});
+    return s;
+  } catch (const Json::exception& e) {
+    return fail(make_error(ErrorCode::kProtocol, std::string("malformed supervisor spec: ") + e.what()));
+  }
+}
+
+int mounts_start_bound_ms(const std::vector<bucket::MountRequest>& mounts) {
+  int total = 0;
+  for (const auto& r : mounts)
+    total += r.mount.strategy == bucket::MountStrategy::kBuiltin ? kBucketServerReadyMs  // check and mount
+                                                                 : kBucketServerReadyMs + kHelperMountTimeoutMs;  // check, then the tool
+  return total;
+}
+
+}  // namespace nsbox

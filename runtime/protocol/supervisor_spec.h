@@ -1,0 +1,43 @@
+// What the nsbox command (or an embedder) hands a new supervisor on its stdin: the
+// sandbox to build. Part of the protocol between the client library and the supervisor,
+// so the client builds it without compiling or linking any supervisor code.
+//
+// Never written to disk: env values and the mounts' credentials may be secrets.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "isolation/network.h"
+#include "isolation/size_tier.h"
+#include "mounts/bucket/mount_spec.h"
+#include "runtime/command.h"
+#include "runtime/protocol/frame.h"
+
+namespace nsbox {
+
+struct SupervisorSpec {
+  std::string id;
+  std::string name;
+  SizeTier size = SizeTier::kStandard;
+  network::Mode net = network::Mode::kNone;
+  EnvList env;
+  std::string volume;  // the files volume's name (made by the caller)
+  std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)
+
+  protocol::Json to_json() const;
+  static Result<SupervisorSpec> from_json(const protocol::Json& j);
+};
+
+// How long a bucket mount's server may take to report (its check of the remote, then
+// its mount): the supervisor waits this long for each, and the client for all of them. A
+// remote that never answers costs the check three attempts of HttpLimits' bounds (under
+// 40 s), which this must outlast.
+constexpr int kBucketServerReadyMs = 60000;
+constexpr int kHelperMountTimeoutMs = 30000;  // rclone or s3fs mounting, after the check
+
+// The most a supervisor's start may take for these mounts, on top of the sandbox's own:
+// they start one after another.
+int mounts_start_bound_ms(const std::vector<bucket::MountRequest>& mounts);
+
+}  // namespace nsbox

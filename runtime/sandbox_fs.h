@@ -1,0 +1,62 @@
+// The sandbox's own view of its files, from the host side, with the sandbox user's
+// rights: any path a process in the sandbox sees (/home/user, /tmp, /mnt/files, bucket
+// mounts; the read-only system for reading). For the HTTP API's `fs` endpoints (the
+// Agents SDK's Filesystem capability) and for a create's manifest entries.
+//
+// Paths resolve inside the sandbox's root: openat2(RESOLVE_IN_ROOT) from
+// /proc/<init>/root, whose mounts are the sandbox's. No symlink is followed anywhere in a
+// path (a link made inside that points at /etc is refused, not resolved), nor a magic
+// link; `..` is refused before any lookup. /proc, /sys and /dev are not files and are
+// refused. Every call runs with the calling thread's fs ids set to the sandbox user's
+// host ids (setfsuid is per thread and drops root's right to override permissions): what
+// the sandbox user may not read or write, neither may a caller here, and what is made
+// belongs to the user.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "isolation/sys/error.h"
+#include "isolation/sys/files.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox {
+
+class SandboxFs {
+ public:
+  static constexpr const char* kWorkspace = "/home/user";
+
+  // `root` is the sandbox's root directory (an fd on /proc/<init>/root); `uid`/`gid`
+  // the host ids of the sandbox user.
+  SandboxFs(UniqueFd root, uid_t uid, gid_t gid) : root_(std::move(root)), uid_(uid), gid_(gid) {}
+
+  // "/tmp/x" as it is; "notes/a.md" under /home/user. Refuses `..`, empty paths, NUL
+  // bytes and /proc, /sys, /dev. The absolute, normalised path.
+  static Result<std::string> normalize(const std::string& path);
+
+  Result<UniqueFd> open_read(const std::string& path, struct stat* st) const;
+  // Writes `source` to `path` whole or not at all (a temporary file beside it, renamed
+  // into place), parents made as needed; refused past `max_bytes`. `before_commit` as
+  // for FilesVolume::upload. Returns the bytes written.
+  Result<uint64_t> write(const std::string& path, int source, uint64_t max_bytes, mode_t mode,
+                         const std::function<Result<void>()>& before_commit = {}) const;
+  Result<uint64_t> write_bytes(const std::string& path, std::string_view bytes, mode_t mode) const;
+  Result<files::DirPage> list(const std::string& path, size_t limit, const std::string& cursor) const;
+  Result<void> make_dir(const std::string& path, bool parents, mode_t mode = 0755) const;
+  // A missing path is not an error when `recursive` (as `rm -rf`).
+  Result<void> remove(const std::string& path, bool recursive) const;
+  Result<struct stat> stat(const std::string& path) const;
+
+ private:
+  Result<UniqueFd> open_at(const std::string& path, uint64_t flags, mode_t mode = 0) const;
+  Result<UniqueFd> open_parent(const std::string& path, bool create, std::string& name) const;
+  UniqueFd root_;
+  uid_t uid_;
+  gid_t gid_;
+};
+
+}  // namespace nsbox
