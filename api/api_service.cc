@@ -1,0 +1,258 @@
+#include "api/api_service.h"
+
+#include <cmath>
+
+#include "api/http_errors.h"
+
+namespace nsbox::api {
+namespace {
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start < path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) parts.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+Error no_route(const HttpRequest& r) {
+  return make_error(ErrorCode::kNotFound, "no endpoint " + r.method + " " + r.path, "docs/api.md lists the endpoints");
+}
+
+const char* kVersion = "0.1.0";
+
+}  // namespace
+
+Error unauthorized_error() {
+  return make_error(ErrorCode::kUnauthorized, "a bearer token is needed",
+                    "send Authorization: Bearer <the token in the server's token_file>");
+}
+
+void respond_error(Exchange& x, const Error& e) { x.respond(http_status(e.code), error_document(e)); }
+
+Result<Json> body_object(const HttpRequest& r) {
+  if (r.body.empty()) return Json::object();
+  Json j = Json::parse(r.body, nullptr, false);
+  if (j.is_discarded()) return fail(make_error(ErrorCode::kMalformedRequest, "the request body is not JSON"));
+  if (!j.is_object()) return fail(make_error(ErrorCode::kMalformedRequest, "the request body must be a JSON object"));
+  return j;
+}
+
+Result<void> only_fields(const Json& j, std::initializer_list<const char*> known) {
+  for (const auto& [key, value] : j.items()) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || key == k;
+    if (!ok) return fail(make_error(ErrorCode::kMalformedRequest, "unknown field \"" + key + "\""));
+  }
+  return {};
+}
+
+Result<double> timeout_field(const Json& j, double fallback) {
+  auto it = j.find("timeout_s");
+  if (it == j.end()) return fallback;
+  if (!it->is_number()) return fail(make_error(ErrorCode::kMalformedRequest, "\"timeout_s\" must be a number"));
+  double v = it->get<double>();
+  if (!(v > 0) || v > 86400 || std::isnan(v))
+    return fail(make_error(ErrorCode::kInvalidArgument, "\"timeout_s\" must be in (0, 86400]"));
+  return v;
+}
+
+bool ApiService::takes_upload(const HttpRequest& r) const {
+  if (r.method != "PUT") return false;
+  auto path = split_path(r.path);
+  if (path.empty()) return false;
+  const std::string& last = path.back();
+  return last == "files" || last == "fs";
+}
+
+bool ApiService::authorized(const HttpRequest& r, const Path& path) const {
+  if (r.method == "GET" && path.size() == 1 && (path[0] == "livez" || path[0] == "readyz")) return true;
+  // A signed download link carries its own authority, checked by get_file.
+  if (r.method == "GET" && path.size() == 4 && path[0] == "v1" && path[1] == "sandboxes" && path[3] == "files" &&
+      r.query.count("signature"))
+    return true;
+  return token_.accepts(r.authorization);
+}
+
+bool ApiService::admits(const HttpRequest& r) const { return authorized(r, split_path(r.path)); }
+
+void ApiService::handle(Exchange& x) {
+  const HttpRequest& r = x.request();
+  Path path = split_path(r.path);
+  if (!authorized(r, path)) {
+    x.respond(401, error_document(unauthorized_error()), {{"WWW-Authenticate", "Bearer"}});
+    return;
+  }
+  try {
+    route(x, path);
+  } catch (const Json::exception& e) {
+    // A field of the wrong type somewhere nlohmann was asked for it: the client's error.
+    respond_error(x, make_error(ErrorCode::kMalformedRequest, std::string("a field of the wrong type: ") + e.what()));
+  }
+}
+
+void ApiService::route(Exchange& x, const Path& path) {
+  const HttpRequest& r = x.request();
+  const std::string& m = r.method;
+  if (path.size() == 1 && m == "GET" && path[0] == "livez") return x.respond(200, {{"live", true}});
+  if (path.size() == 1 && m == "GET" && path[0] == "readyz") {
+    if (stopping_) return x.respond(503, {{"ready", false}, {"reason", "stopping"}});
+    return x.respond(200, {{"ready", true}});
+  }
+  if (path.empty() || path[0] != "v1") return respond_error(x, no_route(r));
+  if (path.size() == 2 && path[1] == "info" && m == "GET")
+    return x.respond(200, {{"api_version", 1},
+                           {"version", kVersion},
+                           {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
+                                         {"events", false}, {"tool_bridge", false}, {"snapshots", false}, {"pty", false}}},
+                           {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
+                                       {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
+  if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
+  if (path.size() < 2 || path[1] != "sandboxes") return respond_error(x, no_route(r));
+  if (path.size() == 2 && m == "POST") return create_sandbox(x);
+  if (path.size() == 2 && m == "GET") return list_sandboxes(x);
+  if (path.size() >= 3) return route_sandbox(x, path[2], Path(path.begin() + 3, path.end()));
+  respond_error(x, no_route(r));
+}
+
+// Everything under /v1/sandboxes/{id}/, and the same under /v1/sessions/{sid}/.
+void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Path& rest) {
+  const HttpRequest& r = x.request();
+  const std::string& m = r.method;
+  if (rest.empty()) {
+    if (m == "GET") {
+      auto info = runtime_.inspect(sandbox);
+      return info ? x.respond(200, info->to_json()) : respond_error(x, info.error());
+    }
+    if (m == "PATCH") return patch_sandbox(x, sandbox);
+    if (m == "DELETE") return delete_sandbox(x, sandbox);
+    return respond_error(x, no_route(r));
+  }
+  if (rest.size() != 1) return respond_error(x, no_route(r));
+  const std::string& what = rest[0];
+  if (m == "POST" && (what == "interrupt" || what == "restart")) {
+    auto done = what == "interrupt" ? runtime_.interrupt(sandbox) : runtime_.restart(sandbox);
+    if (!done) return respond_error(x, done.error());
+    return x.respond(200, {{what == "interrupt" ? "interrupted" : "restarted", true}});
+  }
+  if (m == "POST" && what == "cells") return run_cell(x, sandbox);
+  if (m == "POST" && what == "commands") return run_command(x, sandbox);
+  if (what == "files") {
+    if (m == "PUT") return put_file(x, sandbox);
+    if (m == "GET") return get_file(x, sandbox);
+    if (m == "DELETE") return delete_file(x, sandbox);
+  }
+  if (what == "files:ls" && m == "GET") return list_files(x, sandbox);
+  if (what == "files:sign" && m == "POST") return sign_file(x, sandbox);
+  if (what == "fs" || what.starts_with("fs:")) return fs_route(x, sandbox, what);
+  if (what == "events" || what == "tool_calls")
+    return respond_error(x, make_error(ErrorCode::kUnsupported, what + " come with the tool bridge, not in this version",
+                                       "GET /v1/info says which features this server has"));
+  respond_error(x, no_route(r));
+}
+
+void ApiService::create_sandbox(Exchange& x) {
+  auto body = body_object(x.request());
+  if (!body) return respond_error(x, body.error());
+  auto options = create_options_from_json(*body, process_environment(), Caller::kRemote);
+  if (!options) return respond_error(x, options.error());
+  auto info = runtime_.create(*options);
+  for (auto& m : options->mounts) m.credentials.wipe();
+  if (!info) return respond_error(x, info.error());
+  x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
+}
+
+void ApiService::list_sandboxes(Exchange& x) {
+  auto list = runtime_.list();
+  if (!list) return respond_error(x, list.error());
+  Json arr = Json::array();
+  for (const auto& info : *list) arr.push_back(info.to_json());
+  x.respond(200, {{"sandboxes", arr}});
+}
+
+void ApiService::patch_sandbox(Exchange& x, const std::string& sandbox) {
+  auto body = body_object(x.request());
+  if (!body) return respond_error(x, body.error());
+  if (auto ok = only_fields(*body, {"size"}); !ok) return respond_error(x, ok.error());
+  if (!body->contains("size") || !(*body)["size"].is_string())
+    return respond_error(x, make_error(ErrorCode::kMalformedRequest, "PATCH takes {\"size\": \"large\"}"));
+  auto size = parse_size_tier((*body)["size"].get<std::string>());
+  if (!size) return respond_error(x, size.error());
+  auto info = runtime_.resize(sandbox, *size);
+  if (!info) return respond_error(x, info.error());
+  x.respond(200, info->to_json());
+}
+
+void ApiService::delete_sandbox(Exchange& x, const std::string& sandbox) {
+  auto info = runtime_.inspect(sandbox);
+  if (!info) return respond_error(x, info.error());
+  bool keep = x.request().query_value("keep_files") == "true";
+  if (auto r = runtime_.remove(info->record.id, keep); !r) return respond_error(x, r.error());
+  x.respond(200, {{"removed", Json::array({info->record.id})}});
+}
+
+void ApiService::route_sessions(Exchange& x, const Path& path) {
+  const HttpRequest& r = x.request();
+  const std::string& m = r.method;
+  if (path.size() == 2) {
+    if (m == "POST") {
+      auto body = body_object(r);
+      if (!body) return respond_error(x, body.error());
+      auto s = sessions_.create(*body);
+      return s ? x.respond(201, s->to_json(), {{"Location", "/v1/sessions/" + s->id}}) : respond_error(x, s.error());
+    }
+    if (m == "GET") {
+      auto list = sessions_.list();
+      if (!list) return respond_error(x, list.error());
+      Json arr = Json::array();
+      for (const auto& s : *list) arr.push_back(s.to_json());
+      return x.respond(200, {{"sessions", arr}});
+    }
+    return respond_error(x, no_route(r));
+  }
+  const std::string& sid = path[2];
+  auto session = sessions_.load(sid);
+  if (!session) return respond_error(x, session.error());
+  if (path.size() == 3 && m == "GET") return x.respond(200, session->to_json());
+  if (path.size() == 3 && m == "DELETE") {
+    if (!session->sandbox_id.empty())
+      if (auto removed = runtime_.remove(session->sandbox_id); !removed && removed.error().code != ErrorCode::kNotFound)
+        return respond_error(x, removed.error());
+    if (auto removed = sessions_.remove(sid); !removed) return respond_error(x, removed.error());
+    return x.respond(200, {{"removed", Json::array({sid})}});
+  }
+  // Every sandbox call, on the session's sandbox (made now if this is the first).
+  auto sandbox = sessions_.sandbox_of(sid, [&](const Session& s) -> Result<std::string> {
+    CreateOptions o;
+    o.size = s.size;
+    auto info = NSBOX_TRY(runtime_.create(o));
+    return info.record.id;
+  });
+  if (!sandbox) return respond_error(x, sandbox.error());
+  if (path.size() == 3 && m == "PATCH") {
+    // {"sandbox_size": "large"} or {"sandbox": {"sandbox_size": ...}}: a live resize.
+    auto body = body_object(r);
+    if (!body) return respond_error(x, body.error());
+    const Json& fields = body->contains("sandbox") ? (*body)["sandbox"] : *body;
+    if (!fields.is_object() || !fields.contains("sandbox_size") || !fields["sandbox_size"].is_string())
+      return respond_error(x, make_error(ErrorCode::kMalformedRequest, "PATCH takes {\"sandbox_size\": \"large\"}"));
+    auto size = parse_size_tier(fields["sandbox_size"].get<std::string>());
+    if (!size) return respond_error(x, size.error());
+    if (auto resized = runtime_.resize(*sandbox, *size); !resized) return respond_error(x, resized.error());
+    session->size = *size;
+    session->sandbox_id = *sandbox;
+    if (auto saved = sessions_.save(*session); !saved) return respond_error(x, saved.error());
+    return x.respond(200, session->to_json());
+  }
+  if (path.size() == 4 && path[3] == "sandbox" && m == "GET") {
+    auto info = runtime_.inspect(*sandbox);
+    return info ? x.respond(200, info->to_json()) : respond_error(x, info.error());
+  }
+  route_sandbox(x, *sandbox, Path(path.begin() + 3, path.end()));
+}
+
+}  // namespace nsbox::api

@@ -1,0 +1,93 @@
+// The HTTP API's endpoints (docs/api.md): routing, and one method per endpoint. Called
+// on worker threads with one Exchange per request; everything here may block. Knows
+// nothing of HTTP's wire format (api/http_server.cc does), only of requests, JSON and the
+// client library (runtime/runtime.h).
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/access.h"
+#include "api/exchange.h"
+#include "api/sessions.h"
+#include "runtime/runtime.h"
+
+namespace nsbox::api {
+
+struct ApiConfig {
+  uint64_t max_upload_bytes = 100ull << 20;
+  std::string public_url;  // the base of download links ("" -> links are paths)
+};
+
+constexpr uint64_t kMaxJsonBody = 16ull << 20;
+constexpr uint64_t kMaxCodeBytes = 12ull << 20;
+constexpr uint64_t kMaxDownloadBytes = 10ull << 30;
+constexpr int64_t kMaxLinkSeconds = 7 * 24 * 3600;
+
+class ApiService {
+ public:
+  ApiService(Runtime runtime, BearerToken token, LinkSigner signer, SessionStore sessions, ApiConfig config)
+      : runtime_(std::move(runtime)), token_(std::move(token)), signer_(std::move(signer)),
+        sessions_(std::move(sessions)), config_(std::move(config)) {}
+
+  // Answers one request (exactly once).
+  void handle(Exchange& x);
+
+  // For the HTTP side, before a body is read: whether the request's body is a file to
+  // stream (PUT of files or fs), and its limit.
+  bool takes_upload(const HttpRequest& r) const;
+  // Whether the request may be served at all (its token, or a route that needs none):
+  // asked before its body is read, so that nobody without the token can make the server
+  // read or hold a body.
+  bool admits(const HttpRequest& r) const;
+  uint64_t max_upload_bytes() const { return config_.max_upload_bytes; }
+
+  void set_stopping() { stopping_ = true; }
+  void set_public_url(std::string url) { config_.public_url = std::move(url); }
+
+ private:
+  using Path = std::vector<std::string>;
+
+  bool authorized(const HttpRequest& r, const Path& path) const;
+  void route(Exchange& x, const Path& path);
+  void route_sandbox(Exchange& x, const std::string& sandbox, const Path& rest);
+  void route_sessions(Exchange& x, const Path& path);
+
+  void create_sandbox(Exchange& x);
+  void list_sandboxes(Exchange& x);
+  void patch_sandbox(Exchange& x, const std::string& sandbox);
+  void delete_sandbox(Exchange& x, const std::string& sandbox);
+
+  // api/run_routes.cc
+  void run_cell(Exchange& x, const std::string& sandbox);
+  void run_command(Exchange& x, const std::string& sandbox);
+
+  // api/file_routes.cc
+  void put_file(Exchange& x, const std::string& sandbox);
+  void get_file(Exchange& x, const std::string& sandbox);
+  void delete_file(Exchange& x, const std::string& sandbox);
+  void list_files(Exchange& x, const std::string& sandbox);
+  void sign_file(Exchange& x, const std::string& sandbox);
+  void fs_route(Exchange& x, const std::string& sandbox, const std::string& verb);
+
+  Runtime runtime_;
+  BearerToken token_;
+  LinkSigner signer_;
+  SessionStore sessions_;
+  ApiConfig config_;
+  std::atomic<bool> stopping_ = false;
+};
+
+// Helpers shared by the route files.
+void respond_error(Exchange& x, const Error& e);
+Error unauthorized_error();
+// The request's JSON body: {} when empty; an object, else malformed_request.
+Result<Json> body_object(const HttpRequest& r);
+// Refuses a field that is not one of `known`.
+Result<void> only_fields(const Json& j, std::initializer_list<const char*> known);
+// A JSON number of seconds in (0, 86400], or the default.
+Result<double> timeout_field(const Json& j, double fallback);
+
+}  // namespace nsbox::api

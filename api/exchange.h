@@ -1,0 +1,64 @@
+// One HTTP request as the API's handlers see it, and the way they answer it.
+//
+// Handlers run on worker threads (a cell may take 180 s); the HTTP side lives on one I/O
+// thread (api/http_server.cc, the only code that sees Boost.Beast). An Exchange is the
+// bridge: a handler reads the request, perhaps its streamed body, and answers once —
+// with a JSON document, a file, or a stream of NDJSON lines.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::api {
+
+using Json = nlohmann::json;
+
+struct HttpRequest {
+  std::string method;                        // "GET", "POST", ...
+  std::string path;                          // percent-decoded, without the query
+  std::map<std::string, std::string> query;  // percent-decoded
+  std::string authorization;                 // the header, as sent
+  std::string accept;
+  std::optional<uint64_t> content_length;
+  std::string body;  // a JSON body, read whole (bounded); empty for a streamed upload
+
+  bool wants_stream() const { return accept.find("application/x-ndjson") != std::string::npos; }
+  std::string query_value(const std::string& key, const std::string& fallback = "") const {
+    auto it = query.find(key);
+    return it == query.end() ? fallback : it->second;
+  }
+};
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual const HttpRequest& request() const = 0;
+
+  // A streamed request body (PUT of a file): a pipe the HTTP side fills, EOF at its end.
+  // body_complete() says, once EOF was read, whether the whole body came.
+  virtual int body_fd() = 0;
+  virtual Result<void> body_complete() = 0;
+
+  // Exactly one answer per request.
+  virtual void respond(int status, const Json& document, std::vector<std::pair<std::string, std::string>> headers = {}) = 0;
+  virtual void respond_file(UniqueFd file, uint64_t size) = 0;  // 200 application/octet-stream
+  // A 200 NDJSON stream: the first line sends the header. Blocks while the client is more
+  // than 1 MiB behind; false once the client has gone (the handler may stop producing).
+  virtual bool stream_line(const Json& event) = 0;
+  virtual void end_stream() = 0;
+
+  // For CallControl: readable when the server is stopping and this request must end;
+  // gone_fd() also when the client has gone away.
+  virtual int cancel_fd() const = 0;
+  virtual int gone_fd() const = 0;
+};
+
+}  // namespace nsbox::api

@@ -1,0 +1,237 @@
+// Files: /mnt/files through the files API (…/files, files:ls, files:sign), and any path
+// of the sandbox's own view with its user's rights (…/fs, fs:ls, fs:mkdir). Paths come
+// in `?path=`: relative to /mnt/files or as /mnt/files/… for files; relative to
+// /home/user or absolute for fs.
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "api/api_service.h"
+#include "runtime/protocol/frame.h"
+
+namespace nsbox::api {
+namespace {
+
+constexpr size_t kDefaultPage = 1000;
+constexpr size_t kMaxPage = 100000;
+
+// "report.csv" and "/mnt/files/report.csv" alike.
+Result<std::string> files_path(const HttpRequest& r, bool required) {
+  auto it = r.query.find("path");
+  if (it == r.query.end() || it->second.empty()) {
+    if (required) return fail(make_error(ErrorCode::kMalformedRequest, "the path goes in ?path="));
+    return std::string(".");
+  }
+  std::string p = it->second;
+  std::string_view inside = FilesVolume::kInsidePath;
+  if (p == inside) return std::string(".");
+  if (p.starts_with(std::string(inside) + "/")) return p.substr(inside.size() + 1);
+  if (p.starts_with("/"))
+    return fail(make_error(ErrorCode::kInvalidArgument, "'" + p + "' is not in /mnt/files",
+                           "give a path relative to /mnt/files, or use the fs endpoints for other places"));
+  return p;
+}
+
+Result<std::pair<size_t, std::string>> page_params(const HttpRequest& r) {
+  size_t limit = kDefaultPage;
+  if (auto it = r.query.find("limit"); it != r.query.end()) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end || v == 0 || v > kMaxPage)
+      return fail(make_error(ErrorCode::kInvalidArgument, "limit must be 1 to 100000"));
+    limit = v;
+  }
+  std::string cursor;
+  if (auto it = r.query.find("cursor"); it != r.query.end() && !it->second.empty()) {
+    auto decoded = protocol::base64_decode(it->second);
+    if (!decoded) return fail(make_error(ErrorCode::kMalformedRequest, "cursor is not one this server gave"));
+    cursor = *decoded;
+  }
+  return std::pair{limit, cursor};
+}
+
+Json page_json(const files::DirPage& page, const std::string& shown_dir) {
+  Json entries = Json::array();
+  for (const auto& e : page.entries) {
+    Json entry = {{"name", e.name}, {"type", e.type}, {"size", e.size}, {"allocated_bytes", e.allocated},
+                  {"mode", e.mode}, {"mtime", e.mtime}};
+    if (!protocol::is_valid_utf8(e.name)) entry["name_b64"] = protocol::base64_encode(e.name);
+    entries.push_back(std::move(entry));
+  }
+  return {{"path", shown_dir}, {"entries", entries},
+          {"next_cursor", page.next_cursor.empty() ? Json(nullptr) : Json(protocol::base64_encode(page.next_cursor))}};
+}
+
+bool flag(const HttpRequest& r, const char* name) { return r.query_value(name) == "true"; }
+
+std::string percent_encode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                 c == '.' || c == '~' || c == '/';
+    if (plain) out += static_cast<char>(c);
+    else out += {'%', kHex[c >> 4], kHex[c & 15]};
+  }
+  return out;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string rfc3339(int64_t t) {
+  std::time_t tt = t;
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Error too_large_download(const std::string& path, const struct stat& st) {
+  return make_error(ErrorCode::kLimitExceeded,
+                    path + " is " + format_bytes(static_cast<uint64_t>(st.st_size)) + " (" +
+                        format_bytes(static_cast<uint64_t>(st.st_blocks) * 512) + " on disk), more than the download limit of 10 GiB");
+}
+
+}  // namespace
+
+void ApiService::put_file(Exchange& x, const std::string& sandbox) {
+  auto rel = files_path(x.request(), true);
+  if (!rel) return respond_error(x, rel.error());
+  auto volume = runtime_.files(sandbox);
+  if (!volume) return respond_error(x, volume.error());
+  auto up = volume->upload(x.body_fd(), *rel, config_.max_upload_bytes, 0644, [&] { return x.body_complete(); });
+  if (!up) return respond_error(x, up.error());
+  x.respond(200, {{"sandbox_mount_prefix", FilesVolume::kInsidePath}, {"mount_relative_path", up->relative},
+                  {"path", FilesVolume::inside_path(up->relative)}, {"size", up->size}, {"sha256", up->sha256}});
+}
+
+void ApiService::get_file(Exchange& x, const std::string& sandbox) {
+  const HttpRequest& r = x.request();
+  auto rel = files_path(r, true);
+  if (!rel) return respond_error(x, rel.error());
+  std::string id = sandbox;
+  if (r.query.count("signature")) {
+    // A signed link: its signature, not a token, says who may read what, and until when.
+    char* end = nullptr;
+    std::string expires_text = r.query_value("expires");
+    int64_t expires = std::strtoll(expires_text.c_str(), &end, 10);
+    if (expires_text.empty() || *end || !signer_.verify(sandbox, r.query_value("path"), expires, r.query_value("signature"), unix_now()))
+      return respond_error(x, make_error(ErrorCode::kPermissionDenied, "this download link has expired or was altered",
+                                         "ask for a new one (POST .../files:sign)"));
+  }
+  auto volume = runtime_.files(id);
+  if (!volume) return respond_error(x, volume.error());
+  struct stat st{};
+  auto fd = volume->open_file(*rel, &st);
+  if (!fd) return respond_error(x, fd.error());
+  if (static_cast<uint64_t>(st.st_size) > kMaxDownloadBytes) return respond_error(x, too_large_download(*rel, st));
+  x.respond_file(std::move(*fd), static_cast<uint64_t>(st.st_size));
+}
+
+void ApiService::delete_file(Exchange& x, const std::string& sandbox) {
+  auto rel = files_path(x.request(), true);
+  if (!rel) return respond_error(x, rel.error());
+  auto volume = runtime_.files(sandbox);
+  if (!volume) return respond_error(x, volume.error());
+  if (auto r = volume->remove(*rel, flag(x.request(), "recursive")); !r) return respond_error(x, r.error());
+  x.respond(200, {{"removed", Json::array({FilesVolume::inside_path(*FilesVolume::normalize(*rel))})}});
+}
+
+void ApiService::list_files(Exchange& x, const std::string& sandbox) {
+  auto rel = files_path(x.request(), false);
+  if (!rel) return respond_error(x, rel.error());
+  auto params = page_params(x.request());
+  if (!params) return respond_error(x, params.error());
+  auto volume = runtime_.files(sandbox);
+  if (!volume) return respond_error(x, volume.error());
+  auto page = volume->list(*rel, params->first, params->second);
+  if (!page) return respond_error(x, page.error());
+  auto norm = FilesVolume::normalize(*rel);
+  x.respond(200, page_json(*page, norm && !norm->empty() ? FilesVolume::inside_path(*norm) : FilesVolume::kInsidePath));
+}
+
+void ApiService::sign_file(Exchange& x, const std::string& sandbox) {
+  const HttpRequest& r = x.request();
+  auto rel = files_path(r, true);
+  if (!rel) return respond_error(x, rel.error());
+  auto body = body_object(r);
+  if (!body) return respond_error(x, body.error());
+  if (auto ok = only_fields(*body, {"expires_in_s"}); !ok) return respond_error(x, ok.error());
+  int64_t seconds = 3600;
+  if (auto e = body->find("expires_in_s"); e != body->end()) {
+    if (!e->is_number_integer() || e->get<int64_t>() <= 0 || e->get<int64_t>() > kMaxLinkSeconds)
+      return respond_error(x, make_error(ErrorCode::kInvalidArgument, "\"expires_in_s\" must be whole seconds, 1 to 604800 (a week)"));
+    seconds = e->get<int64_t>();
+  }
+  // The link names the sandbox by id (a name may be given to another sandbox later) and
+  // the file as asked; the file must exist now.
+  auto info = runtime_.inspect(sandbox);
+  if (!info) return respond_error(x, info.error());
+  auto volume = runtime_.files(info->record.id);
+  if (!volume) return respond_error(x, volume.error());
+  struct stat st{};
+  if (auto fd = volume->open_file(*rel, &st); !fd) return respond_error(x, fd.error());
+  std::string path = r.query_value("path");
+  int64_t expires = unix_now() + seconds;
+  std::string link = "/v1/sandboxes/" + info->record.id + "/files?path=" + percent_encode(path) + "&expires=" +
+                     std::to_string(expires) + "&signature=" + signer_.sign(info->record.id, path, expires);
+  x.respond(200, {{"download_url", config_.public_url + link}, {"download_path", link}, {"expires_at", rfc3339(expires)}});
+}
+
+void ApiService::fs_route(Exchange& x, const std::string& sandbox, const std::string& verb) {
+  const HttpRequest& r = x.request();
+  auto path = r.query.find("path");
+  if (path == r.query.end() || path->second.empty())
+    return respond_error(x, make_error(ErrorCode::kMalformedRequest, "the path goes in ?path="));
+  auto fs = runtime_.sandbox_fs(sandbox);
+  if (!fs) return respond_error(x, fs.error());
+  auto shown = SandboxFs::normalize(path->second);
+  if (!shown) return respond_error(x, shown.error());
+  if (verb == "fs" && r.method == "GET") {
+    struct stat st{};
+    auto fd = fs->open_read(path->second, &st);
+    if (!fd) return respond_error(x, fd.error());
+    if (static_cast<uint64_t>(st.st_size) > kMaxDownloadBytes) return respond_error(x, too_large_download(*shown, st));
+    return x.respond_file(std::move(*fd), static_cast<uint64_t>(st.st_size));
+  }
+  if (verb == "fs" && r.method == "PUT") {
+    mode_t mode = 0644;
+    if (auto m = r.query.find("mode"); m != r.query.end()) {
+      char* end = nullptr;
+      unsigned long v = std::strtoul(m->second.c_str(), &end, 8);
+      if (m->second.empty() || *end || v > 07777) return respond_error(x, make_error(ErrorCode::kInvalidArgument, "mode must be octal, e.g. 0644"));
+      mode = static_cast<mode_t>(v);
+    }
+    auto written = fs->write(path->second, x.body_fd(), config_.max_upload_bytes, mode, [&] { return x.body_complete(); });
+    if (!written) return respond_error(x, written.error());
+    return x.respond(200, {{"path", *shown}, {"size", *written}});
+  }
+  if (verb == "fs" && r.method == "DELETE") {
+    if (auto removed = fs->remove(path->second, flag(r, "recursive")); !removed) return respond_error(x, removed.error());
+    return x.respond(200, {{"removed", Json::array({*shown})}});
+  }
+  if (verb == "fs:ls" && r.method == "GET") {
+    auto params = page_params(r);
+    if (!params) return respond_error(x, params.error());
+    auto page = fs->list(path->second, params->first, params->second);
+    if (!page) return respond_error(x, page.error());
+    return x.respond(200, page_json(*page, *shown));
+  }
+  if (verb == "fs:mkdir" && r.method == "POST") {
+    if (auto made = fs->make_dir(path->second, flag(r, "parents")); !made) return respond_error(x, made.error());
+    return x.respond(201, {{"path", *shown}});
+  }
+  if (verb == "fs:stat" && r.method == "GET") {
+    auto st = fs->stat(path->second);
+    if (!st) return respond_error(x, st.error());
+    std::string type = S_ISREG(st->st_mode) ? "file" : S_ISDIR(st->st_mode) ? "dir" : S_ISLNK(st->st_mode) ? "symlink" : "other";
+    return x.respond(200, {{"path", *shown}, {"type", type}, {"size", st->st_size}, {"mode", st->st_mode & 07777},
+                           {"mtime", st->st_mtime}});
+  }
+  respond_error(x, make_error(ErrorCode::kNotFound, "no endpoint " + r.method + " " + r.path, "docs/api.md lists the endpoints"));
+}
+
+}  // namespace nsbox::api

@@ -1,0 +1,587 @@
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include "api/http_server.h"
+
+#include <arpa/inet.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <atomic>
+#include <list>
+#include <thread>
+
+#include "api/http_errors.h"
+#include "api/request_exchange.h"
+#include "isolation/sys/log.h"
+
+namespace nsbox::api {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using net::awaitable;
+using net::use_awaitable;
+using namespace std::chrono_literals;
+
+constexpr size_t kMaxConnections = 1024;
+constexpr size_t kMaxRequestsInWork = 256;
+constexpr auto kIdle = 60s;
+constexpr auto kHeaderTime = 30s;
+constexpr auto kBodyStall = 60s;
+constexpr auto kWriteStall = 30s;
+constexpr auto kHeartbeat = 15s;
+constexpr auto kStopGrace = 10s;
+
+std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
+
+// What every connection shares: the server's state, on the I/O thread only (but
+// `in_work`, which workers decrement).
+struct Shared {
+  Shared(ApiService& s, net::io_context& io) : service(s), ioc(io) {}
+  ApiService& service;
+  net::io_context& ioc;
+  size_t connections = 0;
+  std::atomic<size_t> in_work = 0;
+  bool stopping = false;
+  std::list<std::function<void()>> idle;       // connections waiting for a request: closed at stop
+  std::list<std::function<void()>> in_flight;  // requests being answered: cancelled after the grace
+  std::function<void()> on_quiet;              // a connection ended while stopping
+};
+
+Result<HttpRequest> to_request(const http::request_header<>& h) {
+  HttpRequest r;
+  r.method = std::string(sv(h.method_string()));
+  std::string_view target = sv(h.target());
+  auto q = target.find('?');
+  r.path = NSBOX_TRY(percent_decode(target.substr(0, q), false));
+  if (q != std::string_view::npos) {
+    std::string_view rest = target.substr(q + 1);
+    while (!rest.empty()) {
+      auto amp = rest.find('&');
+      std::string_view kv = rest.substr(0, amp);
+      auto eq = kv.find('=');
+      std::string key = NSBOX_TRY(percent_decode(kv.substr(0, eq), true));
+      r.query[key] = eq == std::string_view::npos ? "" : NSBOX_TRY(percent_decode(kv.substr(eq + 1), true));
+      if (amp == std::string_view::npos) break;
+      rest = rest.substr(amp + 1);
+    }
+  }
+  if (auto it = h.find(http::field::authorization); it != h.end()) r.authorization = std::string(sv(it->value()));
+  if (auto it = h.find(http::field::accept); it != h.end()) r.accept = std::string(sv(it->value()));
+  return r;
+}
+
+http::response<http::string_body> json_response(int status, const std::string& body, unsigned version, bool keep_alive,
+                                                const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+  http::response<http::string_body> res{static_cast<http::status>(status), version};
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  for (const auto& [k, v] : headers) res.set(k, v);
+  res.body() = body + "\n";
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+std::string error_body(const Error& e) { return error_document(e).dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// Everything that happens on one connection.
+template <class Stream>
+class Connection {
+ public:
+  Connection(Shared& shared, Stream stream) : shared_(shared), stream_(std::move(stream)) {}
+
+  awaitable<void> serve() {
+    ++shared_.connections;
+    if (shared_.connections > kMaxConnections) {
+      co_await write_error(make_error(ErrorCode::kUnavailable, "the server has too many connections", "try again"), 11, false);
+    } else {
+      for (bool keep = true; keep && !shared_.stopping;) keep = co_await one_request();
+    }
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().shutdown(net::socket_base::shutdown_send, ignored);
+    --shared_.connections;
+    if (shared_.stopping && shared_.on_quiet) shared_.on_quiet();
+  }
+
+ private:
+  // One request and its answer; false when the connection must close.
+  awaitable<bool> one_request() {
+    beast::error_code ec;
+    http::request_parser<http::empty_body> head;
+    head.header_limit(16 << 10);
+    // Not boost::none: Beast 1.74 compares a Content-Length with an empty optional and
+    // refuses every body. Each endpoint sets its own limit below.
+    head.body_limit(std::numeric_limits<std::uint64_t>::max());
+    stream_.expires_after(kIdle);
+    auto idle = shared_.idle.insert(shared_.idle.end(), [this] { beast::get_lowest_layer(stream_).cancel(); });
+    co_await http::async_read_header(stream_, buffer_, head, net::redirect_error(use_awaitable, ec));
+    shared_.idle.erase(idle);
+    if (ec == http::error::header_limit) {
+      co_await write_error(make_error(ErrorCode::kLimitExceeded, "the request's header is larger than 16 KiB"), 11, false, 431);
+      co_return false;
+    }
+    if (ec) {
+      if (ec != http::error::end_of_stream && ec != net::error::eof && ec != beast::error::timeout &&
+          ec != net::error::operation_aborted && ec != net::error::connection_reset)
+        co_await write_error(make_error(ErrorCode::kMalformedRequest, "not an HTTP/1.1 request: " + ec.message()), 11, false);
+      co_return false;
+    }
+    const auto& h = head.get();
+    unsigned version = h.version();
+    bool keep = h.keep_alive();
+    auto request = to_request(h);
+    if (!request) {
+      co_await write_error(request.error(), version, false);
+      co_return false;
+    }
+    request->content_length = head.content_length() ? std::optional<uint64_t>(*head.content_length()) : std::nullopt;
+    if (shared_.stopping) {
+      co_await write_error(make_error(ErrorCode::kUnavailable, "the server is stopping"), version, false);
+      co_return false;
+    }
+    if (!shared_.service.admits(*request)) {
+      co_await write_error(unauthorized_error(), version, false, 0, {{"WWW-Authenticate", "Bearer"}});
+      co_return false;  // its body, if any, is never read
+    }
+    // A client that asks first (curl does for bodies past 1 MiB) is told to go on, once
+    // the limits and the token allow it, rather than waiting out its own timer.
+    bool continue_first = beast::iequals(h[http::field::expect], "100-continue");
+    bool upload = shared_.service.takes_upload(*request);
+    uint64_t limit = upload ? shared_.service.max_upload_bytes() : kMaxJsonBody;
+    if (request->content_length && *request->content_length > limit) {
+      co_await write_error(make_error(ErrorCode::kLimitExceeded, "the body of " + std::to_string(*request->content_length) +
+                                                                     " bytes is larger than the limit of " + std::to_string(limit >> 20) + " MiB"),
+                           version, false);
+      co_return false;
+    }
+    if (continue_first) {
+      http::response<http::empty_body> go_on{http::status::continue_, version};
+      stream_.expires_after(kWriteStall);
+      co_await http::async_write(stream_, go_on, net::redirect_error(use_awaitable, ec));
+      if (ec) co_return false;
+    }
+    if (!upload) {
+      http::request_parser<http::string_body> whole{std::move(head)};
+      whole.body_limit(kMaxJsonBody);
+      stream_.expires_after(kBodyStall);
+      co_await http::async_read(stream_, buffer_, whole, net::redirect_error(use_awaitable, ec));
+      if (ec) {
+        if (ec == http::error::body_limit)
+          co_await write_error(make_error(ErrorCode::kLimitExceeded, "the body is larger than 16 MiB"), version, false);
+        co_return false;
+      }
+      request->body = std::move(whole.get().body());
+      co_return co_await answer(std::move(*request), version, keep, nullptr);
+    }
+    co_return co_await answer(std::move(*request), version, keep, &head);
+  }
+
+  // Runs the request on a worker and writes what it answers.
+  awaitable<bool> answer(HttpRequest request, unsigned version, bool keep, http::request_parser<http::empty_body>* upload) {
+    if (shared_.in_work >= kMaxRequestsInWork) {
+      co_await write_error(make_error(ErrorCode::kUnavailable, "the server has 256 requests in work", "try again"), version, false);
+      co_return false;
+    }
+    auto exec = stream_.get_executor();
+    auto wake_timer = std::make_shared<net::steady_timer>(exec);
+    wake_ = wake_timer;
+    auto signalled = std::make_shared<bool>(false);
+    auto made = RequestExchange::make(std::move(request), [exec, wake_timer, signalled] {
+      net::post(exec, [wake_timer, signalled] {
+        *signalled = true;
+        wake_timer->cancel();
+      });
+    });
+    if (!made) {
+      co_await write_error(made.error(), version, false);
+      co_return false;
+    }
+    std::shared_ptr<RequestExchange> x = std::move(*made);
+    x->body_limit = shared_.service.max_upload_bytes();
+    UniqueFd body_sink;
+    if (upload) {
+      auto sink = x->open_body_pipe();
+      if (!sink) {
+        co_await write_error(sink.error(), version, false);
+        co_return false;
+      }
+      body_sink = std::move(*sink);
+    }
+    auto stop_hook = shared_.in_flight.insert(shared_.in_flight.end(), [x] { x->stop(); });
+    ++shared_.in_work;
+    std::thread([x, &shared = shared_] {
+      shared.service.handle(*x);
+      x->worker_finished();
+      --shared.in_work;
+    }).detach();
+
+    bool body_read = true;
+    if (upload) body_read = co_await pump_body(*upload, std::move(body_sink), *x);
+    // While the worker works, a read on the connection tells if the client leaves.
+    auto watch = std::make_shared<Watch>(exec);
+    if (body_read) net::co_spawn(exec, watch_client(watch, x), net::detached);
+    bool ok = co_await write_answer(*x, version, keep && body_read, *watch, wake_timer, signalled);
+    co_await stop_watching(watch);
+    shared_.in_flight.erase(stop_hook);
+    // The worker may still run (a cell whose client left): it finishes on its own, and
+    // the exchange, shared, goes with it.
+    co_return ok && keep && body_read && !watch->gone;
+  }
+
+  // An upload's body, into the pipe the worker reads (the pipe's room is the backpressure).
+  awaitable<bool> pump_body(http::request_parser<http::empty_body>& head, UniqueFd sink, RequestExchange& x) {
+    http::request_parser<http::buffer_body> body{std::move(head)};
+    body.body_limit(shared_.service.max_upload_bytes() + 1);  // one more byte makes the upload refuse itself
+    net::posix::stream_descriptor pipe(stream_.get_executor(), sink.release());
+    auto chunk = std::make_unique<char[]>(1 << 16);
+    buffer_.reserve(1 << 16);  // reads are as large as the buffer's room (512 bytes otherwise)
+    beast::error_code ec;
+    RequestExchange::BodyEnd end = RequestExchange::BodyEnd::kComplete;
+    while (!body.is_done()) {
+      body.get().body().data = chunk.get();
+      body.get().body().size = 1 << 16;
+      stream_.expires_after(kBodyStall);
+      co_await http::async_read(stream_, buffer_, body, net::redirect_error(use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) {
+        end = ec == http::error::body_limit ? RequestExchange::BodyEnd::kTooLarge : RequestExchange::BodyEnd::kBroken;
+        break;
+      }
+      size_t n = (1 << 16) - body.get().body().size;
+      if (n == 0) continue;
+      co_await net::async_write(pipe, net::buffer(chunk.get(), n), net::redirect_error(use_awaitable, ec));
+      if (ec) {  // the worker stopped reading (it answered already)
+        end = RequestExchange::BodyEnd::kBroken;
+        break;
+      }
+    }
+    stream_.expires_never();
+    buffer_.shrink_to_fit();
+    // Said before the pipe closes: the worker asks at EOF.
+    x.body_ended(end);
+    beast::error_code ignored;
+    pipe.close(ignored);
+    co_return end == RequestExchange::BodyEnd::kComplete;
+  }
+
+  struct Watch {
+    explicit Watch(net::any_io_executor ex) : done(ex) {}
+    net::steady_timer done;
+    bool running = true, gone = false;
+  };
+
+  // A read while the answer is prepared: EOF or an error means the client left. A byte
+  // that arrives (a pipelined request) stays in the buffer for the next request.
+  awaitable<void> watch_client(std::shared_ptr<Watch> w, std::shared_ptr<RequestExchange> x) {
+    beast::error_code ec;
+    auto room = buffer_.prepare(1);
+    size_t n = co_await beast::get_lowest_layer(stream_).socket().async_read_some(room, net::redirect_error(use_awaitable, ec));
+    buffer_.commit(n);
+    if (ec && ec != net::error::operation_aborted) {
+      w->gone = true;
+      x->client_gone();
+    }
+    w->running = false;
+    w->done.cancel();
+    wake_->cancel();  // a writer waiting for the worker learns the client is gone
+  }
+
+  awaitable<void> stop_watching(std::shared_ptr<Watch> w) {
+    if (!w->running) co_return;
+    beast::error_code ec;
+    beast::get_lowest_layer(stream_).socket().cancel(ec);
+    while (w->running) {
+      w->done.expires_after(1s);
+      co_await w->done.async_wait(net::redirect_error(use_awaitable, ec));
+    }
+  }
+
+  awaitable<bool> write_answer(RequestExchange& x, unsigned version, bool keep, const Watch& watch,
+                               std::shared_ptr<net::steady_timer> wake, std::shared_ptr<bool> signalled) {
+    beast::error_code ec;
+    bool streaming = false;
+    for (;;) {
+      auto part = x.take();
+      // A client that left gets nothing more; the worker goes on alone.
+      if (watch.gone) co_return false;
+      if (!part) {
+        if (x.finished()) co_return !streaming;  // a stream without its end: close
+        if (!*signalled) {
+          wake->expires_after(kHeartbeat);
+          co_await wake->async_wait(net::redirect_error(use_awaitable, ec));
+          if (!ec && !*signalled && streaming) {
+            std::string beat = "{\"type\":\"heartbeat\"}\n";
+            if (!co_await write_chunk(beat)) co_return false;
+          }
+        }
+        *signalled = false;
+        continue;
+      }
+      using Kind = RequestExchange::Answer::Kind;
+      if (part->kind == Kind::kDocument) {
+        auto res = json_response(part->status, part->body, version, keep && !shared_.stopping, part->headers);
+        stream_.expires_after(kWriteStall);
+        co_await http::async_write(stream_, res, net::redirect_error(use_awaitable, ec));
+        stream_.expires_never();
+        co_return !ec && res.keep_alive();
+      }
+      if (part->kind == Kind::kFile) {
+        http::response<http::file_body> res{http::status::ok, version};
+        beast::file_posix file;
+        file.native_handle(part->file.release());  // the body owns it now
+        res.body().reset(std::move(file), ec);
+        res.set(http::field::content_type, "application/octet-stream");
+        res.set(http::field::cache_control, "no-store");
+        res.keep_alive(keep && !shared_.stopping);
+        res.content_length(part->size);
+        http::response_serializer<http::file_body> sr{res};
+        while (!ec && !sr.is_done()) {
+          stream_.expires_after(kWriteStall);
+          co_await http::async_write_some(stream_, sr, net::redirect_error(use_awaitable, ec));
+        }
+        stream_.expires_never();
+        co_return !ec && res.keep_alive();
+      }
+      if (!streaming) {
+        http::response<http::empty_body> res{http::status::ok, version};
+        res.set(http::field::content_type, "application/x-ndjson");
+        res.set(http::field::cache_control, "no-store");
+        res.keep_alive(keep && !shared_.stopping);
+        res.chunked(true);
+        http::response_serializer<http::empty_body> sr{res};
+        stream_.expires_after(kWriteStall);
+        co_await http::async_write_header(stream_, sr, net::redirect_error(use_awaitable, ec));
+        stream_.expires_never();
+        if (ec) {
+          x.client_gone();
+          co_return false;
+        }
+        streaming = true;
+        keep = res.keep_alive();
+      }
+      if (part->kind == Kind::kLine) {
+        size_t n = part->body.size();
+        bool ok = co_await write_chunk(part->body);
+        x.written(n);
+        if (!ok) {
+          x.client_gone();
+          co_return false;
+        }
+        continue;
+      }
+      stream_.expires_after(kWriteStall);  // kEnd
+      co_await net::async_write(stream_, http::make_chunk_last(), net::redirect_error(use_awaitable, ec));
+      stream_.expires_never();
+      co_return !ec && keep;
+    }
+  }
+
+  awaitable<bool> write_chunk(const std::string& bytes) {
+    beast::error_code ec;
+    stream_.expires_after(kWriteStall);  // a client that stops reading is dropped
+    co_await net::async_write(stream_, http::make_chunk(net::buffer(bytes)), net::redirect_error(use_awaitable, ec));
+    stream_.expires_never();
+    co_return !ec;
+  }
+
+  awaitable<void> write_error(const Error& e, unsigned version, bool keep, int status = 0,
+                              const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+    auto res = json_response(status ? status : http_status(e.code), error_body(e), version, keep, headers);
+    beast::error_code ec;
+    stream_.expires_after(kWriteStall);
+    co_await http::async_write(stream_, res, net::redirect_error(use_awaitable, ec));
+  }
+
+  Shared& shared_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  std::shared_ptr<net::steady_timer> wake_;  // the current request's
+};
+
+template <class Acceptor, class Protocol>
+awaitable<void> accept_loop(Shared& shared, Acceptor& acceptor) {
+  for (;;) {
+    beast::error_code ec;
+    auto socket = co_await acceptor.async_accept(net::redirect_error(use_awaitable, ec));
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      // EMFILE and friends: wait a little rather than spin.
+      net::steady_timer pause(acceptor.get_executor(), 100ms);
+      co_await pause.async_wait(net::redirect_error(use_awaitable, ec));
+      continue;
+    }
+    auto conn = std::make_shared<Connection<beast::basic_stream<Protocol>>>(shared, beast::basic_stream<Protocol>(std::move(socket)));
+    net::co_spawn(acceptor.get_executor(), [conn]() -> awaitable<void> { co_await conn->serve(); }, net::detached);
+  }
+}
+
+class BeastServer final : public HttpServer {
+ public:
+  BeastServer(ApiService& service) : shared_(service, ioc_), signals_(ioc_, SIGTERM, SIGINT) {}
+
+  Result<void> bind_all(const ListenOptions& o) {
+    try {
+      if (!o.socket_path.empty()) {
+        ::unlink(o.socket_path.c_str());
+        // Made 0600 by the umask at bind: no moment when others could connect.
+        mode_t old = ::umask(0177);
+        unix_.emplace(ioc_, net::local::stream_protocol::endpoint(o.socket_path));
+        ::umask(old);
+        unix_->listen(net::socket_base::max_listen_connections);
+        socket_path_ = o.socket_path;
+      }
+      if (!o.tcp_host.empty()) {
+        auto address = net::ip::make_address(o.tcp_host == "localhost" ? "127.0.0.1" : o.tcp_host);
+        tcp_.emplace(ioc_);
+        net::ip::tcp::endpoint endpoint(address, o.tcp_port);
+        tcp_->open(endpoint.protocol());
+        tcp_->set_option(net::socket_base::reuse_address(true));
+        tcp_->bind(endpoint);
+        tcp_->listen(net::socket_base::max_listen_connections);
+        port_ = tcp_->local_endpoint().port();
+      }
+    } catch (const boost::system::system_error& e) {
+      return fail(sys_error("listen on " + (o.tcp_host.empty() ? o.socket_path : o.tcp_host + ":" + std::to_string(o.tcp_port)),
+                            e.code().value()));
+    }
+    return {};
+  }
+
+  uint16_t tcp_port() const override { return port_; }
+
+  Result<void> run() override {
+    if (unix_) net::co_spawn(ioc_, accept_loop<net::local::stream_protocol::acceptor, net::local::stream_protocol>(shared_, *unix_), net::detached);
+    if (tcp_) net::co_spawn(ioc_, accept_loop<net::ip::tcp::acceptor, net::ip::tcp>(shared_, *tcp_), net::detached);
+    wait_for_signal();
+    shared_.on_quiet = [this] {
+      if (shared_.connections == 0) finish();
+    };
+    ioc_.run();
+    // Workers whose waits were cancelled return at once; a create in progress may take a
+    // few seconds more. Bounded: then the process ends and takes them with it.
+    for (int i = 0; i < 150 && shared_.in_work > 0; ++i) std::this_thread::sleep_for(100ms);
+    return {};
+  }
+
+ private:
+  void wait_for_signal() {
+    signals_.async_wait([this](beast::error_code ec, int) {
+      if (ec) return;
+      if (shared_.stopping) return cancel_all();  // a second signal: no grace
+      shared_.stopping = true;
+      shared_.service.set_stopping();
+      log::info("stopping: no new connections; requests in flight have 10 s");
+      beast::error_code ignored;
+      if (unix_) unix_->close(ignored);
+      if (tcp_) tcp_->close(ignored);
+      if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+      // Idle connections close now; requests in flight are cancelled after the grace.
+      grace_.emplace(ioc_, kStopGrace);
+      grace_->async_wait([this](beast::error_code e) {
+        if (!e) cancel_all();
+      });
+      for (auto& hook : std::list<std::function<void()>>(shared_.idle)) hook();
+      if (shared_.connections == 0) return finish();
+      wait_for_signal();
+    });
+  }
+
+  void cancel_all() {
+    for (auto& hook : std::list<std::function<void()>>(shared_.in_flight)) hook();
+    for (auto& hook : std::list<std::function<void()>>(shared_.idle)) hook();
+  }
+
+  // Nothing is left to serve: let run() return.
+  void finish() {
+    beast::error_code ignored;
+    signals_.cancel(ignored);
+    if (grace_) grace_->cancel();
+  }
+
+  net::io_context ioc_{1};
+  Shared shared_;
+  net::signal_set signals_;
+  std::optional<net::local::stream_protocol::acceptor> unix_;
+  std::optional<net::ip::tcp::acceptor> tcp_;
+  std::optional<net::steady_timer> grace_;
+  std::string socket_path_;
+  uint16_t port_ = 0;
+};
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  return ::inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HttpServer>> HttpServer::bind(ApiService& service, const ListenOptions& options) {
+  ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a signal
+  auto server = std::make_unique<BeastServer>(service);
+  NSBOX_CHECK(server->bind_all(options));
+  return std::unique_ptr<HttpServer>(std::move(server));
+}
+
+Result<ListenOptions> parse_listen(const std::string& text, bool allow_remote) {
+  ListenOptions o;
+  std::string host, port;
+  if (text.starts_with("[")) {
+    auto close = text.find("]:");
+    if (close == std::string::npos) return fail(make_error(ErrorCode::kInvalidArgument, "--listen '" + text + "': write [ADDRESS]:PORT"));
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos) return fail(make_error(ErrorCode::kInvalidArgument, "--listen '" + text + "': write ADDRESS:PORT"));
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  char* end = nullptr;
+  unsigned long p = std::strtoul(port.c_str(), &end, 10);
+  if (port.empty() || *end || p > 65535) return fail(make_error(ErrorCode::kInvalidArgument, "--listen '" + text + "': bad port"));
+  beast::error_code ec;
+  if (host != "localhost") net::ip::make_address(host, ec);
+  if (ec) return fail(make_error(ErrorCode::kInvalidArgument, "--listen '" + text + "': a numeric address or localhost"));
+  if (!allow_remote && !is_loopback(host))
+    return fail(make_error(ErrorCode::kInvalidArgument, "--listen " + text + " is not a loopback address",
+                           "add --allow-remote to serve other machines (put a TLS proxy in front: the API has no TLS)"));
+  o.tcp_host = host;
+  o.tcp_port = static_cast<uint16_t>(p);
+  o.allow_remote = allow_remote;
+  return o;
+}
+
+Result<std::string> percent_decode(std::string_view text, bool query) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '%') {
+      int hi = i + 2 < text.size() ? hex(text[i + 1]) : -1, lo = i + 2 < text.size() ? hex(text[i + 2]) : -1;
+      if (hi < 0 || lo < 0) return fail(make_error(ErrorCode::kMalformedRequest, "a bad %-escape in the URL"));
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (c == '+' && query) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace nsbox::api

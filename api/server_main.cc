@@ -1,0 +1,115 @@
+// nsbox-server: the HTTP API of nsbox (docs/api.md). `nsbox serve` execs it with its own
+// arguments, so its pid, signals, ready line and exit status are the server's.
+//
+//   nsbox-server [--root DIR] [--socket PATH] [--listen ADDR:PORT] [--allow-remote]
+//                [--token-file PATH] [--public-url URL] [--max-upload SIZE]
+//   stdout: one JSON line once it serves, {"url", "socket", "token_file"} (null for what
+//           is not served); nothing after
+//   stderr: its log (timestamped lines; isolation/sys/log.h)
+//   exit:   0 after SIGTERM or SIGINT (requests in flight get 10 s); 1 when it cannot
+//           start, 2 for bad arguments, with the error on stderr
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+
+#include "api/access.h"
+#include "api/api_service.h"
+#include "api/http_server.h"
+#include "isolation/sys/files.h"
+#include "isolation/sys/log.h"
+#include "mounts/volume_image.h"
+
+namespace {
+
+using nsbox::ErrorCode;
+using nsbox::Result;
+using nsbox::api::Json;
+
+struct ServeArgs {
+  std::optional<std::string> root;
+  std::optional<std::string> socket, listen, token_file, public_url, max_upload;
+  bool allow_remote = false;
+};
+
+Result<ServeArgs> parse_args(int argc, char** argv) {
+  ServeArgs a;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--allow-remote") {
+      a.allow_remote = true;
+      continue;
+    }
+    std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen
+                                     : flag == "--token-file" ? &a.token_file : flag == "--public-url" ? &a.public_url
+                                     : flag == "--max-upload" ? &a.max_upload : nullptr;
+    if (!slot || i + 1 >= argc)
+      return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
+                                           "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
+                                           "[--public-url URL] [--max-upload SIZE]"));
+    *slot = argv[++i];
+  }
+  return a;
+}
+
+int fail_start(const nsbox::Error& e) {
+  nsbox::log::error(e.message + (e.hint.empty() ? "" : " (" + e.hint + ")"));
+  return e.code == ErrorCode::kInvalidArgument ? 2 : 1;
+}
+
+Json nullable(const std::string& s) { return s.empty() ? Json(nullptr) : Json(s); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  nsbox::log::set_program("nsbox-server");
+  auto args = parse_args(argc, argv);
+  if (!args) return fail_start(args.error());
+  auto runtime = nsbox::Runtime::open({args->root});
+  if (!runtime) return fail_start(runtime.error());
+  const auto& root = runtime->store().root();
+  if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());
+  std::string api_dir = root.data_dir + "/api";
+  if (auto made = nsbox::files::ensure_private_dir(api_dir); !made) return fail_start(made.error());
+
+  nsbox::api::ListenOptions listen;
+  if (args->listen) {
+    auto parsed = nsbox::api::parse_listen(*args->listen, args->allow_remote);
+    if (!parsed) return fail_start(parsed.error());
+    listen = *parsed;
+  }
+  if (args->socket) listen.socket_path = *args->socket;
+  else if (!args->listen) listen.socket_path = root.run_dir + "/api.sock";
+
+  nsbox::api::ApiConfig config;
+  if (args->max_upload) {
+    auto size = nsbox::volume_image::parse_size(*args->max_upload);
+    if (!size) return fail_start(size.error());
+    config.max_upload_bytes = *size;
+  }
+  std::string token_file = args->token_file.value_or(api_dir + "/token");
+  auto token = nsbox::api::load_or_make_secret(token_file, nsbox::api::random_token);
+  if (!token) return fail_start(token.error());
+  auto key = nsbox::api::load_or_make_secret(api_dir + "/signing.key", nsbox::api::random_key);
+  if (!key) return fail_start(key.error());
+
+  nsbox::api::ApiService service(std::move(*runtime), nsbox::api::BearerToken(*token), nsbox::api::LinkSigner(*key),
+                                 nsbox::api::SessionStore(api_dir + "/sessions"), config);
+  auto server = nsbox::api::HttpServer::bind(service, listen);
+  if (!server) return fail_start(server.error());
+  // The ready line's URL, and by default the base of download links.
+  std::string url;
+  if (!listen.tcp_host.empty()) {
+    std::string host = listen.tcp_host.find(':') != std::string::npos ? "[" + listen.tcp_host + "]" : listen.tcp_host;
+    url = "http://" + host + ":" + std::to_string((*server)->tcp_port());
+  }
+  service.set_public_url(args->public_url.value_or(url));
+  std::string ready = Json{{"url", nullable(url)}, {"socket", nullable(listen.socket_path)}, {"token_file", token_file}}.dump() + "\n";
+  if (!nsbox::files::write_all(STDOUT_FILENO, ready, "stdout")) return 1;
+  nsbox::log::info("serving" + (url.empty() ? "" : " on " + url) + (listen.socket_path.empty() ? "" : " and " + listen.socket_path));
+  auto served = (*server)->run();
+  nsbox::log::info("stopped");
+  // Workers still waiting on a sandbox (bounded above) end with the process.
+  std::cout.flush();
+  ::_exit(served ? 0 : 1);
+}
