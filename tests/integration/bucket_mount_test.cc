@@ -9,9 +9,12 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "isolation/sys/files.h"
+#include "tests/support/host_features.h"
+#include "tests/support/loopback_http.h"
 #include "tests/support/nsbox_cli.h"
 #include "tests/support/object_store_peers.h"
 
@@ -60,9 +63,26 @@ std::string boto_get(const S3rverPeer& s3, const std::string& bucket, const std:
   return r.out;
 }
 
+// The per-mount options ("ro,nosuid,...") of the FUSE mount under `dir` that process
+// `pid` sees (a tool's mount is made in its supervisor's mount namespace), or "".
+std::string tool_mount_options(pid_t pid, const std::string& dir) {
+  auto text = nsbox::files::read_file("/proc/" + std::to_string(pid) + "/mountinfo", 16 << 20);
+  if (!text) return "";
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::string id, parent, devno, root, point, options;
+    if (f >> id >> parent >> devno >> root >> point >> options && point.rfind(dir, 0) == 0 && line.find(" - fuse") != std::string::npos)
+      return options;
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST_CASE("a read-write bucket mount lists, reads, writes, overwrites and deletes, and boto3 sees the same bytes", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"work"});
   REQUIRE(boto_put(s3, "work", "docs/readme.txt", "from the host\n").exit_code == 0);
   TestRoot root;
@@ -92,20 +112,51 @@ TEST_CASE("a read-write bucket mount lists, reads, writes, overwrites and delete
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
-TEST_CASE("a bucket mount is read-only unless asked: writes get EROFS, reads work", "[s3]") {
+TEST_CASE("a bucket mount is read-only unless asked: writes get EROFS, reads work, whichever tool serves it", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"ro"});
   REQUIRE(boto_put(s3, "ro", "a.txt", "A").exit_code == 0);
   TestRoot root;
-  auto id = create_with(root, s3, {"s3://ro:/data"});
-  auto r = root.sh(id, "cat /data/a.txt; echo x > /data/b.txt; rm /data/a.txt; mkdir /data/d; true");
-  CHECK(r.out == "A");
-  CHECK(r.err.find("/data/b.txt: Read-only file system") != std::string::npos);
-  CHECK(r.err.find("Read-only file system") != r.err.rfind("Read-only file system"));  // rm and mkdir too
+  std::vector<std::string> strategies = {"builtin"};
+  if (mount_tools().present) strategies.insert(strategies.end(), {"rclone", "s3fs"});
+  else announce_partial("rclone and s3fs: " + mount_tools().absent_because);
+  for (const auto& strategy : strategies) {
+    INFO(strategy);
+    std::string id;
+    if (strategy == "builtin") {
+      id = create_with(root, s3, {"s3://ro:/data"});  // no :rw
+    } else {
+      std::string manifest = root.path() + "/" + strategy + ".json";  // read_only is left out: true by default
+      REQUIRE(nsbox::files::atomic_write(manifest, R"([{"type": "s3", "bucket": "ro", "mount_path": "/data", "strategy": ")" +
+                                                       strategy + R"("}])"));
+      auto created = root.nsbox({"create", "--manifest", manifest}, {.extra_env = credentials_env(s3)});
+      INFO(created.err);
+      REQUIRE(created.exit_code == 0);
+      id = created.out.substr(0, created.out.find('\n'));
+    }
+    auto r = root.sh(id, "cat /data/a.txt; echo x > /data/b.txt; rm /data/a.txt; mkdir /data/d; true");
+    CHECK(r.out == "A");
+    CHECK(r.err.find("/data/b.txt: Read-only file system") != std::string::npos);
+    CHECK(r.err.find("Read-only file system") != r.err.rfind("Read-only file system"));  // rm and mkdir too
+    if (strategy != "builtin") {
+      // The sandbox's view is bound read-only whatever the tool does: the tool's own mount,
+      // on the host side, must be read-only too (its -o ro, its --read-only).
+      auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+      pid_t server = info["mount_servers"][0].get<pid_t>();
+      auto options = tool_mount_options(server, root.path() + "/run/sandboxes/" + id + "/buckets/");
+      INFO("the tool's mount options: " << options);
+      REQUIRE_FALSE(options.empty());
+      CHECK(options.rfind("ro,", 0) == 0);
+    }
+    CHECK(root.nsbox({"rm", id}).exit_code == 0);
+  }
   CHECK(boto_get(s3, "ro", "a.txt") == "A");
-  CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
 TEST_CASE("a prefix confines the mount: keys outside it are out of sight and out of reach", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"shared"});
   REQUIRE(boto_put(s3, "shared", "agents/a1/notes.md", "mine").exit_code == 0);
   REQUIRE(boto_put(s3, "shared", "agents/a2/notes.md", "theirs").exit_code == 0);
@@ -120,6 +171,8 @@ TEST_CASE("a prefix confines the mount: keys outside it are out of sight and out
 }
 
 TEST_CASE("a 200 MiB file goes up in parts and comes back byte for byte, and many small files list and read", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"big"});
   std::string small_puts = "for i in range(200): s3.put_object(Bucket='big', Key=f'small/f{i:03}.txt', Body=f'file {i}\\n'.encode())";
   REQUIRE(s3_boto(s3, small_puts).exit_code == 0);
@@ -140,6 +193,8 @@ TEST_CASE("a 200 MiB file goes up in parts and comes back byte for byte, and man
 }
 
 TEST_CASE("two fresh sandboxes mounting the same prefix: what the first writes, the second reads", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"memory"});
   TestRoot root;
   auto first = create_with(root, s3, {"s3://memory/agent-7:/home/user/memories:rw"});
@@ -151,6 +206,8 @@ TEST_CASE("two fresh sandboxes mounting the same prefix: what the first writes, 
 }
 
 TEST_CASE("the secret is nowhere the sandbox can look, nor in inspect, the state file or the log", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"sec"});
   TestRoot root;
   auto id = create_with(root, s3, {"s3://sec:/data:rw"});
@@ -172,6 +229,8 @@ TEST_CASE("the secret is nowhere the sandbox can look, nor in inspect, the state
 }
 
 TEST_CASE("a mount that cannot be set up fails create with the mount and the remote's answer, and leaves nothing", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"exists"});
   TestRoot root;
   auto missing = root.nsbox({"create", "--mount", "s3://nosuch:/data"}, {.extra_env = credentials_env(s3)});
@@ -189,27 +248,31 @@ TEST_CASE("a mount that cannot be set up fails create with the mount and the rem
 }
 
 TEST_CASE("the endpoint dying mid-read gives EIO in bounded time, not a hung reader", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"flaky"});
   REQUIRE(s3_boto(s3, "s3.put_object(Bucket='flaky', Key='big.bin', Body=b'x' * (48 << 20))").exit_code == 0);
   TestRoot root;
   auto id = create_with(root, s3, {"s3://flaky:/data"});
-  ProcessResult reader;
-  std::thread t([&] {
-    reader = root.sh(id,
-                     "python3 -c \"import time\nf = open('/data/big.bin', 'rb')\nf.read(1 << 20)\ntime.sleep(3)\n"
-                     "try:\n  f.read()\n  print('read all')\nexcept OSError as e:\n  print('errno', e.errno)\"",
-                     {}, {.timeout_s = 150});
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The reader says when it has its first MiB, then waits for a line on stdin before it
+  // reads on: the store dies in between.
+  auto reader = root.start({"sh", id, "--",
+                            "python3 -c \"import sys\nf = open('/data/big.bin', 'rb')\nf.read(1 << 20)\nprint('read a MiB', flush=True)\n"
+                            "sys.stdin.readline()\ntry:\n  f.read()\n  print('read all')\nexcept OSError as e:\n  print('errno', e.errno)\""},
+                           {.stdin_is_null = false, .timeout_s = 150});
+  REQUIRE(reader->wait_for_output("read a MiB"));
   s3.kill_now();
-  t.join();
-  INFO(reader.err);
-  CHECK_FALSE(reader.timed_out);
-  CHECK(reader.out == "errno 5\n");  // EIO
+  reader->write_stdin("go on\n");
+  auto r = reader->wait();  // 150 s: a bound on a hang, no more
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.out == "read a MiB\nerrno 5\n");  // EIO
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
 TEST_CASE("a killed FUSE server gives ENOTCONN inside, and rm still cleans everything", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"gone"});
   TestRoot root;
   auto id = create_with(root, s3, {"s3://gone:/data:rw"});
@@ -239,6 +302,9 @@ TEST_CASE("a killed FUSE server gives ENOTCONN inside, and rm still cleans every
 }
 
 TEST_CASE("the rclone and s3fs strategies serve the same mount, with the secret in no command line", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
+  NSBOX_NEEDS(mount_tools());
   S3rverPeer s3({"tools"});
   REQUIRE(boto_put(s3, "tools", "in/hello.txt", "hello").exit_code == 0);
   TestRoot root;
@@ -279,6 +345,8 @@ TEST_CASE("the rclone and s3fs strategies serve the same mount, with the secret 
 }
 
 TEST_CASE("a mount tool that is not installed fails create with the package to install", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"notool"});
   TestRoot root;
   auto env = credentials_env(s3);
@@ -293,6 +361,8 @@ TEST_CASE("a mount tool that is not installed fails create with the package to i
 }
 
 TEST_CASE("writes through a bucket mount get ENOSPC before the host disk they are staged on fills", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"fill"});
   TestRoot root;
   SmallDisk disk(root, "1536m");  // the host's disk the writes are staged on
@@ -312,6 +382,8 @@ TEST_CASE("writes through a bucket mount get ENOSPC before the host disk they ar
 }
 
 TEST_CASE("a shell redirect uploads once, with its content, and a touched new file arrives empty", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"once"});
   TestRoot root;
   auto id = create_with(root, s3, {"s3://once:/data:rw"});
@@ -342,29 +414,65 @@ TEST_CASE("a shell redirect uploads once, with its content, and a touched new fi
 }
 
 TEST_CASE("an upload that fails at close is the writer's EIO, not a silent loss", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"lost"});
   TestRoot root;
   auto id = create_with(root, s3, {"s3://lost:/data:rw"});
-  ProcessResult writer;
-  std::thread t([&] {
-    writer = root.sh(id,
-                     "python3 -c \"import time\nf = open('/data/report.csv', 'w')\nf.write('a,b\\\\n' * 1000)\ntime.sleep(3)\n"
-                     "try:\n  f.close()\n  print('closed')\nexcept OSError as e:\n  print('errno', e.errno)\"",
-                     {}, {.timeout_s = 150});
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The writer says when its data is written, then waits for a line on stdin before it
+  // closes: the store dies in between.
+  auto writer = root.start({"sh", id, "--",
+                            "python3 -c \"import sys\nf = open('/data/report.csv', 'w')\nf.write('a,b\\\\n' * 1000)\n"
+                            "print('written', flush=True)\nsys.stdin.readline()\n"
+                            "try:\n  f.close()\n  print('closed')\nexcept OSError as e:\n  print('errno', e.errno)\""},
+                           {.stdin_is_null = false, .timeout_s = 150});
+  REQUIRE(writer->wait_for_output("written"));
   s3.kill_now();
-  t.join();
-  INFO(writer.err);
-  CHECK_FALSE(writer.timed_out);
-  CHECK(writer.out == "errno 5\n");
-  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  writer->write_stdin("close it\n");
+  auto r = writer->wait();
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.out == "written\nerrno 5\n");
   std::string log = nsbox::files::read_file(root.path() + "/run/sandboxes/" + id + "/supervisor.log").value_or("");
   CHECK(log.find("upload s3://lost/report.csv") != std::string::npos);  // the log says what failed
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
+TEST_CASE("fsync uploads what was written, and says so when the upload fails", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
+  S3rverPeer s3({"sync"});
+  TestRoot root;
+  auto id = create_with(root, s3, {"s3://sync:/data:rw"});
+  // Two files open at once: the first fsync'ed while the store is up, the second after it
+  // died. Each step waits for a line on stdin.
+  auto writer = root.start({"sh", id, "--",
+                            "python3 -c \"import os, sys\n"
+                            "def fsync(f):\n  try:\n    os.fsync(f.fileno())\n    return 'ok'\n  except OSError as e:\n    return 'errno %d' % e.errno\n"
+                            "kept = open('/data/kept.txt', 'w')\nkept.write('kept\\\\n')\nkept.flush()\n"
+                            "print('fsync kept:', fsync(kept), flush=True)\nsys.stdin.readline()\n"
+                            "lost = open('/data/lost.txt', 'w')\nlost.write('lost\\\\n')\nlost.flush()\n"
+                            "print('written lost', flush=True)\nsys.stdin.readline()\n"
+                            "print('fsync lost:', fsync(lost), flush=True)\n"
+                            "for f in (kept, lost):\n  try:\n    f.close()\n  except OSError:\n    pass\""},
+                           {.stdin_is_null = false, .timeout_s = 150});
+  REQUIRE(writer->wait_for_output("fsync kept:"));
+  // Still open, and already in the bucket: fsync uploaded it.
+  CHECK(boto_get(s3, "sync", "kept.txt") == "kept\n");
+  writer->write_stdin("next\n");
+  REQUIRE(writer->wait_for_output("written lost"));
+  s3.kill_now();
+  writer->write_stdin("fsync it\n");
+  auto r = writer->wait();
+  INFO(r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.out == "fsync kept: ok\nwritten lost\nfsync lost: errno 5\n");  // EIO: not a silent loss
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
 TEST_CASE("a public bucket mounts without credentials, and a virtual-host endpoint serves a mount", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"open", "vhost"}, "localhost");
   REQUIRE(boto_put(s3, "open", "readme.txt", "public\n").exit_code == 0);
   TestRoot root;
@@ -391,17 +499,21 @@ TEST_CASE("a public bucket mounts without credentials, and a virtual-host endpoi
 }
 
 TEST_CASE("an endpoint that does not answer fails create with the mount and the connection error", "[s3]") {
+  RefusingPort port;  // ours for the test, and closed: nobody else can be listening there
   TestRoot root;
+  std::string endpoint = "http://127.0.0.1:" + std::to_string(port.port());
   auto r = root.nsbox({"create", "--mount", "s3://any:/data"},
-                      {.extra_env = {"S3_ENDPOINT_URL=http://127.0.0.1:1", "AWS_ACCESS_KEY_ID=AKID", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret}});
+                      {.extra_env = {"S3_ENDPOINT_URL=" + endpoint, "AWS_ACCESS_KEY_ID=AKID", std::string("AWS_SECRET_ACCESS_KEY=") + kSecret}});
   CHECK(r.exit_code != 0);
-  CHECK(r.err.find("mount s3://any/ at /data (read-only): list s3://any/: GET http://127.0.0.1:1/any/: Couldn't connect to server") !=
+  CHECK(r.err.find("mount s3://any/ at /data (read-only): list s3://any/: GET " + endpoint + "/any/: Couldn't connect to server") !=
         std::string::npos);
   CHECK(r.err.find(kSecret) == std::string::npos);
   CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
 }
 
 TEST_CASE("renames, appends, rmdir and unlink keep the bucket and the files in step", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"step"});
   TestRoot root;
   auto id = create_with(root, s3, {"s3://step:/data:rw"});
@@ -445,6 +557,8 @@ TEST_CASE("renames, appends, rmdir and unlink keep the bucket and the files in s
 }
 
 TEST_CASE("a directory of several listing pages lists every name once, for ls, ls -l, find and a rewind", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"pages"});
   // 2,345 files and 3 subdirectories: three pages of 1,000 (s3rver pages like S3).
   boto_put_keys(s3, "pages", "[f'many/k{i:05}' for i in range(2345)] + [f'many/sub{j}/x' for j in range(3)]");
@@ -468,6 +582,8 @@ TEST_CASE("a directory of several listing pages lists every name once, for ls, l
 }
 
 TEST_CASE("a listing read while the directory changes is not taken for lookups, and a rewind lists anew", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"churn"});
   boto_put_keys(s3, "churn", "[f'big/k{i:05}' for i in range(1500)] + ['small/a']");
   TestRoot root;

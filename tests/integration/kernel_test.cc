@@ -5,6 +5,9 @@
 #include <thread>
 
 #include "isolation/sys/files.h"
+#include "runtime/protocol/frame.h"
+#include "runtime/protocol/unix_socket.h"
+#include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
 
 using namespace nsbox::test;
@@ -12,13 +15,14 @@ using nlohmann::json;
 
 namespace {
 
-// `nsbox exec --json ID -c CODE [flags]`: the cell's result.
-json cell(const TestRoot& root, const std::string& id, const std::string& code, std::vector<std::string> flags = {}) {
-  std::vector<std::string> args = {"exec", "--json", id, "-c", code};
-  args.insert(args.end(), flags.begin(), flags.end());
-  auto r = root.nsbox(args, {.timeout_s = 120});
-  INFO("cell: " << code << "\nstderr: " << r.err);
-  return TestRoot::json(r);
+// The kernel's part of the supervisor's status (its state, queued_cells, running_cell),
+// asked on the control socket: `nsbox inspect` does not show it.
+json kernel_status(const TestRoot& root, const std::string& id) {
+  auto c = nsbox::protocol::connect_unix(root.path() + "/run/sandboxes/" + id + "/control.sock");
+  if (!c || !nsbox::protocol::send_frame(c->get(), json{{"op", "status"}})) return json::object();
+  auto reply = nsbox::protocol::recv_frame(c->get(), 16 << 20);
+  if (!reply || !reply->has_value()) return json::object();
+  return (*reply)->message.value("kernel", json::object());
 }
 
 }  // namespace
@@ -26,61 +30,62 @@ json cell(const TestRoot& root, const std::string& id, const std::string& code, 
 TEST_CASE("globals, imports and objects persist from one cell to the next") {
   TestRoot root;
   auto id = root.create();
-  CHECK(cell(root, id, "import json\nrows = [{'a': 1}]\nclass Box: pass\nb = Box(); b.v = 7")["status"] == "ok");
-  auto r = cell(root, id, "rows.append({'a': 2}); json.dumps(rows) + ' ' + str(b.v)");
+  CHECK(root.cell(id, "import json\nrows = [{'a': 1}]\nclass Box: pass\nb = Box(); b.v = 7")["status"] == "ok");
+  auto r = root.cell(id, "rows.append({'a': 2}); json.dumps(rows) + ' ' + str(b.v)");
   CHECK(r["status"] == "ok");
   CHECK(r["results"] == "'[{\"a\": 1}, {\"a\": 2}] 7'");
   CHECK(r["execution_count"] == 2);
   CHECK(r["state_lost"] == false);
   // `output` wins over the last expression; a string is shown as is.
-  CHECK(cell(root, id, "output = 'the answer'\n41 + 1")["results"] == "the answer");
-  CHECK(cell(root, id, "x = 1")["results"].is_null());
+  CHECK(root.cell(id, "output = 'the answer'\n41 + 1")["results"] == "the answer");
+  CHECK(root.cell(id, "x = 1")["results"].is_null());
 }
 
 TEST_CASE("a cell past its deadline is interrupted and keeps its globals") {
   TestRoot root;
   auto id = root.create();
-  cell(root, id, "kept = 'yes'");
-  auto r = cell(root, id, "import time\nprogress = 0\nwhile True:\n    progress += 1\n    time.sleep(0.01)", {"--timeout", "1"});
+  root.cell(id, "kept = 'yes'");
+  auto r = root.cell(id, "import time\nprogress = 0\nwhile True:\n    progress += 1\n    time.sleep(0.01)", {"--timeout", "1"});
   CHECK(r["status"] == "timeout");
   CHECK(r["state_lost"] == false);
   CHECK(r["error"]["ename"] == "KeyboardInterrupt");
   CHECK(r["message"].get<std::string>().find("deadline of 1 s") != std::string::npos);
-  auto after = cell(root, id, "kept, progress > 10");
+  auto after = root.cell(id, "kept, progress > 10");
   CHECK(after["results"] == "('yes', True)");
 }
 
 TEST_CASE("a cell that ignores the interrupt is killed, a fresh kernel starts, and the next cell runs at once") {
   TestRoot root;
   auto id = root.create();
-  cell(root, id, "lost = 'soon'");
-  cell(root, id, "open('/tmp/survives', 'w').write('tmp'); open('/mnt/files/survives', 'w').write('files')");
+  root.cell(id, "lost = 'soon'");
+  root.cell(id, "open('/tmp/survives', 'w').write('tmp'); open('/mnt/files/survives', 'w').write('files')");
   // sum() over a huge range is one C call that never checks for signals.
-  auto r = cell(root, id, "sum(range(10**13))", {"--timeout", "1"});
+  auto r = root.cell(id, "sum(range(10**13))", {"--timeout", "1"});
   CHECK(r["status"] == "timeout");
   CHECK(r["state_lost"] == true);
   CHECK(r["message"].get<std::string>().find("kernel was restarted") != std::string::npos);
-  auto next = cell(root, id, "'lost' in globals(), open('/tmp/survives').read(), open('/mnt/files/survives').read()");
+  auto next = root.cell(id, "'lost' in globals(), open('/tmp/survives').read(), open('/mnt/files/survives').read()");
   CHECK(next["status"] == "ok");
   CHECK(next["results"] == "(False, 'tmp', 'files')");
   CHECK(next["execution_count"] == 1);  // a new interpreter
 }
 
 TEST_CASE("a cell that exhausts memory is reported as OOM, and the sandbox lives on") {
+  NSBOX_NEEDS(cgroup_limits());
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id, "b = bytearray(2 << 30); b[::4096] = b'x' * len(b[::4096])");
+  auto r = root.cell(id, "b = bytearray(2 << 30); b[::4096] = b'x' * len(b[::4096])");
   CHECK(r["status"] == "killed");
   CHECK(r["reason"] == "oom");
   CHECK(r["state_lost"] == true);
   CHECK(r["message"].get<std::string>().find("memory limit is 1 GiB (size standard)") != std::string::npos);
-  CHECK(cell(root, id, "1 + 1")["results"] == "2");
+  CHECK(root.cell(id, "1 + 1")["results"] == "2");
 }
 
 TEST_CASE("output from print, C-level writes and subprocesses lands in the cell in order") {
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id,
+  auto r = root.cell(id,
                 "import os, subprocess, ctypes, sys\n"
                 "print('1 print')\n"
                 "os.write(1, b'2 fd write\\n')\n"
@@ -97,7 +102,7 @@ TEST_CASE("output from print, C-level writes and subprocesses lands in the cell 
 TEST_CASE("long output is cut in the result, and the whole text is in /mnt/files/.nsbox/output") {
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id, "for i in range(20000): print(f'line {i:05d}')");
+  auto r = root.cell(id, "for i in range(20000): print(f'line {i:05d}')");
   CHECK(r["stdout_truncated"] == true);
   CHECK(r["stdout_bytes"] == 20000 * 11);
   CHECK(r["stdout_lines"] == 20000);
@@ -108,7 +113,7 @@ TEST_CASE("long output is cut in the result, and the whole text is in /mnt/files
   CHECK(whole.size() == 20000 * 11);
   CHECK(whole.substr(whole.size() - 11) == "line 19999\n");
   // The limit is the caller's to choose, for the result too.
-  auto small = cell(root, id, "print('x' * 100); 'y' * 5000", {"--output-limit", "50"});
+  auto small = root.cell(id, "print('x' * 100); 'y' * 5000", {"--output-limit", "50"});
   CHECK(small["stdout"] == std::string(50, 'x'));
   CHECK(small["results"].get<std::string>().size() == 50);
   CHECK(small.contains("results_file_path"));
@@ -118,7 +123,7 @@ TEST_CASE("a cell printing a gigabyte does not take the supervisor's memory with
   TestRoot root;
   auto id = root.create({"--size", "large"});
   auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
-  auto r = cell(root, id, "import sys\nchunk = 'z' * (1 << 20)\nfor _ in range(1024): sys.stdout.write(chunk)", {"--timeout", "120"});
+  auto r = root.cell(id, "import sys\nchunk = 'z' * (1 << 20)\nfor _ in range(1024): sys.stdout.write(chunk)", {"--timeout", "120"});
   CHECK(r["status"] == "ok");
   CHECK(r["stdout_bytes"] == 1ull << 30);
   auto status = nsbox::files::read_file("/proc/" + std::to_string(info["supervisor_pid"].get<int>()) + "/status");
@@ -130,7 +135,7 @@ TEST_CASE("a cell printing a gigabyte does not take the supervisor's memory with
 TEST_CASE("a matplotlib figure becomes a PNG display item, headless") {
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\nplt.figure(); plt.bar([1], [2])");
+  auto r = root.cell(id, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\nplt.figure(); plt.bar([1], [2])");
   REQUIRE(r["display"].size() == 2);
   for (const auto& item : r["display"]) {
     CHECK(item["type"] == "image/png");
@@ -143,11 +148,11 @@ TEST_CASE("a matplotlib figure becomes a PNG display item, headless") {
 TEST_CASE("input() fails at once with a clear error, and tracebacks point at the cell's lines") {
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id, "name = input('name? ')");
+  auto r = root.cell(id, "name = input('name? ')");
   CHECK(r["status"] == "error");
   CHECK(r["error"]["ename"] == "EOFError");
   CHECK(r["error"]["evalue"].get<std::string>().find("input() is not available") != std::string::npos);
-  auto tb = cell(root, id, "def f(x):\n    return 1 / x\n\nf(0)");
+  auto tb = root.cell(id, "def f(x):\n    return 1 / x\n\nf(0)");
   CHECK(tb["error"]["ename"] == "ZeroDivisionError");
   std::string text = tb["error"]["traceback"].get<std::string>();
   CHECK(text.find("File \"<cell-2>\", line 4, in <module>") != std::string::npos);
@@ -159,7 +164,7 @@ TEST_CASE("input() fails at once with a clear error, and tracebacks point at the
 TEST_CASE("a top-level return says to end the cell with an expression or output") {
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id, "x = 5\nreturn x");
+  auto r = root.cell(id, "x = 5\nreturn x");
   CHECK(r["status"] == "error");
   CHECK(r["error"]["ename"] == "SyntaxError");
   CHECK(r["error"]["evalue"].get<std::string>().find("end it with an expression, or assign the result to `output`") != std::string::npos);
@@ -168,7 +173,7 @@ TEST_CASE("a top-level return says to end the cell with an expression or output"
 TEST_CASE("the helpers answer from ten threads at once, and progress streams") {
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id,
+  auto r = root.cell(id,
                 "from concurrent.futures import ThreadPoolExecutor\n"
                 "with ThreadPoolExecutor(10) as pool:\n"
                 "    got = list(pool.map(lambda i: run_composio_tool('GITHUB_STAR', {'i': i}), range(10)))\n"
@@ -184,10 +189,10 @@ TEST_CASE("the helpers answer from ten threads at once, and progress streams") {
 TEST_CASE("bad cells get a defined result and the kernel stays usable") {
   TestRoot root;
   auto id = root.create();
-  auto syntax = cell(root, id, "def (:");
+  auto syntax = root.cell(id, "def (:");
   CHECK(syntax["status"] == "error");
   CHECK(syntax["error"]["ename"] == "SyntaxError");
-  CHECK(cell(root, id, "")["status"] == "ok");
+  CHECK(root.cell(id, "")["status"] == "ok");
   // Binary garbage, from a file.
   std::string garbage_file = root.path() + "/garbage";
   REQUIRE(nsbox::files::atomic_write(garbage_file, std::string("\xff\xfe\x00\x01 print(1)\x80", 12)));
@@ -200,18 +205,18 @@ TEST_CASE("bad cells get a defined result and the kernel stays usable") {
   auto big = TestRoot::json(root.nsbox({"exec", "--json", id, "-f", big_file}, {.timeout_s = 120}));
   CHECK(big["results"] == std::to_string(10u << 20));
   // Output that is not UTF-8 comes back as base64, byte-exact.
-  auto raw = cell(root, id, "import os; os.write(1, b'\\xff\\xfe ok')");
+  auto raw = root.cell(id, "import os; os.write(1, b'\\xff\\xfe ok')");
   CHECK(raw["stdout_b64"] == "//4gb2s=");
   // SystemExit does not end the kernel.
-  CHECK(cell(root, id, "import sys; sys.exit(3)")["error"]["ename"] == "SystemExit");
-  CHECK(cell(root, id, "'still here'")["results"] == "'still here'");
-  CHECK(root.nsbox({"exec", id}).exit_code == 2);  // no code given
+  CHECK(root.cell(id, "import sys; sys.exit(3)")["error"]["ename"] == "SystemExit");
+  CHECK(root.cell(id, "'still here'")["results"] == "'still here'");
+  CHECK(root.nsbox({"exec", id}).exit_code == 125);  // no code given: nsbox's own failure
 }
 
 TEST_CASE("sys.executable is a real Python: subprocess, multiprocessing and pip work") {
   TestRoot root;
   auto id = root.create();
-  auto r = cell(root, id,
+  auto r = root.cell(id,
                 "import sys, subprocess, multiprocessing\n"
                 "child = subprocess.run([sys.executable, '-c', 'print(6 * 7)'], capture_output=True, text=True).stdout.strip()\n"
                 "with multiprocessing.Pool(2) as pool: squares = pool.map(abs, [-1, -2, -3])\n"
@@ -224,7 +229,7 @@ TEST_CASE("sys.executable is a real Python: subprocess, multiprocessing and pip 
 TEST_CASE("Debian's data packages import in a cell") {
   TestRoot root;
   auto id = root.create({"--size", "medium"});
-  auto r = cell(root, id,
+  auto r = root.cell(id,
                 "import numpy, pandas, matplotlib, PIL, reportlab\n"
                 "df = pandas.DataFrame({'q': [1, 2], 'p': [3.0, 4.0]})\n"
                 "float((df.q * df.p).sum()), int(numpy.arange(10).sum())",
@@ -237,31 +242,49 @@ TEST_CASE("cells queue in order and never interleave, interrupt stops the runnin
   auto id = root.create();
   // Worker threads only run processes: Catch2's assertions are not thread-safe.
   auto exec_json = [&](const std::string& code) { return root.nsbox({"exec", "--json", id, "-c", code}, {.timeout_s = 120}); };
+  // A runs until the test lets it go (bounded), which it does once B is queued behind A.
   ProcessResult first_run, second_run;
-  std::thread a([&] { first_run = exec_json("import time\nfor i in range(3):\n    print('A', i); time.sleep(0.3)\norder = ['A']"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::thread b([&] { second_run = exec_json("print('B'); order.append('B'); order"); });
+  std::thread a([&] {
+    first_run = exec_json("import time, os\nprint('A', 0)\nopen('/tmp/a-running', 'w').close()\n"
+                          "for _ in range(1200):\n    if os.path.exists('/tmp/a-may-end'): break\n    time.sleep(0.05)\n"
+                          "for i in (1, 2):\n    print('A', i)\norder = ['A']");
+  });
+  bool a_running = root.wait_for_file(id, "/tmp/a-running");
+  std::thread b;
+  bool b_queued = false;
+  if (a_running) {
+    b = std::thread([&] { second_run = exec_json("print('B'); order.append('B'); order"); });
+    for (int i = 0; i < 1200 && !b_queued; ++i) {
+      b_queued = kernel_status(root, id).value("queued_cells", 0) == 1;
+      if (!b_queued) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+  }
+  root.sh(id, "touch /tmp/a-may-end");
   a.join();
-  b.join();
+  if (b.joinable()) b.join();
+  REQUIRE(a_running);
+  REQUIRE(b_queued);
   json first = TestRoot::json(first_run), second = TestRoot::json(second_run);
   CHECK(first["stdout"] == "A 0\nA 1\nA 2\n");
   CHECK(second["stdout"] == "B\n");
   CHECK(second["results"] == "['A', 'B']");
   CHECK(second["cell"].get<int>() == first["cell"].get<int>() + 1);
 
+  // Interrupted once it is sleeping (it says so first).
   ProcessResult interrupted_run;
-  std::thread c([&] { interrupted_run = exec_json("import time; time.sleep(60)"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  std::thread c([&] { interrupted_run = exec_json("import time; open('/tmp/c-sleeping', 'w').close(); time.sleep(60)"); });
+  bool sleeping = root.wait_for_file(id, "/tmp/c-sleeping");
   auto interrupt = root.nsbox({"interrupt", id});
   c.join();
+  REQUIRE(sleeping);
   CHECK(interrupt.exit_code == 0);
   json interrupted = TestRoot::json(interrupted_run);
   CHECK(interrupted["status"] == "interrupted");
   CHECK(interrupted["state_lost"] == false);
-  CHECK(cell(root, id, "order")["results"] == "['A', 'B']");
+  CHECK(root.cell(id, "order")["results"] == "['A', 'B']");
 
   CHECK(root.nsbox({"restart", id}).exit_code == 0);
-  auto fresh = cell(root, id, "'order' in globals()");
+  auto fresh = root.cell(id, "'order' in globals()");
   CHECK(fresh["results"] == "False");
   CHECK(fresh["execution_count"] == 1);
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
 
 using namespace nsbox::test;
@@ -30,6 +31,7 @@ SeenLimits seen(const TestRoot& root, const std::string& id) {
 }  // namespace
 
 TEST_CASE("a fork bomb meets the pids limit: fork fails with EAGAIN and the host stays fine") {
+  NSBOX_NEEDS(cgroup_limits());
   TestRoot root;
   auto id = root.create();
   root.install_probe(id);
@@ -48,6 +50,7 @@ TEST_CASE("a fork bomb meets the pids limit: fork fails with EAGAIN and the host
 }
 
 TEST_CASE("a memory bomb is OOM-killed and reported as OOM with the tier's limit") {
+  NSBOX_NEEDS(cgroup_limits());
   TestRoot root;
   auto id = root.create();
   root.install_probe(id);
@@ -78,6 +81,7 @@ TEST_CASE("filling /tmp gives ENOSPC at the tier's cap, before memory runs out")
 }
 
 TEST_CASE("resize changes the limits seen inside, live, and keeps the sandbox's state") {
+  NSBOX_NEEDS(cgroup_limits());
   TestRoot root;
   auto id = root.create();
   auto before = seen(root, id);
@@ -103,6 +107,7 @@ TEST_CASE("resize changes the limits seen inside, live, and keeps the sandbox's 
 }
 
 TEST_CASE("resizing below the memory in use is refused and the old limits stay") {
+  NSBOX_NEEDS(cgroup_limits());
   TestRoot root;
   auto id = root.create({"--size", "large"});
   // 1.6 GiB of tmpfs pages stay charged to the sandbox after the writers exit.

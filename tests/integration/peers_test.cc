@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/host_features.h"
 #include "tests/support/object_store_peers.h"
 #include "tests/support/process.h"
 
@@ -50,10 +51,12 @@ bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 }  // namespace
 
 TEST_CASE("the object-store peers are installed (scripts/install-deps)", "[peers]") {
+  NSBOX_NEEDS(node_peers());
   CHECK(peers_installed());
 }
 
 TEST_CASE("s3rver stores the bytes boto3 puts and returns them unchanged", "[peers]") {
+  NSBOX_NEEDS(node_peers());
   S3rverPeer s3({"peers-test"});
   std::string data;
   for (int i = 0; i < 300000; ++i) data += static_cast<char>((i * 7919) & 0xff);
@@ -71,6 +74,7 @@ sys.stdout.buffer.write(s3.get_object(Bucket="peers-test", Key="dir/blob.bin")["
 }
 
 TEST_CASE("s3rver pages a listing: its continuation token works on this Node", "[peers]") {
+  NSBOX_NEEDS(node_peers());
   S3rverPeer s3({"peers-test"});
   auto r = python(std::string(kBoto3Client) + R"(
 for key in ("a", "b", "c"):
@@ -85,6 +89,7 @@ print(" ".join("+".join(o["Key"] for o in page.get("Contents", [])) for page in 
 }
 
 TEST_CASE("azurite refuses unsigned and wrongly signed requests and serves SharedKey-signed ones", "[peers]") {
+  NSBOX_NEEDS(node_peers());
   AzuritePeer az;
   // A minimal SharedKey signer (Azure's "Authorize with Shared Key", version 2015-02-21+),
   // path style: the canonical resource names the account twice.
@@ -139,6 +144,7 @@ print(json.dumps({
 }
 
 TEST_CASE("a peer stops on request, or at once when killed, and its directory goes with it", "[peers]") {
+  NSBOX_NEEDS(node_peers());
   std::string s3_dir, az_dir;
   pid_t s3_pid = 0, az_pid = 0;
   {
@@ -165,6 +171,7 @@ TEST_CASE("a peer stops on request, or at once when killed, and its directory go
 }
 
 TEST_CASE("a peer still running when its object goes is stopped", "[peers]") {
+  NSBOX_NEEDS(node_peers());
   pid_t pid = 0;
   {
     S3rverPeer s3;

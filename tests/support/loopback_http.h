@@ -38,6 +38,22 @@ class LoopbackHttpServer {
   std::thread thread_;
 };
 
+// A port on 127.0.0.1 where nothing listens, for as long as the object lives: bound (so no
+// other program can take it meanwhile) and never listening, so a connection to it is
+// refused at once. Unlike a fixed port, it cannot happen to be in use.
+class RefusingPort {
+ public:
+  RefusingPort();
+  ~RefusingPort();
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // "HTTP/1.1 200 OK" with `body` and its length, and Connection: close.
 std::string http_ok(const std::string& body);
 

@@ -6,8 +6,14 @@
 //   CHECK(r.out == "1000\n");
 #pragma once
 
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +24,49 @@ namespace nsbox::test {
 
 std::string nsbox_binary();
 std::string probe_binary();
+
+// A program that runs while the test acts on it: its output is collected as it comes, so
+// that the test can wait for a line it prints (a marker: never a fixed sleep), write to
+// its stdin, signal it, then wait for its end. Its own process group; killed with it
+// (SIGKILL) if still running when the object goes.
+class BackgroundProcess {
+ public:
+  // As run_process: `options.as`, `extra_env` (proxies dropped), and `timeout_s` as the
+  // default bound of wait(). stdin is a pipe when `options.stdin_is_null` is false.
+  explicit BackgroundProcess(const std::vector<std::string>& argv, const ProcessOptions& options = {});
+  ~BackgroundProcess();
+  BackgroundProcess(const BackgroundProcess&) = delete;
+  BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Until `text` appears in its stdout or stderr (true), or it has closed both, or
+  // `timeout_s` passed (false).
+  bool wait_for_output(const std::string& text, int timeout_s = 60);
+  // Its stdout and stderr so far, for a test's INFO.
+  std::string output() const;
+  void write_stdin(const std::string& data);
+  void close_stdin();
+  // kill(pid, sig): the program itself, not its group.
+  bool signal(int sig) const;
+  // Whether it exits within `timeout_s` (it is not reaped, nor killed if it does not).
+  bool exited_within(int timeout_s) const;
+  // Until it exits; past `timeout_s` (its options' by default) its group is killed and
+  // the result says timed_out.
+  ProcessResult wait(std::optional<int> timeout_s = std::nullopt);
+
+ private:
+  void collect(int out_fd, int err_fd);
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;
+  int timeout_s_ = 120;
+  bool waited_ = false;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string out_, err_;
+  bool closed_ = false;  // both output pipes at EOF
+  std::thread reader_;
+  ProcessResult result_;
+};
 
 class TestRoot {
  public:
@@ -35,6 +84,10 @@ class TestRoot {
 
   // Creates a sandbox (REQUIREs success) and returns its id.
   std::string create(const std::vector<std::string>& extra = {});
+  // nsbox --root <path> ARGS..., running in the background.
+  std::unique_ptr<BackgroundProcess> start(const std::vector<std::string>& args, const ProcessOptions& options = {}) const;
+  // `nsbox exec --json ID -c CODE FLAGS...`: the cell's result (REQUIREs a JSON answer).
+  nlohmann::json cell(const std::string& id, const std::string& code, const std::vector<std::string>& flags = {}) const;
   // Runs a bash command line in the sandbox.
   ProcessResult sh(const std::string& id, const std::string& command_line, const std::vector<std::string>& flags = {},
                    const ProcessOptions& options = {}) const;
@@ -43,6 +96,9 @@ class TestRoot {
   // A file of the sandbox's /mnt/files, read through `nsbox files ID download PATH -`
   // (`path` may start with /mnt/files/).
   std::string download(const std::string& id, const std::string& path) const;
+  // Waits inside the sandbox, up to `timeout_s`, until `path` exists there (a marker the
+  // sandbox's code leaves); whether it did.
+  bool wait_for_file(const std::string& id, const std::string& path, int timeout_s = 60) const;
 
  private:
   std::string path_;
@@ -67,6 +123,11 @@ class SmallDisk {
  private:
   std::string path_;
 };
+
+// The running processes nsbox started for the state whose data directory is `data_dir`
+// (supervisors, and what they forked), and a bounded wait (seconds) for them to be gone.
+std::vector<pid_t> processes_of(const std::string& data_dir);
+bool wait_for_processes_of(const std::string& data_dir, int timeout_s);
 
 // The host-side test user for rootless tests (created by the CTest fixture).
 std::optional<RunAs> rootless_user();

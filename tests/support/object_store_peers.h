@@ -5,9 +5,11 @@
 //   run_process({..., "--endpoint", s3.endpoint()});
 //   AzuritePeer az;                       // account devstoreaccount1, no containers
 //
-// The peers come from tests/peers/node_modules, which scripts/install-deps installs; when
-// it is missing, starting a peer fails the test (it does not skip: a suite that silently
-// stops testing bucket mounts is worse than a red one).
+// The peers come from tests/peers/node_modules, which scripts/install-deps installs. A test
+// that starts one says so first with NSBOX_NEEDS(node_peers()) (tests/support/
+// host_features.h): under CTest (`make test`, which installs them) a missing peer fails it;
+// a test binary run by hand skips it and says why, never silently. Starting a peer that
+// is missing fails the test regardless.
 //
 // A peer is its own process group and dies with the thread that started it
 // (PR_SET_PDEATHSIG), so a crashed test leaves nothing running. Start peers from the test's

@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +57,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);
+    // The test process ignores SIGPIPE (it writes to children that may be gone); an
+    // ignored signal stays ignored across exec, and the program must get the default.
+    ::signal(SIGPIPE, SIG_DFL);
     if (options.stdin_data.empty() && options.stdin_is_null) {
       int null_fd = ::open("/dev/null", O_RDONLY);
       ::dup2(null_fd, 0);
@@ -109,7 +113,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   for (auto& f : fds)
     if (f.fd >= 0) ::close(f.fd);
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  rusage usage{};
+  ::wait4(pid, &status, 0, &usage);
+  result.max_rss_bytes = static_cast<uint64_t>(usage.ru_maxrss) * 1024;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

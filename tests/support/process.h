@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct ProcessResult {
   std::string err;
   bool timed_out = false;
   double seconds = 0;
+  uint64_t max_rss_bytes = 0;  // peak resident memory of the program, or of a child it waited for if larger
 };
 
 struct ProcessOptions {

@@ -1,0 +1,72 @@
+// What this host can do, probed outside any sandbox, for tests that depend on it.
+//
+// Machines differ: one here faults on `int $0x80` even outside any sandbox, another has
+// no loop devices or no Node. A test that relies on a host feature asks here first; where
+// the feature is missing it asserts what must still hold and says what it could not
+// check (`partial`), or it skips and says why (NSBOX_SKIP). CTest records "SKIP: " lines
+// as skipped tests (SKIP_REGULAR_EXPRESSION) and `make test` ends with a list of both
+// (tests/report_skips): nothing is left out silently.
+#pragma once
+
+#include <string>
+
+namespace nsbox::test {
+
+struct HostFeature {
+  bool present = false;
+  std::string absent_because;  // why not, in words a reader of the test log understands
+  // Absent, it fails the tests that need it instead of skipping them: `make test`
+  // installs it (set for node_peers() under CTest, see tests/CMakeLists.txt).
+  bool required = false;
+};
+
+// The i386 syscall entry (`int $0x80`) works for an ordinary process on this host.
+const HostFeature& i386_syscalls();
+// Loop devices can be attached (files volumes with a quota are ext4 images on them).
+const HostFeature& loop_devices();
+// An unprivileged user can create a user namespace (rootless sandboxes).
+const HostFeature& unprivileged_user_namespaces();
+// node and the npm packages of tests/peers (s3rver, Azurite). `make test` installs them
+// (scripts/install-deps), so under CTest (NSBOX_TEST_PEERS=required) their absence fails
+// the tests that need them; a test binary run by hand skips them, saying why.
+const HostFeature& node_peers();
+// Root can give a sandbox its own memory, pids and cpu cgroups here (v1 hierarchies or
+// the v2 tree with those controllers): the size tiers' limits, OOM reports, resize.
+const HostFeature& cgroup_limits();
+// /dev/fuse is a character device here (bucket mounts).
+const HostFeature& fuse_device();
+// rclone and s3fs are on the PATH (the external bucket-mount strategies).
+const HostFeature& mount_tools();
+
+// How this host's cgroups are mounted, read from /proc/self/mountinfo (not the way nsbox
+// detects it, statfs): "unified" (cgroup2 at /sys/fs/cgroup), "hybrid" (v1 hierarchies on
+// a tmpfs, and cgroup2 at /sys/fs/cgroup/unified), "legacy" (v1 only), or "" when
+// /sys/fs/cgroup is none of these.
+std::string cgroup_layout();
+
+// Marks the running test as skipped: "SKIP: <reason>" is printed when it ends, unless an
+// assertion of it failed (tests/support/main.cc). Use NSBOX_SKIP, which returns.
+void announce_skip(const std::string& reason);
+std::string take_announced_skip();  // for the reporter: the reason, cleared
+// Prints "PARTIAL: <reason>": the test ran, and checked less than on a host with the feature.
+void announce_partial(const std::string& reason);
+
+}  // namespace nsbox::test
+
+// Skips the rest of the test, saying why. Catch2 2.13 has no SKIP().
+#define NSBOX_SKIP(reason)                     \
+  do {                                         \
+    ::nsbox::test::announce_skip(reason);      \
+    return;                                    \
+  } while (false)
+
+// At the top of a test that cannot run without a host feature: skips it, saying why,
+// where the feature is missing (fails it instead if the feature is `required`).
+#define NSBOX_NEEDS(feature)                                                                  \
+  do {                                                                                        \
+    const ::nsbox::test::HostFeature& nsbox_needed_ = (feature);                              \
+    if (!nsbox_needed_.present) {                                                             \
+      if (nsbox_needed_.required) FAIL("needs " #feature ": " << nsbox_needed_.absent_because); \
+      NSBOX_SKIP(#feature ": " + nsbox_needed_.absent_because);                               \
+    }                                                                                         \
+  } while (false)
