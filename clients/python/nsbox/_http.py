@@ -1,0 +1,565 @@
+"""The connection to `nsbox serve`: HTTP/1.1 over a unix socket or TCP, standard library only.
+
+Where the server is and which token to send (first that applies):
+
+- arguments: ``url`` (``http://HOST:PORT``, or ``unix:/path/api.sock``) or ``socket``;
+  ``token`` or ``token_file``;
+- the environment: ``NSBOX_URL`` or ``NSBOX_SOCKET``; ``NSBOX_TOKEN`` or ``NSBOX_TOKEN_FILE``;
+- the defaults of ``nsbox serve``: the socket ``<run>/api.sock`` and the token file
+  ``<data>/api/token`` of the state root (``NSBOX_ROOT``, else ``/run/nsbox`` and
+  ``/var/lib/nsbox`` as root, ``$XDG_RUNTIME_DIR/nsbox`` and ``$XDG_DATA_HOME/nsbox``
+  otherwise). A socket ``<root>/run/api.sock`` given without a token finds its token in
+  ``<root>/data/api/token``, next to it.
+
+One :class:`Client` may be shared by many threads: each thread keeps its own keep-alive
+connection. Every wait is bounded: connecting and each read by ``timeout``; a streamed
+answer by ``stream_idle_timeout`` between two lines (the server sends a heartbeat line
+after 15 s of silence).
+"""
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import os
+import socket as _socket
+import threading
+import time
+import urllib.parse
+from typing import Any, BinaryIO, Dict, Generator, Iterator, Mapping, Optional, Tuple, Union
+
+from .errors import (
+    NsboxError,
+    ProtocolError,
+    ServerUnreachable,
+    Timeout,
+    error_from_document,
+    error_from_response,
+)
+
+__all__ = ["Client", "Response", "default_socket_path", "token_file_for_socket"]
+
+Body = Union[None, bytes, BinaryIO]
+
+# A keep-alive connection idle for longer may have been closed by the server (60 s).
+_IDLE_REUSE_S = 50.0
+# Heartbeats come after 15 s of silence; three missed ones mean the server is gone.
+DEFAULT_STREAM_IDLE_TIMEOUT_S = 45.0
+DEFAULT_TIMEOUT_S = 60.0
+_BLOCK = 1 << 16
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over AF_UNIX: the host name is only what goes in the Host header."""
+
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout, blocksize=_BLOCK)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self.unix_path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def _state_dirs() -> Tuple[str, str]:
+    """(run dir, data dir) of the state root nsbox uses by default for this user."""
+    root = os.environ.get("NSBOX_ROOT")
+    if root:
+        return os.path.join(root, "run"), os.path.join(root, "data")
+    if os.geteuid() == 0:
+        return "/run/nsbox", "/var/lib/nsbox"
+    xdg_run = os.environ.get("XDG_RUNTIME_DIR")
+    run = os.path.join(xdg_run, "nsbox") if xdg_run else "/tmp/nsbox-%d" % os.geteuid()
+    xdg_data = os.environ.get("XDG_DATA_HOME")
+    if xdg_data:
+        data = os.path.join(xdg_data, "nsbox")
+    else:
+        data = os.path.join(os.path.expanduser("~"), ".local", "share", "nsbox")
+    return run, data
+
+
+def default_socket_path() -> str:
+    """The socket ``nsbox serve`` listens on when given neither --socket nor --listen."""
+    return os.path.join(_state_dirs()[0], "api.sock")
+
+
+def token_file_for_socket(socket_path: Optional[str]) -> str:
+    """The token file of the state root a socket belongs to.
+
+    ``<root>/run/api.sock`` → ``<root>/data/api/token``; the default socket of root or of
+    a rootless user → that user's default token file; any other socket → the default
+    token file of this user's state root.
+    """
+    run, data = _state_dirs()
+    if socket_path:
+        parent = os.path.dirname(os.path.abspath(socket_path))
+        if os.path.abspath(parent) == os.path.abspath(run):
+            return os.path.join(data, "api", "token")
+        if parent == "/run/nsbox":
+            return "/var/lib/nsbox/api/token"
+        if os.path.basename(parent) == "run":
+            return os.path.join(os.path.dirname(parent), "data", "api", "token")
+    return os.path.join(data, "api", "token")
+
+
+def _read_token(path: str) -> str:
+    with open(path, "r", encoding="utf-8") as f:
+        line = f.readline().strip()
+    if not line:
+        raise NsboxError("the token file %s is empty" % path, code="unauthorized",
+                         hint="it is written by `nsbox serve` on its first start")
+    return line
+
+
+class Response:
+    """A finished answer: status, headers (lower-case names) and the whole body."""
+
+    __slots__ = ("status", "headers", "data")
+
+    def __init__(self, status: int, headers: Dict[str, str], data: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.data = data
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ProtocolError("the server's answer is not JSON: %s" % e, status=self.status)
+
+
+class _Conn:
+    __slots__ = ("http", "last_used", "uses")
+
+    def __init__(self, conn: http.client.HTTPConnection) -> None:
+        self.http = conn
+        self.last_used = time.monotonic()
+        self.uses = 0
+
+
+class Client:
+    """A connection to one `nsbox serve`; thread-safe (one keep-alive connection per
+    thread).
+
+    >>> c = Client()                                   # NSBOX_URL / NSBOX_SOCKET or the default socket
+    >>> c = Client(url="http://127.0.0.1:8080", token="...")
+    >>> c = Client(socket="/tmp/x/run/api.sock")       # token from /tmp/x/data/api/token
+    """
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        socket: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        stream_idle_timeout: float = DEFAULT_STREAM_IDLE_TIMEOUT_S,
+    ) -> None:
+        if url is not None and socket is not None:
+            raise ValueError("give url or socket, not both")
+        if url is None and socket is None:
+            url = os.environ.get("NSBOX_URL") or None
+            if url is None:
+                socket = os.environ.get("NSBOX_SOCKET") or None
+        if url is not None and url.startswith("unix:"):
+            # unix:/path, unix:///path, unix://localhost/path
+            parsed = urllib.parse.urlsplit(url)
+            socket = urllib.parse.unquote(parsed.path)
+            url = None
+        self.socket_path: Optional[str] = None
+        self.url: Optional[str] = None
+        self._host = "localhost"
+        self._port = 0
+        if url is not None:
+            parsed = urllib.parse.urlsplit(url)
+            if parsed.scheme != "http" or not parsed.hostname:
+                raise ValueError("nsbox URLs are http://HOST:PORT (or unix:/path/to/api.sock), not %r" % url)
+            if parsed.path not in ("", "/"):
+                raise ValueError("an nsbox URL has no path: %r" % url)
+            self._host = parsed.hostname
+            self._port = parsed.port or 80
+            host = "[%s]" % self._host if ":" in self._host else self._host
+            self.url = "http://%s:%d" % (host, self._port)
+        else:
+            self.socket_path = socket or default_socket_path()
+
+        if token is None:
+            token = os.environ.get("NSBOX_TOKEN") or None
+        if token is None:
+            path = token_file or os.environ.get("NSBOX_TOKEN_FILE") or token_file_for_socket(self.socket_path)
+            self.token_file: Optional[str] = path
+            try:
+                token = _read_token(path)
+            except FileNotFoundError:
+                if token_file is not None or os.environ.get("NSBOX_TOKEN_FILE"):
+                    raise NsboxError("no token file at %s" % path, code="unauthorized",
+                                     hint="`nsbox serve` prints its token_file when ready")
+                token = None  # the server will answer 401 with what to do
+            except PermissionError:
+                raise NsboxError("the token file %s is not readable by this user" % path, code="unauthorized",
+                                 hint="run as the user that runs `nsbox serve`, or pass token=")
+        else:
+            self.token_file = None
+        self._token = token
+        self.timeout = timeout
+        self.stream_idle_timeout = stream_idle_timeout
+        self._local = threading.local()
+
+    # -- where ---------------------------------------------------------------------------
+
+    @property
+    def where(self) -> str:
+        """The server's address as a person would write it."""
+        return self.url if self.url is not None else "unix:" + str(self.socket_path)
+
+    def __repr__(self) -> str:
+        return "nsbox.Client(%s)" % self.where
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self.socket_path is not None:
+            return _UnixHTTPConnection(self.socket_path, timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout, blocksize=_BLOCK)
+
+    def _take_connection(self, timeout: float) -> _Conn:
+        """This thread's idle connection (or a new one); the caller owns it until it gives
+        it back with _give_back."""
+        conn: Optional[_Conn] = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None and time.monotonic() - conn.last_used > _IDLE_REUSE_S:
+            conn.http.close()
+            conn = None
+        if conn is None:
+            conn = _Conn(self._new_connection(timeout))
+        conn.http.timeout = timeout
+        if conn.http.sock is not None:
+            conn.http.sock.settimeout(timeout)
+        return conn
+
+    def _give_back(self, conn: _Conn) -> None:
+        conn.last_used = time.monotonic()
+        conn.uses += 1
+        old: Optional[_Conn] = getattr(self._local, "conn", None)
+        if old is not None:
+            old.http.close()
+        self._local.conn = conn
+
+    def close(self) -> None:
+        """Closes this thread's idle connection (others close when their threads end)."""
+        conn: Optional[_Conn] = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _headers(self, extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
+        h = {"User-Agent": "nsbox-python/0.1"}
+        if self._token is not None:
+            h["Authorization"] = "Bearer " + self._token
+        if extra:
+            h.update(extra)
+        return h
+
+    @staticmethod
+    def target(path: str, query: Optional[Mapping[str, Any]] = None) -> str:
+        """``path?query`` with the query percent-encoded; None values left out, booleans
+        as true/false."""
+        if not query:
+            return path
+        items = []
+        for k, v in query.items():
+            if v is None:
+                continue
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            items.append((k, str(v)))
+        if not items:
+            return path
+        return path + "?" + urllib.parse.urlencode(items, quote_via=urllib.parse.quote)
+
+    def _send(
+        self,
+        method: str,
+        target: str,
+        body: Body,
+        headers: Dict[str, str],
+        timeout: float,
+    ) -> Tuple[_Conn, http.client.HTTPResponse]:
+        """Sends one request and reads the status line and headers. A connection this
+        thread used before, that the server closed while idle, is replaced once."""
+        start_pos: Optional[int] = None
+        if body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
+            try:
+                start_pos = body.tell()
+            except (AttributeError, OSError, ValueError):
+                start_pos = None
+        for attempt in (0, 1):
+            conn = self._take_connection(timeout)
+            reused = conn.uses > 0
+            try:
+                conn.http.request(method, target, body=body, headers=headers)
+                response = conn.http.getresponse()
+                return conn, response
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+                conn.http.close()
+                replayable = body is None or isinstance(body, (bytes, bytearray, memoryview)) or start_pos is not None
+                if attempt == 0 and reused and replayable:
+                    if start_pos is not None:
+                        body.seek(start_pos)  # type: ignore[union-attr]
+                    continue
+                raise ServerUnreachable("the connection to nsbox at %s was closed: %s" % (self.where, e)) from e
+            except _socket.timeout as e:
+                conn.http.close()
+                raise Timeout("no answer from nsbox at %s within %.0f s" % (self.where, timeout)) from e
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                conn.http.close()
+                raise ServerUnreachable(
+                    "no nsbox server at %s (%s)" % (self.where, e.strerror or e),
+                    hint="start one with `nsbox serve`, or set NSBOX_URL / NSBOX_SOCKET",
+                ) from e
+            except OSError as e:
+                conn.http.close()
+                raise ServerUnreachable("cannot reach nsbox at %s: %s" % (self.where, e)) from e
+            except BaseException:
+                conn.http.close()
+                raise
+        raise AssertionError("unreachable")
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        json_body: Any = None,
+        body: Body = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+    ) -> Response:
+        """One request, its whole answer read; an error answer raises its exception."""
+        h = self._headers(headers)
+        if json_body is not None:
+            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        elif body is None and method in ("POST", "PUT", "PATCH"):
+            body = b""
+        t = self.timeout if timeout is None else timeout
+        conn, response = self._send(method, self.target(path, query), body, h, t)
+        try:
+            data = response.read()
+        except _socket.timeout as e:
+            conn.http.close()
+            raise Timeout("nsbox at %s stopped answering (no byte for %.0f s)" % (self.where, t)) from e
+        except (OSError, http.client.HTTPException) as e:
+            conn.http.close()
+            raise ServerUnreachable("the answer from nsbox at %s was cut: %s" % (self.where, e)) from e
+        hdrs = {k.lower(): v for k, v in response.getheaders()}
+        if response.will_close:
+            conn.http.close()
+        else:
+            self._give_back(conn)
+        if response.status >= 400:
+            raise error_from_response(response.status, data)
+        return Response(response.status, hdrs, data)
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        """A request whose answer is a JSON document."""
+        return self.request(method, path, **kwargs).json()
+
+    def open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        json_body: Any = None,
+        body: Body = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+    ) -> "OpenResponse":
+        """A request whose answer is read by the caller (downloads, streams): the answer
+        must be closed (it is a context manager)."""
+        h = self._headers(headers)
+        if json_body is not None:
+            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        elif body is None and method in ("POST", "PUT", "PATCH"):
+            body = b""
+        t = self.timeout if timeout is None else timeout
+        conn, response = self._send(method, self.target(path, query), body, h, t)
+        if response.status >= 400:
+            try:
+                data = response.read()
+            except (OSError, http.client.HTTPException):
+                data = b""
+            conn.http.close()
+            raise error_from_response(response.status, data)
+        return OpenResponse(self, conn, response, t)
+
+    def events(
+        self,
+        path: str,
+        json_body: Any,
+        *,
+        idle_timeout: Optional[float] = None,
+        first_timeout: Optional[float] = None,
+    ) -> Generator[Dict[str, Any], None, None]:
+        """POSTs a request with ``Accept: application/x-ndjson`` and yields its events as
+        they come. Each read waits at most ``idle_timeout`` (the server sends a heartbeat
+        after 15 s of silence). Stopping early closes the connection (for a command, that
+        kills it; a cell runs on)."""
+        idle = self.stream_idle_timeout if idle_timeout is None else idle_timeout
+        # The status line may wait for the work to start (a cell queued behind others):
+        # that first wait has its own bound; then each line comes within `idle`.
+        first = idle if first_timeout is None else max(first_timeout, idle)
+        answer = self.open("POST", path, json_body=json_body, headers={"Accept": "application/x-ndjson"}, timeout=first)
+        answer.set_timeout(idle)
+        finished = False
+        try:
+            ctype = answer.headers.get("content-type", "")
+            if "application/x-ndjson" not in ctype:
+                # A server that answers with one document: treat it as the result.
+                doc = json.loads(answer.read().decode("utf-8"))
+                doc = dict(doc)
+                doc.setdefault("type", "result")
+                finished = True
+                yield doc
+                return
+            while True:
+                line = answer.readline()
+                if not line:
+                    raise ProtocolError("the stream from nsbox at %s ended without a result" % self.where)
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    event = json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError) as e:
+                    raise ProtocolError("a stream line from nsbox is not JSON: %s" % e)
+                if not isinstance(event, dict):
+                    raise ProtocolError("a stream line from nsbox is not an object")
+                kind = event.get("type")
+                if kind == "heartbeat":
+                    continue
+                if kind == "error":
+                    finished = True
+                    answer.finish()
+                    raise error_from_document(event.get("error"), 200)
+                if kind == "result":
+                    finished = True
+                    answer.finish()
+                    yield event
+                    return
+                yield event
+        finally:
+            if not finished:
+                answer.abandon()
+            answer.close()
+
+
+class OpenResponse:
+    """An answer being read: ``read``, ``readline``, iteration over blocks; ``close`` (or
+    leaving the ``with``) gives the connection back when the whole body was read, else
+    closes it."""
+
+    def __init__(self, client: Client, conn: _Conn, response: http.client.HTTPResponse, timeout: float) -> None:
+        self._client = client
+        self._conn: Optional[_Conn] = conn
+        self.response = response
+        self.status = response.status
+        self.headers = {k.lower(): v for k, v in response.getheaders()}
+        self._timeout = timeout
+
+    def set_timeout(self, timeout: float) -> None:
+        """The bound of each later read."""
+        self._timeout = timeout
+        if self._conn is not None and self._conn.http.sock is not None:
+            self._conn.http.sock.settimeout(timeout)
+
+    @property
+    def length(self) -> Optional[int]:
+        v = self.headers.get("content-length")
+        return int(v) if v and v.isdigit() else None
+
+    def _guard(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except _socket.timeout as e:
+            self.abandon()
+            raise Timeout("nsbox at %s sent nothing for %.0f s" % (self._client.where, self._timeout)) from e
+        except (OSError, http.client.HTTPException) as e:
+            self.abandon()
+            raise ServerUnreachable("the answer from nsbox at %s was cut: %s" % (self._client.where, e)) from e
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            return self._guard(self.response.read)  # type: ignore[no-any-return]
+        return self._guard(self.response.read, n)  # type: ignore[no-any-return]
+
+    def readline(self) -> bytes:
+        return self._guard(self.response.readline)  # type: ignore[no-any-return]
+
+    def iter_blocks(self, size: int = _BLOCK) -> Iterator[bytes]:
+        while True:
+            block = self.read(size)
+            if not block:
+                return
+            yield block
+
+    def finish(self) -> None:
+        """Reads what is left of the body (nothing, normally) so the connection can be
+        used again."""
+        try:
+            while self.response.read(_BLOCK):
+                pass
+        except (OSError, http.client.HTTPException):
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Gives up the answer: the connection is closed, not reused."""
+        if self._conn is not None:
+            self._conn.http.close()
+            self._conn = None
+
+    def close(self) -> None:
+        if self._conn is None:
+            return
+        conn, self._conn = self._conn, None
+        if self.response.isclosed() and not self.response.will_close:
+            self._client._give_back(conn)
+        else:
+            conn.http.close()
+
+    def __enter__(self) -> "OpenResponse":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc and exc[0] is not None:
+            self.abandon()
+        self.close()
+
+
+def buffered_body(data: Union[bytes, bytearray, memoryview, str, BinaryIO, io.IOBase]) -> Body:
+    """A request body from bytes, text (UTF-8) or a binary file object."""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if hasattr(data, "read"):
+        return data  # type: ignore[return-value]
+    raise TypeError("a body is bytes, str or a binary file object, not %s" % type(data).__name__)

@@ -1,0 +1,234 @@
+"""The SDK's sandbox client on nsbox: options, session state, create/delete/resume."""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
+from .._http import Client
+from ..errors import InvalidArgument, NotFound, NsboxError
+from ..sandbox import Sandbox, make_client
+from .errors import MountConfigError, SandboxConfigError, WorkspaceStartError
+from .manifest import Manifest, _resolve_env
+from .session import NsboxSandboxSession
+from .types import _run
+
+
+# --------------------------------------------------------------------------------------
+# Options and state.
+
+
+class NsboxSandboxClientOptions:
+    """nsbox's options (``type="nsbox"``): ``size`` (standard, medium, large, xlarge),
+    ``name``, ``net`` (none, host), ``files_quota``, ``volume`` (a named /mnt/files),
+    ``env`` (added to the manifest's environment)."""
+
+    type = "nsbox"
+
+    def __init__(self, size: Optional[str] = None, name: Optional[str] = None, net: Optional[str] = None,
+                 files_quota: Union[None, int, str] = None, volume: Optional[str] = None,
+                 env: Optional[Mapping[str, str]] = None, type: str = "nsbox") -> None:
+        if type != "nsbox":
+            raise SandboxConfigError("options of type %r are not nsbox's" % type)
+        self.size = size
+        self.name = name
+        self.net = net
+        self.files_quota = files_quota
+        self.volume = volume
+        self.env = dict(env or {})
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Without environment values (their names only)."""
+        out: Dict[str, Any] = {"type": "nsbox"}
+        for k in ("size", "name", "net", "files_quota", "volume"):
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = v
+        if self.env:
+            out["redacted_env"] = sorted(self.env)
+        return out
+
+    model_dump = to_dict
+
+    @classmethod
+    def parse(cls, payload: Any) -> "NsboxSandboxClientOptions":
+        if payload is None:
+            return cls()
+        if isinstance(payload, cls):
+            return payload
+        if isinstance(payload, Mapping):
+            d = dict(payload)
+            d.pop("redacted_env", None)
+            return cls(**d)
+        if getattr(payload, "type", None) == "nsbox":
+            return cls(size=getattr(payload, "size", None), name=getattr(payload, "name", None),
+                       net=getattr(payload, "net", None), files_quota=getattr(payload, "files_quota", None),
+                       volume=getattr(payload, "volume", None))
+        raise SandboxConfigError("options for nsbox are NsboxSandboxClientOptions, not %s" % type(payload).__name__)
+
+
+class NsboxSandboxSessionState:
+    """What :meth:`NsboxSandboxClient.resume` needs to reattach: the sandbox's id, the
+    manifest (without secrets), the options. Serialized by
+    ``client.serialize_session_state(state)``: no token, credential or environment value
+    in it."""
+
+    type = "nsbox"
+
+    def __init__(self, *, sandbox_id: str, manifest: Manifest, options: NsboxSandboxClientOptions,
+                 session_id: Optional[str] = None, workspace_root_ready: bool = False,
+                 exposed_ports: Sequence[int] = ()) -> None:
+        self.session_id = session_id or uuid.uuid4().hex
+        self.sandbox_id = sandbox_id
+        self.manifest = manifest
+        self.options = options
+        self.snapshot: Dict[str, Any] = {"type": "noop"}
+        self.exposed_ports = tuple(exposed_ports)
+        self.workspace_root_ready = workspace_root_ready
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "type": self.type,
+            "session_id": self.session_id,
+            "sandbox_id": self.sandbox_id,
+            "manifest": self.manifest.to_dict(),
+            "options": self.options.to_dict(),
+            "snapshot": dict(self.snapshot),
+            "exposed_ports": list(self.exposed_ports),
+            "workspace_root_ready": self.workspace_root_ready,
+        }
+
+    model_dump = to_dict
+
+    @classmethod
+    def from_dict(cls, payload: Mapping[str, Any]) -> "NsboxSandboxSessionState":
+        if payload.get("type") != "nsbox":
+            raise SandboxConfigError("sandbox session state of type %r is not nsbox's" % payload.get("type"))
+        sandbox_id = payload.get("sandbox_id")
+        if not isinstance(sandbox_id, str) or not sandbox_id:
+            raise SandboxConfigError("sandbox session state has no sandbox_id")
+        manifest = Manifest.model_validate(payload.get("manifest") or {})
+        return cls(sandbox_id=sandbox_id, manifest=manifest,
+                   options=NsboxSandboxClientOptions.parse(payload.get("options")),
+                   session_id=str(payload.get("session_id") or "") or None,
+                   workspace_root_ready=bool(payload.get("workspace_root_ready", False)),
+                   exposed_ports=tuple(payload.get("exposed_ports") or ()))
+
+    def __repr__(self) -> str:
+        return "NsboxSandboxSessionState(session_id=%r, sandbox_id=%r)" % (self.session_id, self.sandbox_id)
+
+
+# --------------------------------------------------------------------------------------
+# The client.
+
+
+
+class NsboxSandboxClient:
+    """The SDK's sandbox client on an `nsbox serve` (connection as for
+    :class:`nsbox.Client`: arguments, NSBOX_URL / NSBOX_SOCKET, the default socket)."""
+
+    backend_id = "nsbox"
+    supports_default_options = True
+
+    def __init__(self, client: Optional[Client] = None, *, url: Optional[str] = None, token: Optional[str] = None,
+                 socket: Optional[str] = None, token_file: Optional[str] = None,
+                 timeout: Optional[float] = None) -> None:
+        self._client = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
+        self._features: Optional[Dict[str, Any]] = None
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    def _server_features(self) -> Dict[str, Any]:
+        if self._features is None:
+            try:
+                info = self._client.json("GET", "/v1/info")
+                features = info.get("features") if isinstance(info, dict) else None
+                self._features = dict(features) if isinstance(features, dict) else {}
+            except NsboxError:
+                return {}
+        return self._features
+
+    async def create(self, *, snapshot: Any = None, manifest: Any = None, options: Any = None) -> "NsboxSandboxSession":
+        """A new sandbox with the manifest's files, directories, environment and mounts
+        (made by the server before it answers). Everything is checked before anything
+        is made."""
+        if snapshot is not None and getattr(snapshot, "type", None) not in ("noop", None):
+            raise SandboxConfigError("nsbox has no snapshots yet: create without snapshot=")
+        if manifest is None:
+            manifest = Manifest()
+        elif isinstance(manifest, Mapping):
+            manifest = Manifest.model_validate(manifest)
+        elif not isinstance(manifest, Manifest):
+            raise SandboxConfigError("manifest must be an nsbox.agents.Manifest or its dict form")
+        opts = NsboxSandboxClientOptions.parse(options)
+        manifest.validate()
+        workspace = manifest.workspace_request()
+        mounts = manifest.mounts_request()
+        env = await _resolve_env(manifest.environment)
+        env.update(opts.env)
+
+        def make() -> Sandbox:
+            return Sandbox.create(size=opts.size, name=opts.name, env=env or None, net=opts.net, mounts=mounts or None,
+                                  files_quota=opts.files_quota, volume=opts.volume,
+                                  manifest=workspace if workspace["entries"] else None, client=self._client)
+
+        try:
+            sandbox = await _run(make)
+        except InvalidArgument as e:
+            raise SandboxConfigError("nsbox refused the sandbox: %s" % e.message, op="start") from e
+        finally:
+            for m in mounts:
+                m.pop("credentials", None)
+        await _run(self._server_features)
+        state = NsboxSandboxSessionState(sandbox_id=sandbox.id, manifest=manifest, options=opts)
+        return NsboxSandboxSession(self, sandbox, state)
+
+    async def delete(self, session: "NsboxSandboxSession") -> "NsboxSandboxSession":
+        """Removes the session's sandbox (and its files volume, unless named)."""
+        try:
+            await _run(session.sandbox.remove)
+        except NotFound:
+            pass
+        session._deleted = True
+        return session
+
+    async def resume(self, state: Any, *, manifest: Optional[Manifest] = None) -> "NsboxSandboxSession":
+        """Reattaches to the live sandbox of ``state`` (from
+        :meth:`deserialize_session_state`). Its mounts are still served from the host, so
+        no credential is needed again; a ``manifest`` given (the current trusted one) must
+        have the same mount topology. A sandbox that is gone raises WorkspaceStartError
+        (recreating from a snapshot comes with nsbox's snapshots)."""
+        if isinstance(state, Mapping):
+            state = self.deserialize_session_state(state)
+        if not isinstance(state, NsboxSandboxSessionState):
+            raise SandboxConfigError("resume takes an nsbox session state")
+        if manifest is not None:
+            if manifest.root.rstrip("/") != state.manifest.root.rstrip("/") or \
+                    manifest.mount_topology() != state.manifest.mount_topology():
+                raise MountConfigError(
+                    message="sandbox mount configuration can be rebound only from a current trusted mount "
+                            "configuration with exactly matching credential-free topology")
+        try:
+            sandbox = await _run(Sandbox.connect, state.sandbox_id, client=self._client)
+        except NotFound as e:
+            raise WorkspaceStartError(message="sandbox %s no longer exists; it cannot be resumed" % state.sandbox_id,
+                                      context={"sandbox_id": state.sandbox_id}, cause=e) from e
+        if sandbox.last_info.status != "running":
+            raise WorkspaceStartError(message="sandbox %s is %s; remove it" % (state.sandbox_id, sandbox.last_info.status),
+                                      context={"sandbox_id": state.sandbox_id})
+        await _run(self._server_features)
+        return NsboxSandboxSession(self, sandbox, state)
+
+    def serialize_session_state(self, state: NsboxSandboxSessionState) -> Dict[str, object]:
+        """A JSON-compatible document of the state: no token, no mount credential, no
+        environment value."""
+        return state.to_dict()
+
+    def deserialize_session_state(self, payload: Mapping[str, object]) -> NsboxSandboxSessionState:
+        return NsboxSandboxSessionState.from_dict(payload)
+
+    async def aclose(self) -> None:
+        self._client.close()
+
+    close = aclose

@@ -1,0 +1,157 @@
+"""Manifest entries: File, Dir, path grants, environment entries (mounts are in mounts.py)."""
+from __future__ import annotations
+
+import base64
+from typing import Any, Dict, Mapping, Optional, Union
+
+from .errors import ConfigurationError, ErrorCode, SandboxConfigError
+
+
+def _mode_of(permissions: Any) -> Optional[int]:
+    """An entry's ``permissions`` as a mode: an int, an octal string, or an object with
+    ``to_mode()`` (the SDK's Permissions)."""
+    if permissions is None:
+        return None
+    if hasattr(permissions, "to_mode"):
+        return int(permissions.to_mode()) & 0o7777
+    if isinstance(permissions, bool):
+        raise SandboxConfigError("permissions must be a mode, not a bool")
+    if isinstance(permissions, int):
+        return permissions & 0o7777
+    if isinstance(permissions, str):
+        try:
+            return int(permissions, 8) & 0o7777
+        except ValueError:
+            raise SandboxConfigError("permissions %r are not an octal mode" % permissions) from None
+    raise SandboxConfigError("permissions must be a mode (0o644), not %s" % type(permissions).__name__)
+
+
+def _group_name(group: Any) -> Optional[str]:
+    if group is None:
+        return None
+    return str(getattr(group, "name", group))
+
+
+class _Entry:
+    type = ""
+
+    def __init__(self, *, description: Optional[str] = None, ephemeral: bool = False, group: Any = None,
+                 permissions: Any = None) -> None:
+        self.description = description
+        self.ephemeral = ephemeral
+        self.group = group
+        self.permissions = permissions
+
+    def _common(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"type": self.type}
+        mode = _mode_of(self.permissions)
+        if mode is not None:
+            out["mode"] = "%04o" % mode
+        if self.description is not None:
+            out["description"] = self.description
+        if self.ephemeral:
+            out["ephemeral"] = True
+        if self.group is not None:
+            out["group"] = _group_name(self.group)
+        return out
+
+
+class File(_Entry):
+    """A file to make in the workspace: ``content`` (bytes, or text as UTF-8); default
+    mode 0755 as in the SDK."""
+
+    type = "file"
+
+    def __init__(self, content: Union[bytes, str] = b"", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.content = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = self._common()
+        try:
+            out["content"] = self.content.decode("utf-8")
+        except UnicodeDecodeError:
+            out["content_b64"] = base64.b64encode(self.content).decode("ascii")
+        return out
+
+    def __repr__(self) -> str:
+        return "File(%d bytes)" % len(self.content)
+
+
+class Dir(_Entry):
+    """A directory to make in the workspace, with ``children`` (relative path → entry)."""
+
+    type = "dir"
+
+    def __init__(self, children: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.children: Dict[str, Any] = {str(k): _coerce_entry(v) for k, v in (children or {}).items()}
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = self._common()
+        if self.children:
+            out["children"] = {k: v.to_dict() for k, v in self.children.items()}
+        return out
+
+    def __repr__(self) -> str:
+        return "Dir(children=%r)" % (self.children,)
+
+
+class SandboxPathGrant:
+    """A path outside the root that file calls may use (``read_only`` refuses writes).
+    ``host_path`` (a Docker bind) is not supported by nsbox."""
+
+    def __init__(self, path: str, read_only: bool = False, description: Optional[str] = None,
+                 host_path: Optional[str] = None) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.description = description
+        self.host_path = host_path
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"path": self.path, "read_only": self.read_only}
+        if self.description is not None:
+            out["description"] = self.description
+        return out
+
+
+def _coerce_entry(entry: Any) -> Any:
+    """An entry object from an object or its dict form (``{"type": "file", ...}``)."""
+    if isinstance(entry, (_Entry,)):
+        return entry
+    if isinstance(entry, Mapping):
+        d = dict(entry)
+        kind = d.pop("type", None)
+        for ack in [k for k in d if "acknowledg" in k]:
+            raise ConfigurationError(message="acknowledgements cannot come from a dict manifest: %s" % ack,
+                                     error_code=ErrorCode.SANDBOX_CONFIG_INVALID, op="materialize")
+        if kind == "file":
+            if "content_b64" in d:
+                d["content"] = base64.b64decode(d.pop("content_b64"))
+            if "mode" in d:
+                d["permissions"] = d.pop("mode")
+            return File(**d)
+        if kind == "dir":
+            if "mode" in d:
+                d["permissions"] = d.pop("mode")
+            return Dir(**d)
+        from .mounts import _MOUNT_TYPES  # mounts.py builds on this module
+
+        if kind in _MOUNT_TYPES:
+            return _MOUNT_TYPES[kind](**d)
+        raise SandboxConfigError("manifest entries of type %r are not supported by nsbox" % (kind,),
+                                 op="materialize")
+    kind = getattr(entry, "type", None)
+    if kind in ("file", "dir") and hasattr(entry, "to_dict"):
+        return entry
+    raise SandboxConfigError("manifest entries of type %r are not supported by nsbox (file, dir and bucket "
+                             "mounts are)" % (kind or type(entry).__name__,), op="materialize")
+
+
+class EnvEntry:
+    """An environment value with a description (the SDK's EnvEntry)."""
+
+    def __init__(self, value: str, description: Optional[str] = None, ephemeral: bool = False) -> None:
+        self.value = value
+        self.description = description
+        self.ephemeral = ephemeral

@@ -1,0 +1,167 @@
+"""The SDK's sandbox errors, with its names, codes and messages."""
+from __future__ import annotations
+
+import enum
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from .types import ExecResult
+
+
+class ErrorCode(str, enum.Enum):
+    def __str__(self) -> str:
+        return str(self.value)
+
+    INVALID_MANIFEST_PATH = "invalid_manifest_path"
+    EXEC_NONZERO = "exec_nonzero"
+    EXEC_TIMEOUT = "exec_timeout"
+    EXEC_TRANSPORT_ERROR = "exec_transport_error"
+    WORKSPACE_READ_NOT_FOUND = "workspace_read_not_found"
+    WORKSPACE_ARCHIVE_READ_ERROR = "workspace_archive_read_error"
+    WORKSPACE_ARCHIVE_WRITE_ERROR = "workspace_archive_write_error"
+    WORKSPACE_START_ERROR = "workspace_start_error"
+    MOUNT_CONFIG_INVALID = "mount_config_invalid"
+    SANDBOX_CONFIG_INVALID = "sandbox_config_invalid"
+
+
+class SandboxError(Exception):
+    """The SDK's structured error: ``message``, ``error_code``, ``op``, ``context``,
+    ``cause``, ``retryable``."""
+
+    def __init__(
+        self,
+        *,
+        message: str,
+        error_code: ErrorCode,
+        op: str,
+        context: Optional[Mapping[str, object]] = None,
+        cause: Optional[BaseException] = None,
+        retryable: Optional[bool] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_code = error_code
+        self.op = op
+        self.context: Dict[str, object] = dict(context or {})
+        self.cause = cause
+        self.retryable = retryable
+        if cause is not None:
+            self.__cause__ = cause
+
+    @property
+    def code(self) -> str:
+        return str(self.error_code)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigurationError(SandboxError):
+    """User-provided configuration or input was refused (before any side effect)."""
+
+
+class SandboxRuntimeError(SandboxError):
+    """The sandbox or the way to it failed."""
+
+
+class InvalidManifestPathError(ConfigurationError):
+    """A manifest key or a file path was absolute where it may not be, or left the root."""
+
+    def __init__(self, *, rel: Any, reason: str, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None) -> None:
+        msg = ("manifest path must be relative: %s" % rel) if reason == "absolute" else (
+            "manifest path must not escape root: %s" % rel)
+        super().__init__(message=msg, error_code=ErrorCode.INVALID_MANIFEST_PATH, op="materialize",
+                         context={"rel": str(rel), "reason": reason, **dict(context or {})}, cause=cause,
+                         retryable=False)
+
+
+class MountConfigError(ConfigurationError):
+    def __init__(self, *, message: str, context: Optional[Mapping[str, object]] = None) -> None:
+        super().__init__(message=message, error_code=ErrorCode.MOUNT_CONFIG_INVALID, op="start",
+                         context=context, retryable=False)
+
+
+class SandboxConfigError(ConfigurationError):
+    def __init__(self, message: str, context: Optional[Mapping[str, object]] = None, op: str = "start") -> None:
+        super().__init__(message=message, error_code=ErrorCode.SANDBOX_CONFIG_INVALID, op=op, context=context,
+                         retryable=False)
+
+
+class ExecFailureError(SandboxRuntimeError):
+    def __init__(self, *, message: str, error_code: ErrorCode, command: Sequence[Any],
+                 context: Optional[Mapping[str, object]] = None, cause: Optional[BaseException] = None,
+                 retryable: Optional[bool] = None) -> None:
+        cmd = tuple(str(c) for c in command)
+        super().__init__(message=message, error_code=error_code, op="exec",
+                         context={"command": cmd, "command_str": " ".join(cmd), **dict(context or {})},
+                         cause=cause, retryable=retryable)
+        self.command = cmd
+
+
+class ExecNonZeroError(ExecFailureError):
+    def __init__(self, exec_result: ExecResult, *, command: Sequence[Any],
+                 context: Optional[Mapping[str, object]] = None, cause: Optional[BaseException] = None) -> None:
+        out = exec_result.stdout.decode("utf-8", "replace")
+        err = exec_result.stderr.decode("utf-8", "replace")
+        if out and err:
+            message = "stdout: %s\nstderr: %s" % (out, err)
+        else:
+            message = out or err or "command exited with code %d" % exec_result.exit_code
+        super().__init__(message=message, error_code=ErrorCode.EXEC_NONZERO, command=command,
+                         context={"exit_code": exec_result.exit_code, "stdout": out, "stderr": err,
+                                  **dict(context or {})}, cause=cause, retryable=False)
+        self.exit_code = exec_result.exit_code
+        self.stdout = exec_result.stdout
+        self.stderr = exec_result.stderr
+
+
+class ExecTimeoutError(ExecFailureError):
+    """The command ran past its timeout; its process group was killed."""
+
+    def __init__(self, *, command: Sequence[Any], timeout_s: Optional[float],
+                 context: Optional[Mapping[str, object]] = None, cause: Optional[BaseException] = None) -> None:
+        super().__init__(message="command timed out", error_code=ErrorCode.EXEC_TIMEOUT, command=command,
+                         context={"timeout_s": timeout_s, **dict(context or {})}, cause=cause, retryable=False)
+        self.timeout_s = timeout_s
+
+
+class ExecTransportError(ExecFailureError):
+    def __init__(self, *, command: Sequence[Any], context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None, message: Optional[str] = None,
+                 retryable: Optional[bool] = None) -> None:
+        super().__init__(message=message or "exec transport error", error_code=ErrorCode.EXEC_TRANSPORT_ERROR,
+                         command=command, context=context, cause=cause, retryable=retryable)
+
+
+class WorkspaceIOError(SandboxRuntimeError):
+    pass
+
+
+class WorkspaceReadNotFoundError(WorkspaceIOError):
+    def __init__(self, *, path: Any, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None) -> None:
+        super().__init__(message="file not found: %s" % path, error_code=ErrorCode.WORKSPACE_READ_NOT_FOUND,
+                         op="read", context={"path": str(path), **dict(context or {})}, cause=cause, retryable=False)
+
+
+class WorkspaceArchiveReadError(WorkspaceIOError):
+    def __init__(self, *, path: Any, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None, retryable: Optional[bool] = None) -> None:
+        super().__init__(message="failed to read archive for path: %s" % path,
+                         error_code=ErrorCode.WORKSPACE_ARCHIVE_READ_ERROR, op="read",
+                         context={"path": str(path), **dict(context or {})}, cause=cause, retryable=retryable)
+
+
+class WorkspaceArchiveWriteError(WorkspaceIOError):
+    def __init__(self, *, path: Any, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None, retryable: Optional[bool] = None) -> None:
+        super().__init__(message="failed to write archive for path: %s" % path,
+                         error_code=ErrorCode.WORKSPACE_ARCHIVE_WRITE_ERROR, op="write",
+                         context={"path": str(path), **dict(context or {})}, cause=cause, retryable=retryable)
+
+
+class WorkspaceStartError(SandboxRuntimeError):
+    def __init__(self, *, message: str, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None) -> None:
+        super().__init__(message=message, error_code=ErrorCode.WORKSPACE_START_ERROR, op="start",
+                         context=context, cause=cause, retryable=False)

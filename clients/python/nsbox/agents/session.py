@@ -1,0 +1,365 @@
+"""The SDK's sandbox session on an nsbox sandbox: life cycle, exec, file calls with its path rules."""
+from __future__ import annotations
+
+import asyncio
+import io
+import posixpath
+import stat as _stat
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Any, List, Optional, Union
+
+from ..errors import AlreadyExists, NotFound, NsboxError, PermissionDenied
+from ..sandbox import Sandbox
+from .entries import SandboxPathGrant
+from .errors import (
+    ExecNonZeroError,
+    ExecTimeoutError,
+    ExecTransportError,
+    InvalidManifestPathError,
+    SandboxConfigError,
+    WorkspaceArchiveReadError,
+    WorkspaceArchiveWriteError,
+    WorkspaceIOError,
+    WorkspaceReadNotFoundError,
+    WorkspaceStartError,
+)
+from .manifest import _DRIVE
+from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, FileEntry, Permissions, _run
+
+if TYPE_CHECKING:
+    from .client import NsboxSandboxClient, NsboxSandboxSessionState
+
+
+# --------------------------------------------------------------------------------------
+# The session.
+
+
+def _as_bytes(data: Any) -> bytes:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if hasattr(data, "read"):
+        chunks = []
+        while True:
+            block = data.read(1 << 20)
+            if not block:
+                break
+            chunks.append(block.encode("utf-8") if isinstance(block, str) else bytes(block))
+        return b"".join(chunks)
+    raise TypeError("write takes a binary stream, bytes or str, not %s" % type(data).__name__)
+
+
+def _kind(t: str) -> EntryKind:
+    return {"dir": EntryKind.DIRECTORY, "file": EntryKind.FILE, "symlink": EntryKind.SYMLINK}.get(t, EntryKind.OTHER)
+
+
+def _lexical(path: PurePosixPath) -> PurePosixPath:
+    """``..`` and ``.`` taken out lexically (``/a/../..`` is ``/``)."""
+    parts: List[str] = []
+    for part in path.parts[1:]:
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in (".", ""):
+            parts.append(part)
+    return PurePosixPath("/", *parts)
+
+
+def _within(path: PurePosixPath, root: PurePosixPath) -> bool:
+    return path == root or root in path.parents
+
+
+class NsboxSandboxSession:
+    """A sandbox seen through the SDK's session interface. ``async with session:`` starts
+    it and closes it (``stop`` then ``shutdown``); the sandbox itself goes with
+    ``client.delete(session)``."""
+
+    def __init__(self, client: NsboxSandboxClient, sandbox: Sandbox, state: NsboxSandboxSessionState) -> None:
+        self._sdk_client = client
+        self.sandbox = sandbox
+        self.state = state
+        self._started = False
+        self._shut_down = False
+        self._deleted = False
+        self._aclose_lock: Optional[asyncio.Lock] = None
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Checks that the sandbox runs (it was made, with its manifest, at create)."""
+        try:
+            info = await _run(self.sandbox.info)
+        except NsboxError as e:
+            raise WorkspaceStartError(message="sandbox %s cannot be started: %s" % (self.sandbox.id, e),
+                                      context={"sandbox_id": self.sandbox.id}, cause=e) from e
+        if info.status != "running":
+            raise WorkspaceStartError(message="sandbox %s is %s" % (self.sandbox.id, info.status),
+                                      context={"sandbox_id": self.sandbox.id})
+        self._started = True
+        self._shut_down = False
+        self.state.workspace_root_ready = True
+
+    async def stop(self) -> None:
+        """Persistence only: nothing to persist without snapshots (a later nsbox)."""
+        await self.pty_terminate_all()
+
+    async def shutdown(self) -> None:
+        """Ends this session's use of the sandbox; the sandbox keeps running for
+        ``resume`` until ``client.delete(session)``."""
+        await self.pty_terminate_all()
+        self._shut_down = True
+
+    async def aclose(self) -> None:
+        if self._aclose_lock is None:
+            self._aclose_lock = asyncio.Lock()
+        async with self._aclose_lock:
+            try:
+                await self.stop()
+            finally:
+                await self.shutdown()
+
+    async def __aenter__(self) -> "NsboxSandboxSession":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def running(self) -> bool:
+        """Whether the sandbox runs (and this session was not shut down)."""
+        if self._shut_down or self._deleted:
+            return False
+        try:
+            info = await _run(self.sandbox.info)
+        except NsboxError:
+            return False
+        return bool(info.status == "running")
+
+    def supports_pty(self) -> bool:
+        """The server's ``features.pty`` (GET /v1/info)."""
+        return bool(self._sdk_client._server_features().get("pty", False))
+
+    async def pty_exec_start(self, *command: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("PTY execution is not supported by this sandbox session")
+
+    async def pty_write_stdin(self, *, session_id: int, chars: str, **kwargs: Any) -> Any:
+        raise NotImplementedError("PTY execution is not supported by this sandbox session")
+
+    async def pty_terminate_all(self) -> None:
+        return None
+
+    def describe(self) -> str:
+        return self.state.manifest.describe()
+
+    # -- exec ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_user(user: Any) -> None:
+        name = getattr(user, "name", user)
+        if name not in (None, _SANDBOX_USER):
+            raise SandboxConfigError("nsbox runs everything as the sandbox's one user, `user`, not %r" % name,
+                                     op="exec")
+
+    async def exec(self, *command: Any, timeout: Optional[float] = None, shell: Union[bool, List[str]] = True,
+                   user: Any = None) -> ExecResult:
+        """Runs a command in the sandbox (cwd and HOME the workspace root). ``shell=True``
+        runs ``sh -c`` on the arguments joined with shell quoting; a list is a shell
+        prefix; ``False`` runs the arguments as they are. A non-zero exit is a result;
+        ``timeout`` (seconds; the server's 180 s when None) raises ExecTimeoutError, the
+        command's process group killed."""
+        self._check_user(user)
+        argv = [str(c) for c in command]
+        if not argv:
+            raise SandboxConfigError("exec needs a command", op="exec")
+        if shell:
+            import shlex
+
+            joined = argv[0] if len(argv) == 1 else shlex.join(argv)
+            argv = (list(shell) if isinstance(shell, list) else ["sh", "-c"]) + [joined]
+        deadline = None if timeout is None else max(float(timeout), 0.001)
+        try:
+            result = await _run(self.sandbox.commands.run, argv, deadline, stream=True)
+        except NsboxError as e:
+            raise ExecTransportError(command=argv, context={"code": e.code, "status": e.status},
+                                     cause=e, message="exec failed: %s" % e) from e
+        if result.status == "timeout":
+            raise ExecTimeoutError(command=argv, timeout_s=timeout,
+                                   context={"stdout": result.stdout_text, "stderr": result.stderr_text})
+        code = result.exit_code
+        if code < 0:
+            sig = result.signal
+            code = 128 + sig if isinstance(sig, int) else 1
+        return ExecResult(stdout=result.stdout, stderr=result.stderr, exit_code=code)
+
+    # -- files ---------------------------------------------------------------------------
+
+    def normalize_path(self, path: Any, *, for_write: bool = False) -> PurePosixPath:
+        """The SDK's path rule: relative → under the root; absolute → allowed under the
+        root or an extra path grant; ``..`` taken out lexically, then the result must stay
+        inside ("must not escape root")."""
+        text = str(path)
+        if not text:
+            raise InvalidManifestPathError(rel=text, reason="escape_root")
+        if "\\" in text or _DRIVE.match(text):
+            raise InvalidManifestPathError(rel=text, reason="absolute")
+        given = PurePosixPath(text)
+        full = _lexical(given if given.is_absolute() else _ROOT / given)
+        if _within(full, _ROOT):
+            return full
+        best: Optional[SandboxPathGrant] = None
+        for grant in self.state.manifest.extra_path_grants:
+            gp = _lexical(PurePosixPath(grant.path))
+            if _within(full, gp) and (best is None or len(gp.parts) > len(PurePosixPath(best.path).parts)):
+                best = grant
+        if best is not None:
+            if for_write and best.read_only:
+                raise WorkspaceArchiveWriteError(path=full, context={"reason": "read_only_extra_path_grant",
+                                                                     "grant_path": best.path})
+            return full
+        raise InvalidManifestPathError(rel=text, reason="absolute" if given.is_absolute() else "escape_root")
+
+    def _allowed(self, path: PurePosixPath) -> bool:
+        if _within(path, _ROOT):
+            return True
+        return any(_within(path, _lexical(PurePosixPath(g.path))) for g in self.state.manifest.extra_path_grants)
+
+    async def _realpath(self, path: PurePosixPath, *, leaf: bool) -> Optional[PurePosixPath]:
+        """Where a path leads inside the sandbox, symlinks followed (its last component
+        too when ``leaf``); None when that cannot be said."""
+        target = str(path) if leaf else str(path.parent)
+        try:
+            r = await _run(self.sandbox.commands.run, ["realpath", "-m", "--", target], 30)
+        except NsboxError:
+            return None
+        if r.exit_code != 0:
+            return None
+        resolved = PurePosixPath(r.stdout.decode("utf-8", "surrogateescape").strip())
+        if not resolved.is_absolute():
+            return None
+        return resolved if leaf else resolved / path.name
+
+    async def _through_symlinks(self, original: Any, path: PurePosixPath, *, leaf: bool,
+                                error: NsboxError) -> PurePosixPath:
+        """After a 403 (the server follows no symlink): the path the symlinks lead to, if
+        it stays inside the root (or a grant); "must not escape root" if it leaves."""
+        resolved = await self._realpath(path, leaf=leaf)
+        if resolved is None or resolved == path:
+            raise error
+        if not self._allowed(resolved):
+            raise InvalidManifestPathError(rel=original, reason="escape_root", context={"resolved_path": str(resolved)},
+                                           cause=error)
+        return resolved
+
+    async def _fs(self, original: Any, path: PurePosixPath, call: Any, *, leaf: bool) -> Any:
+        try:
+            return await _run(call, str(path))
+        except PermissionDenied as e:
+            resolved = await self._through_symlinks(original, path, leaf=leaf, error=e)
+            return await _run(call, str(resolved))
+
+    async def read(self, path: Any, *, user: Any = None) -> io.BytesIO:
+        """A file's bytes as a binary stream (WorkspaceReadNotFoundError when missing)."""
+        self._check_user(user)
+        p = self.normalize_path(path)
+        try:
+            data = await self._fs(path, p, self.sandbox.fs.read, leaf=True)
+        except NotFound as e:
+            raise WorkspaceReadNotFoundError(path=path, cause=e) from e
+        except (InvalidManifestPathError, WorkspaceIOError):
+            raise
+        except NsboxError as e:
+            raise WorkspaceArchiveReadError(path=path, context={"code": e.code, "message": e.message}, cause=e) from e
+        return io.BytesIO(data)
+
+    async def write(self, path: Any, data: Any, *, user: Any = None) -> None:
+        """Writes a whole file (parents made), atomically, owned by the sandbox user."""
+        self._check_user(user)
+        p = self.normalize_path(path, for_write=True)
+        payload = _as_bytes(data)
+
+        def put(target: str) -> Any:
+            return self.sandbox.fs.write(target, payload)
+
+        try:
+            # The server replaces a symlink it is asked to write (it never writes through
+            # one); the SDK writes through it, when it stays inside the root.
+            target = p
+            try:
+                if (await _run(self.sandbox.fs.stat, str(p))).type == "symlink":
+                    target = await self._through_symlinks(path, p, leaf=True, error=PermissionDenied(
+                        "%s is a symlink that cannot be resolved" % p))
+            except (NotFound, PermissionDenied):
+                pass  # new, or under a symlinked directory: the write sorts it out
+            await self._fs(path, target, put, leaf=True)
+        except (InvalidManifestPathError, WorkspaceIOError):
+            raise
+        except NsboxError as e:
+            raise WorkspaceArchiveWriteError(path=path, context={"code": e.code, "message": e.message}, cause=e) from e
+
+    async def ls(self, path: Any = ".", *, user: Any = None) -> List[FileEntry]:
+        self._check_user(user)
+        p = self.normalize_path(path)
+
+        def listing(target: str) -> List[FileEntry]:
+            out = []
+            for e in self.sandbox.fs.iter(target):
+                mode = e.mode | (_stat.S_IFDIR if e.type == "dir" else 0)
+                out.append(FileEntry(path=posixpath.join(target, e.name), permissions=Permissions.from_mode(mode),
+                                     owner=e.owner or "", group=e.group or "", size=e.size, kind=_kind(e.type)))
+            return out
+
+        try:
+            return await self._fs(path, p, listing, leaf=True)  # type: ignore[no-any-return]
+        except (InvalidManifestPathError, WorkspaceIOError):
+            raise
+        except NsboxError as e:
+            raise ExecNonZeroError(ExecResult(stdout=b"", stderr=("ls: %s: %s" % (p, e.message)).encode(), exit_code=2),
+                                   command=("ls", "-la", "--", str(p)), cause=e) from e
+
+    async def mkdir(self, path: Any, *, parents: bool = False, user: Any = None) -> None:
+        self._check_user(user)
+        p = self.normalize_path(path, for_write=True)
+
+        def make(target: str) -> Any:
+            return self.sandbox.fs.mkdir(target, parents=parents)
+
+        cmd = ["mkdir"] + (["-p"] if parents else []) + [str(p)]
+        try:
+            await self._fs(path, p, make, leaf=False)
+        except (InvalidManifestPathError, WorkspaceIOError):
+            raise
+        except AlreadyExists as e:
+            raise ExecNonZeroError(ExecResult(stdout=b"", stderr=("mkdir: cannot create directory '%s': File exists" % p).encode(),
+                                              exit_code=1), command=cmd, cause=e) from e
+        except NsboxError as e:
+            raise ExecNonZeroError(ExecResult(stdout=b"", stderr=("mkdir: %s: %s" % (p, e.message)).encode(), exit_code=1),
+                                   command=cmd, cause=e) from e
+
+    async def rm(self, path: Any, *, recursive: bool = False, user: Any = None) -> None:
+        """Removes a file or directory (a tree with ``recursive``, where a missing path is
+        no error); a symlink itself, never its target."""
+        self._check_user(user)
+        p = self.normalize_path(path, for_write=True)
+        if p == _ROOT:
+            raise InvalidManifestPathError(rel=path, reason="escape_root")
+
+        def remove(target: str) -> Any:
+            return self.sandbox.fs.rm(target, recursive=recursive)
+
+        cmd = ["rm"] + (["-rf"] if recursive else []) + ["--", str(p)]
+        try:
+            await self._fs(path, p, remove, leaf=False)
+        except (InvalidManifestPathError, WorkspaceIOError):
+            raise
+        except NotFound as e:
+            if recursive:
+                return
+            raise ExecNonZeroError(ExecResult(stdout=b"", stderr=("rm: cannot remove '%s': No such file or directory" % p).encode(),
+                                              exit_code=1), command=cmd, cause=e) from e
+        except NsboxError as e:
+            raise ExecNonZeroError(ExecResult(stdout=b"", stderr=("rm: %s: %s" % (p, e.message)).encode(), exit_code=1),
+                                   command=cmd, cause=e) from e
+
+    def __repr__(self) -> str:
+        return "NsboxSandboxSession(sandbox_id=%r)" % (self.sandbox.id,)

@@ -1,0 +1,190 @@
+"""Cells and commands: one document, or a stream of NDJSON events to callbacks."""
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
+
+from ._http import Client
+from .errors import ProtocolError
+from .models import CommandResult, Execution
+
+__all__ = ["Commands"]
+
+TextCallback = Callable[[str], Any]
+ProgressCallback = Callable[[str, Optional[str]], Any]
+DisplayCallback = Callable[[Dict[str, Any]], Any]
+
+# The server's own default deadline of cells and commands.
+DEFAULT_RUN_TIMEOUT_S = 180.0
+# How long past a cell's or command's deadline an answer may take (the watchdog
+# interrupts, then restarts the kernel; the answer follows).
+_RUN_GRACE_S = 60.0
+
+
+def _text_event(event: Dict[str, Any]) -> str:
+    text = event.get("text")
+    if isinstance(text, str):
+        return text
+    b64 = event.get("text_b64")
+    if isinstance(b64, str):
+        return base64.b64decode(b64).decode("utf-8", "replace")
+    return ""
+
+
+def _bytes_field(body: Dict[str, Any], name: str, value: Union[str, bytes]) -> None:
+    """``name`` when the bytes are UTF-8 text, else ``name_b64``."""
+    if isinstance(value, str):
+        body[name] = value
+        return
+    try:
+        body[name] = bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        body[name + "_b64"] = base64.b64encode(bytes(value)).decode("ascii")
+
+
+def _run_wait(timeout: Optional[float], request_timeout: Optional[float]) -> float:
+    if request_timeout is not None:
+        return request_timeout
+    return (DEFAULT_RUN_TIMEOUT_S if timeout is None else float(timeout)) + _RUN_GRACE_S
+
+
+class _Runner:
+    """Cells and commands of one sandbox (or one session's sandbox), at ``base``."""
+
+    def __init__(self, client: Client, base: str) -> None:
+        self._client = client
+        self._base = base
+
+    def run_code(
+        self,
+        code: Union[str, bytes],
+        timeout: Optional[float] = None,
+        *,
+        on_stdout: Optional[TextCallback] = None,
+        on_stderr: Optional[TextCallback] = None,
+        on_progress: Optional[ProgressCallback] = None,
+        on_display: Optional[DisplayCallback] = None,
+        output_limit: Optional[int] = None,
+        stream: Optional[bool] = None,
+        request_timeout: Optional[float] = None,
+    ) -> Execution:
+        body: Dict[str, Any] = {}
+        _bytes_field(body, "code", code)
+        if timeout is not None:
+            body["timeout_s"] = timeout
+        if output_limit is not None:
+            body["output_limit"] = output_limit
+        wait = _run_wait(timeout, request_timeout)
+        path = self._base + "/cells"
+        if stream is None:
+            stream = any(cb is not None for cb in (on_stdout, on_stderr, on_progress, on_display))
+        if not stream:
+            return Execution(self._client.json("POST", path, json_body=body, timeout=wait))
+        # Closed here, in this thread, however the loop ends: a callback that raises
+        # leaves the stream (the connection is dropped; the cell runs on).
+        with contextlib.closing(self._client.events(path, body, first_timeout=wait)) as events:
+            for event in events:
+                kind = event.get("type")
+                if kind == "stdout":
+                    if on_stdout is not None:
+                        on_stdout(_text_event(event))
+                elif kind == "stderr":
+                    if on_stderr is not None:
+                        on_stderr(_text_event(event))
+                elif kind == "progress":
+                    if on_progress is not None:
+                        metric = event.get("metric")
+                        on_progress(str(event.get("step", "")), metric if isinstance(metric, str) else None)
+                elif kind == "display":
+                    if on_display is not None and isinstance(event.get("item"), dict):
+                        on_display(event["item"])
+                elif kind == "result":
+                    return Execution(event)
+        raise ProtocolError("the cell's stream ended without a result")
+
+    def run_command(
+        self,
+        cmd: Union[str, Sequence[str]],
+        timeout: Optional[float] = None,
+        *,
+        on_stdout: Optional[TextCallback] = None,
+        on_stderr: Optional[TextCallback] = None,
+        stdin: Union[None, str, bytes] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        stream: Optional[bool] = None,
+        request_timeout: Optional[float] = None,
+    ) -> CommandResult:
+        body: Dict[str, Any] = {}
+        if isinstance(cmd, str):
+            body["command"] = cmd
+        else:
+            argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in cmd]
+            if not argv:
+                raise ValueError("an empty argv")
+            body["argv"] = argv
+        if timeout is not None:
+            body["timeout_s"] = timeout
+        if env is not None:
+            body["env"] = {str(k): str(v) for k, v in env.items()}
+        if cwd is not None:
+            body["cwd"] = cwd
+        if stdin is not None:
+            _bytes_field(body, "stdin", stdin)
+        wait = _run_wait(timeout, request_timeout)
+        path = self._base + "/commands"
+        if stream is None:
+            stream = on_stdout is not None or on_stderr is not None
+        if not stream:
+            return CommandResult(self._client.json("POST", path, json_body=body, timeout=wait))
+        # A callback that raises leaves the stream: the server then kills the command.
+        with contextlib.closing(self._client.events(path, body, first_timeout=wait)) as events:
+            for event in events:
+                kind = event.get("type")
+                if kind == "stdout":
+                    if on_stdout is not None:
+                        on_stdout(_text_event(event))
+                elif kind == "stderr":
+                    if on_stderr is not None:
+                        on_stderr(_text_event(event))
+                elif kind == "result":
+                    return CommandResult(event)
+        raise ProtocolError("the command's stream ended without a result")
+
+
+class Commands:
+    """``sbx.commands.run(...)``: the agent's bash tool."""
+
+    def __init__(self, runner: _Runner) -> None:
+        self._runner = runner
+
+    def run(
+        self,
+        cmd: Union[str, Sequence[str]],
+        timeout: Optional[float] = None,
+        *,
+        on_stdout: Optional[TextCallback] = None,
+        on_stderr: Optional[TextCallback] = None,
+        stdin: Union[None, str, bytes] = None,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+        stream: Optional[bool] = None,
+        request_timeout: Optional[float] = None,
+    ) -> CommandResult:
+        """Runs a command in the sandbox and returns its result (a non-zero exit or a
+        deadline is a result, not an exception).
+
+        ``cmd`` a string runs ``/bin/bash -c cmd``; a list runs that program (found on
+        ``PATH``) with those arguments. ``timeout`` is the deadline in seconds (the
+        server's default 180 s when None): at it the command's process group is killed
+        and the result says ``status == "timeout"``. ``on_stdout``/``on_stderr`` receive
+        the output as text while it runs (the result keeps the exact bytes). ``stdin``
+        is written to its standard input (else it reads /dev/null). ``stream`` forces or
+        forbids streaming (default: stream when a callback is given);
+        ``request_timeout`` bounds the wait for a non-streamed answer (default: the
+        deadline plus 60 s).
+        """
+        return self._runner.run_command(cmd, timeout, on_stdout=on_stdout, on_stderr=on_stderr, stdin=stdin,
+                                        env=env, cwd=cwd, stream=stream, request_timeout=request_timeout)

@@ -1,0 +1,385 @@
+"""Sandboxes and sessions over the HTTP API (docs/api.md), synchronous.
+
+>>> with Sandbox.create(size="medium") as sbx:
+...     sbx.run_code("x = 6 * 7")
+...     print(sbx.run_code("x").results)          # 42: the kernel keeps its globals
+...     print(sbx.commands.run("echo hi").stdout)  # b'hi\\n'
+...     sbx.files.upload(b"a,b\\n1,2\\n", "data/t.csv")
+"""
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from ._http import Client, DEFAULT_TIMEOUT_S
+from .errors import NotFound, ProtocolError
+from .models import Execution, SandboxInfo, SessionInfo
+from .files import Files, Fs, RemoteFile
+from .run import Commands, DisplayCallback, ProgressCallback, TextCallback, _Runner
+
+__all__ = ["Sandbox", "Session", "Commands", "Files", "Fs", "RemoteFile", "make_client"]
+
+
+def _quote(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def make_client(
+    client: Optional[Client] = None,
+    *,
+    url: Optional[str] = None,
+    token: Optional[str] = None,
+    socket: Optional[str] = None,
+    token_file: Optional[str] = None,
+    timeout: Optional[float] = None,
+) -> Client:
+    """The given client, or a new one from these arguments and the environment."""
+    if client is not None:
+        if any(x is not None for x in (url, token, socket, token_file)):
+            raise ValueError("give client= or the connection arguments, not both")
+        return client
+    return Client(url, token, socket=socket, token_file=token_file,
+                  timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout)
+
+
+class _Workbench:
+    """What a sandbox and a session's sandbox share: cells, commands, files, fs,
+    interrupt, restart."""
+
+    _base: str
+
+    def __init__(self, client: Client, base: str, owns_client: bool) -> None:
+        self._client = client
+        self._owns_client = owns_client
+        self._set_base(base)
+
+    def _set_base(self, base: str) -> None:
+        self._base = base
+        self._runner = _Runner(self._client, base)
+        self.commands = Commands(self._runner)
+        self.files = Files(self._client, base)
+        self.fs = Fs(self._client, base)
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    def run_code(
+        self,
+        code: Union[str, bytes],
+        timeout: Optional[float] = None,
+        *,
+        on_stdout: Optional[TextCallback] = None,
+        on_stderr: Optional[TextCallback] = None,
+        on_progress: Optional[ProgressCallback] = None,
+        on_display: Optional[DisplayCallback] = None,
+        output_limit: Optional[int] = None,
+        stream: Optional[bool] = None,
+        request_timeout: Optional[float] = None,
+    ) -> Execution:
+        """Runs a cell in the sandbox's Python kernel, whose globals survive between
+        cells; returns its :class:`Execution` whatever its status (an exception in the
+        cell is ``execution.error``, a deadline ``status == "timeout"`` with the state
+        kept, or ``state_lost`` when the kernel had to be restarted).
+
+        ``timeout`` is the cell's deadline (the server's default 180 s when None).
+        ``on_stdout``/``on_stderr`` receive output text as it is printed,
+        ``on_progress(step, metric)`` each ``set_progress`` call, ``on_display(item)``
+        each figure; with any of them (or ``stream=True``) the answer is streamed.
+        ``request_timeout`` bounds the wait for a non-streamed answer (default: the
+        deadline plus 60 s). A client that goes away does not stop the cell.
+        """
+        return self._runner.run_code(code, timeout, on_stdout=on_stdout, on_stderr=on_stderr,
+                                     on_progress=on_progress, on_display=on_display, output_limit=output_limit,
+                                     stream=stream, request_timeout=request_timeout)
+
+    def interrupt(self) -> None:
+        """Interrupts the running cell (it ends ``interrupted``, its state kept)."""
+        self._client.json("POST", self._base + "/interrupt")
+
+    def restart(self) -> None:
+        """A fresh interpreter (the globals are gone; files stay)."""
+        self._client.json("POST", self._base + "/restart")
+
+    def close(self) -> None:
+        """Closes the connection this object made (the sandbox stays)."""
+        if self._owns_client:
+            self._client.close()
+
+
+class Sandbox(_Workbench):
+    """A sandbox: made with :meth:`create`, found with :meth:`connect`, listed with
+    :meth:`list`. ``with Sandbox.create() as sbx:`` removes it at the end."""
+
+    def __init__(self, info: Dict[str, Any], client: Client, *, owns_client: bool = False) -> None:
+        self._info = SandboxInfo(info)
+        if not self._info.id:
+            raise ProtocolError("the server described a sandbox without an id")
+        super().__init__(client, "/v1/sandboxes/" + _quote(self._info.id), owns_client)
+
+    @property
+    def id(self) -> str:
+        return self._info.id
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._info.id
+
+    @property
+    def name(self) -> str:
+        return self._info.name
+
+    @property
+    def last_info(self) -> SandboxInfo:
+        """The last description fetched (create, connect, info, resize): no request."""
+        return self._info
+
+    @classmethod
+    def create(
+        cls,
+        size: Optional[str] = None,
+        name: Optional[str] = None,
+        env: Optional[Mapping[str, str]] = None,
+        net: Optional[str] = None,
+        mounts: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
+        files_quota: Union[None, int, str] = None,
+        volume: Optional[str] = None,
+        manifest: Optional[Mapping[str, Any]] = None,
+        *,
+        client: Optional[Client] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        socket: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> "Sandbox":
+        """Creates a sandbox and returns once it is up (``nsbox create``).
+
+        ``size`` standard|medium|large|xlarge; ``env`` its environment (never echoed);
+        ``net`` none|host; ``mounts`` bucket mounts (``"s3://b/p:/data:rw"`` strings or
+        objects with ``credentials``); ``files_quota`` bytes or ``"10G"``; ``volume`` a
+        named files volume; ``manifest`` files to make in /home/user first. The
+        connection comes from ``client`` or the other arguments (see :class:`Client`).
+        """
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
+        body: Dict[str, Any] = {}
+        for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota)):
+            if value is not None:
+                body[key] = value
+        if env is not None:
+            body["env"] = {str(k): str(v) for k, v in env.items()}
+        if mounts is not None:
+            body["mounts"] = [m if isinstance(m, str) else dict(m) for m in mounts]
+        if manifest is not None:
+            body["manifest"] = dict(manifest)
+        # Creating waits for the sandbox (30 s, plus 60 s per bucket mount at most).
+        wait = max(c.timeout, 60.0 + 60.0 * len(mounts or ()))
+        doc = c.json("POST", "/v1/sandboxes", json_body=body, timeout=wait)
+        return cls(doc, c, owns_client=client is None)
+
+    @classmethod
+    def connect(
+        cls,
+        id_or_name: str,
+        *,
+        client: Optional[Client] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        socket: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> "Sandbox":
+        """An existing sandbox by id or name (NotFound when there is none)."""
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
+        doc = c.json("GET", "/v1/sandboxes/" + _quote(id_or_name))
+        return cls(doc, c, owns_client=client is None)
+
+    @classmethod
+    def list(
+        cls,
+        *,
+        client: Optional[Client] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        socket: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> List[SandboxInfo]:
+        """Every sandbox of the server's state root (``nsbox ls``)."""
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
+        try:
+            doc = c.json("GET", "/v1/sandboxes")
+        finally:
+            if client is None:
+                c.close()
+        items = doc.get("sandboxes") if isinstance(doc, dict) else None
+        return [SandboxInfo(x) for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+
+    def info(self) -> SandboxInfo:
+        """The sandbox as it is now (``nsbox inspect``); ``status`` says running or dead."""
+        self._info = SandboxInfo(self._client.json("GET", self._base))
+        return self._info
+
+    def is_running(self) -> bool:
+        try:
+            return self.info().running
+        except NotFound:
+            return False
+
+    def resize(self, size: str) -> SandboxInfo:
+        """Changes the size live: processes, files and the kernel's state stay."""
+        self._info = SandboxInfo(self._client.json("PATCH", self._base, json_body={"size": size}))
+        return self._info
+
+    def remove(self, *, keep_files: bool = False) -> List[str]:
+        """Removes the sandbox (and its files volume unless ``keep_files``)."""
+        doc = self._client.json("DELETE", self._base, query={"keep_files": keep_files or None})
+        removed = doc.get("removed") if isinstance(doc, dict) else None
+        return [str(x) for x in removed] if isinstance(removed, list) else []
+
+    def kill(self) -> List[str]:
+        """E2B's name for :meth:`remove`."""
+        return self.remove()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.remove()
+        except NotFound:
+            pass
+        finally:
+            self.close()
+
+    def __repr__(self) -> str:
+        return "Sandbox(id=%r, name=%r)" % (self.id, self.name)
+
+
+class Session(_Workbench):
+    """A Composio-shaped session: at most one sandbox, made on the first sandbox call
+    (``run_code``, ``commands``, ``files``, ``fs``...). A session created with
+    ``sandbox_enable=False`` answers every sandbox call with :class:`SandboxDisabled`.
+    ``with Session.create() as s:`` deletes the session and its sandbox at the end."""
+
+    def __init__(self, doc: Dict[str, Any], client: Client, *, owns_client: bool = False) -> None:
+        self._info = SessionInfo(doc)
+        if not self._info.session_id:
+            raise ProtocolError("the server described a session without an id")
+        super().__init__(client, "/v1/sessions/" + _quote(self._info.session_id), owns_client)
+
+    @property
+    def session_id(self) -> str:
+        return self._info.session_id
+
+    @property
+    def id(self) -> str:
+        return self._info.session_id
+
+    @property
+    def user_id(self) -> str:
+        return self._info.user_id
+
+    @property
+    def last_info(self) -> SessionInfo:
+        return self._info
+
+    @classmethod
+    def create(
+        cls,
+        user_id: Optional[str] = None,
+        sandbox_enable: bool = True,
+        sandbox_size: Optional[str] = None,
+        *,
+        client: Optional[Client] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        socket: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> "Session":
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
+        sandbox: Dict[str, Any] = {"enable": bool(sandbox_enable)}
+        if sandbox_size is not None:
+            sandbox["sandbox_size"] = sandbox_size
+        body: Dict[str, Any] = {"sandbox": sandbox}
+        if user_id is not None:
+            body["user_id"] = user_id
+        doc = c.json("POST", "/v1/sessions", json_body=body)
+        return cls(doc, c, owns_client=client is None)
+
+    @classmethod
+    def connect(
+        cls,
+        session_id: str,
+        *,
+        client: Optional[Client] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        socket: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> "Session":
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
+        return cls(c.json("GET", "/v1/sessions/" + _quote(session_id)), c, owns_client=client is None)
+
+    @classmethod
+    def list(
+        cls,
+        user_id: Optional[str] = None,
+        *,
+        client: Optional[Client] = None,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        socket: Optional[str] = None,
+        token_file: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> List[SessionInfo]:
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
+        try:
+            doc = c.json("GET", "/v1/sessions", query={"user_id": user_id})
+        finally:
+            if client is None:
+                c.close()
+        items = doc.get("sessions") if isinstance(doc, dict) else None
+        sessions = [SessionInfo(x) for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+        return [s for s in sessions if user_id is None or s.user_id == user_id]
+
+    def info(self) -> SessionInfo:
+        self._info = SessionInfo(self._client.json("GET", self._base))
+        return self._info
+
+    @property
+    def sandbox_id(self) -> Optional[str]:
+        """The session's sandbox once made (as last fetched; :meth:`info` refreshes)."""
+        return self._info.sandbox_id
+
+    def resize(self, size: str) -> SessionInfo:
+        """Resizes the session's sandbox live (or sets the size it will be made with)."""
+        self._info = SessionInfo(self._client.json("PATCH", self._base, json_body={"sandbox": {"sandbox_size": size}}))
+        return self._info
+
+    def delete(self) -> List[str]:
+        """Deletes the session and its sandbox."""
+        doc = self._client.json("DELETE", self._base)
+        removed = doc.get("removed") if isinstance(doc, dict) else None
+        return [str(x) for x in removed] if isinstance(removed, list) else []
+
+    def kill(self) -> List[str]:
+        return self.delete()
+
+    remove = delete
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.delete()
+        except NotFound:
+            pass
+        finally:
+            self.close()
+
+    def __repr__(self) -> str:
+        return "Session(session_id=%r, user_id=%r)" % (self.session_id, self.user_id)

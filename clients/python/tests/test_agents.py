@@ -1,0 +1,371 @@
+"""nsbox.agents against the OpenAI Agents SDK's contract (reference §4, items 1-3, 6, 8-10
+and 18, as they apply to nsbox: the root is /home/user, mounts are served from the host)."""
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from typing import Any, Awaitable, TypeVar
+
+import pytest
+
+import nsbox
+from conftest import S3rver, Server
+from nsbox import agents
+from nsbox.agents import Dir, File, Manifest, NsboxSandboxClient
+
+T = TypeVar("T")
+
+
+def arun(coro: Awaitable[T], timeout: float = 300) -> T:
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+@pytest.fixture()
+def sdk(server: Server) -> NsboxSandboxClient:
+    return NsboxSandboxClient(socket=server.socket, token=server.token)
+
+
+# -- 1: fresh workspace; delete removes it; another root is refused ----------------------
+
+def test_1_default_create_gives_a_fresh_private_workspace_that_delete_removes(sdk: NsboxSandboxClient,
+                                                                               server: Server) -> None:
+    async def scenario() -> None:
+        a = await sdk.create()
+        b = await sdk.create()
+        try:
+            async with a, b:
+                assert await a.running() and await b.running()
+                home = await a.exec("ls -A /home/user")
+                assert home.ok()
+                await a.write("secret.txt", io.BytesIO(b"only a"))
+                assert (await a.read("secret.txt")).read() == b"only a"
+                with pytest.raises(agents.WorkspaceReadNotFoundError):
+                    await b.read("secret.txt")
+                assert a.sandbox.id != b.sandbox.id
+        finally:
+            await sdk.delete(a)
+            await sdk.delete(b)
+        assert not await a.running()
+        with pytest.raises(agents.ExecTransportError):
+            await a.exec("true")
+
+    arun(scenario())
+    assert server.sandboxes() == []
+
+
+def test_1_a_root_other_than_home_user_is_refused_before_anything_is_made(sdk: NsboxSandboxClient,
+                                                                           server: Server) -> None:
+    with pytest.raises(agents.ConfigurationError) as e:
+        arun(sdk.create(manifest=Manifest(root="/workspace", entries={"a.txt": File(content=b"x")})))
+    assert "/home/user" in str(e.value)
+    assert server.sandboxes() == []
+    # The server refuses it too, with 422.
+    c = server.client()
+    try:
+        with pytest.raises(nsbox.InvalidArgument) as e2:
+            c.json("POST", "/v1/sandboxes", json_body={"manifest": {"root": "/workspace", "entries": {}}})
+        assert e2.value.status == 422
+    finally:
+        c.close()
+    assert server.sandboxes() == []
+    # /home/user itself, spelt either way, is the root.
+    session = arun(sdk.create(manifest=Manifest(root="/home/user/")))
+    arun(sdk.delete(session))
+
+
+# -- 2: file / dir / nested children materialise with content and modes ------------------
+
+def test_2_manifest_entries_materialise_with_content_and_modes(sdk: NsboxSandboxClient) -> None:
+    manifest = Manifest(entries={
+        "notes/todo.md": File(content=b"# todo\n"),
+        "bin/run.sh": File(content="#!/bin/sh\necho ran\n"),
+        "private.key": File(content=b"k", permissions=0o600),
+        "perm.txt": File(content=b"p", permissions=agents.Permissions(owner=6, group=4, other=4)),
+        "blob.bin": File(content=b"\x00\xff\xfe"),
+        "data": Dir(children={"raw": Dir(children={"a.csv": File(content=b"1,2\n")}), "empty": Dir()},
+                    group="user"),
+        "locked": Dir(permissions="0700"),
+    })
+
+    async def scenario() -> None:
+        session = await sdk.create(manifest=manifest)
+        try:
+            async with session:
+                r = await session.exec("stat -c '%n %a %U:%G' notes/todo.md bin/run.sh private.key perm.txt "
+                                       "data data/raw data/raw/a.csv data/empty locked notes")
+                lines = r.stdout.decode().splitlines()
+                assert lines == ["notes/todo.md 755 user:user", "bin/run.sh 755 user:user",
+                                 "private.key 600 user:user", "perm.txt 644 user:user", "data 755 user:user",
+                                 "data/raw 755 user:user", "data/raw/a.csv 755 user:user", "data/empty 755 user:user",
+                                 "locked 700 user:user", "notes 755 user:user"], r
+                assert (await session.read("notes/todo.md")).read() == b"# todo\n"
+                assert (await session.read("/home/user/data/raw/a.csv")).read() == b"1,2\n"
+                assert (await session.read("blob.bin")).read() == b"\x00\xff\xfe"
+                assert (await session.exec("./bin/run.sh")).stdout == b"ran\n"
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
+def test_2_a_group_other_than_user_is_refused(sdk: NsboxSandboxClient, server: Server) -> None:
+    with pytest.raises(agents.ConfigurationError):
+        arun(sdk.create(manifest=Manifest(entries={"a": File(content=b"x", group="wheel")})))
+    assert server.sandboxes() == []
+
+
+# -- 3: bad manifest keys fail before any side effect ------------------------------------
+
+@pytest.mark.parametrize("entries,reason", [
+    ({"/etc/x": File(content=b"x")}, "absolute"),
+    ({"../x": File(content=b"x")}, "escape_root"),
+    ({"a/../../x": File(content=b"x")}, "escape_root"),
+    ({"C:\\x": File(content=b"x")}, "absolute"),
+    ({"c:/x": File(content=b"x")}, "absolute"),
+    ({"d": Dir(children={"/abs": File(content=b"x")})}, "absolute"),
+    ({"d": Dir(children={"e": Dir(children={"../../../x": File(content=b"x")})})}, "escape_root"),
+])
+def test_3_absolute_or_escaping_manifest_keys_fail_before_any_side_effect(sdk: NsboxSandboxClient, server: Server,
+                                                                          entries: Any, reason: str) -> None:
+    ok = {"fine.txt": File(content=b"fine")}
+    with pytest.raises(agents.InvalidManifestPathError) as e:
+        arun(sdk.create(manifest=Manifest(entries={**ok, **entries})))
+    assert e.value.context["reason"] == reason
+    assert ("must be relative" if reason == "absolute" else "must not escape root") in str(e.value)
+    assert server.sandboxes() == []
+
+
+def test_3_the_server_refuses_escaping_keys_too(server: Server) -> None:
+    c = server.client()
+    try:
+        for entries in ({"../x": {"type": "file", "content": "x"}},
+                        {"d": {"type": "dir", "children": {"/x": {"type": "file"}}}}):
+            with pytest.raises(nsbox.InvalidArgument):
+                c.json("POST", "/v1/sandboxes", json_body={"manifest": {"entries": entries}})
+        assert server.sandboxes() == []
+    finally:
+        c.close()
+
+
+# -- 6: file calls refuse ../ and symlink escapes ----------------------------------------
+
+def test_6_file_calls_refuse_dotdot_and_symlink_escapes(sdk: NsboxSandboxClient) -> None:
+    async def scenario() -> None:
+        session = await sdk.create()
+        try:
+            async with session:
+                assert (await session.exec("ln -s /etc outside && ln -s /etc/hostname leaf && mkdir -p in/d && "
+                                           "echo inner > in/d/f && ln -s in/d inner_link")).ok()
+                calls = [
+                    lambda p: session.read(p),
+                    lambda p: session.write(p, io.BytesIO(b"x")),
+                    lambda p: session.ls(p),
+                    lambda p: session.mkdir(p),
+                    lambda p: session.rm(p),
+                ]
+                for path in ("../x", "a/../../x", "/etc/passwd", "/home/user/../root"):
+                    for call in calls:
+                        with pytest.raises(agents.InvalidManifestPathError):
+                            await call(path)
+                for path in ("outside/passwd", "outside/newfile", "outside", "leaf"):
+                    with pytest.raises(agents.InvalidManifestPathError) as e:
+                        await session.read(path) if path != "outside" else await session.ls(path)
+                    assert "must not escape root" in str(e.value)
+                with pytest.raises(agents.InvalidManifestPathError, match="must not escape root"):
+                    await session.write("outside/owned", b"x")
+                with pytest.raises(agents.InvalidManifestPathError, match="must not escape root"):
+                    await session.mkdir("outside/newdir")
+                with pytest.raises(agents.InvalidManifestPathError, match="must not escape root"):
+                    await session.write("leaf", b"x")
+                assert (await session.exec("test ! -e /etc/owned && test ! -e /etc/newdir")).ok()
+                # A symlink that stays inside the root works, as in the SDK.
+                assert (await session.read("inner_link/f")).read() == b"inner\n"
+                assert [e.path for e in await session.ls("inner_link")] == ["/home/user/in/d/f"]
+                # Removing a symlink removes the link, not what it points at.
+                await session.rm("outside")
+                assert (await session.exec("test ! -L outside && test -d /etc")).ok()
+                # Lexical .. that stays inside is fine.
+                await session.write("in/../top.txt", b"t")
+                assert (await session.read("top.txt")).read() == b"t"
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
+# -- 8: write makes parents; missing reads; rm of missing paths --------------------------
+
+def test_8_write_makes_parents_and_missing_paths_behave_as_in_the_sdk(sdk: NsboxSandboxClient) -> None:
+    async def scenario() -> None:
+        session = await sdk.create()
+        try:
+            async with session:
+                await session.write("deep/er/file.txt", io.BytesIO(b"deep"))
+                assert (await session.read("deep/er/file.txt")).read() == b"deep"
+                owner = await session.exec("stat -c %U deep deep/er deep/er/file.txt")
+                assert owner.stdout == b"user\nuser\nuser\n"
+                with pytest.raises(agents.WorkspaceReadNotFoundError) as e:
+                    await session.read("nope.txt")
+                assert str(e.value) == "file not found: nope.txt"
+                await session.rm("nope", recursive=True)  # no-op
+                with pytest.raises(agents.ExecNonZeroError):
+                    await session.rm("nope")
+                await session.mkdir("m/n", parents=True)
+                await session.mkdir("m/n", parents=True)  # exists: fine with parents
+                with pytest.raises(agents.ExecNonZeroError):
+                    await session.mkdir("m/n")
+                with pytest.raises(agents.ExecNonZeroError):
+                    await session.mkdir("x/y/z")  # no parents
+                entries = {e.path: e for e in await session.ls(".")}
+                assert entries["/home/user/deep"].is_dir() and entries["/home/user/m"].kind == agents.EntryKind.DIRECTORY
+                # (owner and group: docs/api.md lists them in fs:ls; this server leaves them out)
+                await session.rm("deep", recursive=True)
+                assert "/home/user/deep" not in [e.path for e in await session.ls("/home/user")]
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
+# -- 9: cwd and HOME are the root; the manifest's environment reaches commands -----------
+
+def test_9_exec_runs_in_the_root_with_the_manifest_environment(sdk: NsboxSandboxClient) -> None:
+    async def scenario() -> None:
+        session = await sdk.create(manifest=Manifest(environment={"MODE": "test",
+                                                                  "ENTRY": agents.EnvEntry("v", description="d")}))
+        try:
+            async with session:
+                assert (await session.exec("pwd")).stdout == b"/home/user\n"
+                assert (await session.exec("echo", "$HOME", shell=True)).stdout == b"$HOME\n"  # quoted
+                assert (await session.exec("echo $HOME $MODE $ENTRY")).stdout == b"/home/user test v\n"
+                assert (await session.exec("printenv", "MODE", shell=False)).stdout == b"test\n"
+                assert (await session.exec("echo", "a b", "c")).stdout == b"a b c\n"
+                assert (await session.exec("pwd", shell=False)).stdout == b"/home/user\n"
+                assert (await session.exec("echo hi", shell=["bash", "-c"])).stdout == b"hi\n"
+                with pytest.raises(agents.ConfigurationError):
+                    await session.exec("id", user="root")
+                assert (await session.exec("id -un", user="user")).stdout == b"user\n"
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
+# -- 10: timeouts raise and leave nothing; non-zero exits are results -------------------
+
+def test_10_exec_timeout_raises_and_leaves_no_process(sdk: NsboxSandboxClient) -> None:
+    async def scenario() -> None:
+        session = await sdk.create()
+        try:
+            async with session:
+                begun = time.monotonic()
+                with pytest.raises(agents.ExecTimeoutError) as e:
+                    await session.exec("sleep 60 & sleep 60; echo never", timeout=1)
+                # Killed at its deadline, not after the sleeps (60 s).
+                assert time.monotonic() - begun < 45
+                assert str(e.value) == "command timed out" and e.value.timeout_s == 1
+                left = await session.exec("pgrep -x sleep", shell=True)
+                assert left.exit_code == 1, left
+                r = await session.exec("echo out; echo err >&2; exit 7")
+                assert (r.exit_code, r.stdout, r.stderr, r.ok()) == (7, b"out\n", b"err\n", False)
+                assert (await session.exec("true")).ok()
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
+# -- 18: serialized state holds no secret; resume reattaches -----------------------------
+
+SECRET = "sEcReT-KeY-" + str(int(time.time()))
+TOKEN_LIKE = "env-token-value-7f3a"
+
+
+def test_18_state_has_no_secret_and_resume_reattaches_with_its_mounts(server: Server, s3rver: S3rver) -> None:
+    sdk = NsboxSandboxClient(socket=server.socket, token=server.token)
+    mount = agents.S3Mount("agents", access_key_id="S3RVER", secret_access_key=SECRET, endpoint_url=s3rver.endpoint,
+                           region="us-east-1", read_only=False, mount_path="/data")
+    manifest = Manifest(entries={"bucket": mount, "hello.txt": File(content=b"hi")},
+                        environment={"API_TOKEN": TOKEN_LIKE})
+    manifest = manifest.with_in_container_mount_credential_exposure_acknowledged("bucket")
+
+    async def scenario() -> None:
+        session = await sdk.create(manifest=manifest)
+        try:
+            async with session:
+                assert (await session.exec("echo stored > /data/note.txt && cat /data/note.txt")).stdout == b"stored\n"
+                # The credentials never entered the sandbox.
+                leaked = await session.exec("grep -rsl -- '%s' /proc/*/environ /home/user /tmp; env" % SECRET)
+                assert SECRET.encode() not in leaked.stdout
+                assert (await session.exec("echo $API_TOKEN")).stdout == TOKEN_LIKE.encode() + b"\n"
+            payload = sdk.serialize_session_state(session.state)
+            text = json.dumps(payload)
+            for forbidden in (SECRET, TOKEN_LIKE, server.token or "x" * 99, "host_path", "acknowledg"):
+                assert forbidden not in text, forbidden
+            assert payload["sandbox_id"] == session.sandbox.id
+
+            # A new client, as after a restart of the agent's process.
+            other = NsboxSandboxClient(url=server.url, token=server.token)
+            state = other.deserialize_session_state(json.loads(text))
+            trusted = Manifest(entries={"bucket": agents.S3Mount("agents", endpoint_url=s3rver.endpoint,
+                                                                 region="us-east-1", read_only=False,
+                                                                 mount_path="/data"),
+                                        "hello.txt": File(content=b"hi")})
+            resumed = await other.resume(state, manifest=trusted)
+            async with resumed:
+                assert resumed.sandbox.id == session.sandbox.id
+                assert (await resumed.exec("cat /data/note.txt hello.txt")).stdout == b"stored\nhi"
+            # Another topology fails before anything is touched.
+            moved = Manifest(entries={"bucket": agents.S3Mount("agents", endpoint_url=s3rver.endpoint,
+                                                               region="us-east-1", read_only=True,
+                                                               mount_path="/data")})
+            with pytest.raises(agents.MountConfigError):
+                await other.resume(state, manifest=moved)
+        finally:
+            await sdk.delete(session)
+        with pytest.raises(agents.WorkspaceStartError):
+            await sdk.resume(state)
+
+    arun(scenario())
+    assert SECRET not in server.log()
+    inspect_docs = json.dumps(server.sandboxes())
+    assert SECRET not in inspect_docs
+
+
+def test_18_state_round_trips_without_a_server() -> None:
+    manifest = Manifest(entries={"m": agents.S3Mount("b", access_key_id="AKIA-X", secret_access_key="shh"),
+                                 "d": Dir(children={"f": File(content=b"c", permissions=0o640)})},
+                        environment={"K": "v-secret"},
+                        extra_path_grants=[agents.SandboxPathGrant("/tmp/shared", read_only=True)])
+    state = agents.NsboxSandboxSessionState(sandbox_id="sbx-abc", manifest=manifest,
+                                            options=agents.NsboxSandboxClientOptions(size="large", env={"E": "x-secret"}))
+    client = NsboxSandboxClient(url="http://127.0.0.1:9", token="tok-secret")
+    payload = client.serialize_session_state(state)
+    text = json.dumps(payload)
+    for forbidden in ("AKIA-X", "shh", "v-secret", "x-secret", "tok-secret"):
+        assert forbidden not in text
+    back = client.deserialize_session_state(json.loads(text))
+    assert back.sandbox_id == "sbx-abc" and back.session_id == state.session_id
+    assert back.options.size == "large"
+    assert back.manifest.mount_topology() == manifest.mount_topology()
+    assert back.manifest.extra_path_grants[0].read_only is True
+    with pytest.raises(agents.ConfigurationError):
+        client.deserialize_session_state({"type": "docker", "sandbox_id": "x"})
+
+
+def test_supports_pty_follows_the_servers_features(sdk: NsboxSandboxClient) -> None:
+    async def scenario() -> None:
+        session = await sdk.create()
+        try:
+            assert session.supports_pty() is False
+            with pytest.raises(NotImplementedError):
+                await session.pty_exec_start("bash")
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())

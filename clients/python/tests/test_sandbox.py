@@ -1,0 +1,315 @@
+"""The client's main path against a real server: create, cells with state, commands, the
+files volume round trip, signed links, fs, resize, interrupt, restart, remove."""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+import nsbox
+from conftest import Server, wait_until
+
+
+def test_create_keeps_state_between_cells_and_removes_on_exit(client: nsbox.Client, server: Server) -> None:
+    with nsbox.Sandbox.create(name="state-" + ("s" if client.socket_path else "t"), env={"GREETING": "hello"},
+                              client=client) as sbx:
+        assert sbx.id.startswith("sbx-")
+        info = sbx.info()
+        assert info.status == "running" and info.size == "standard"
+        assert info.env_names == ["GREETING"]
+        assert "hello" not in repr(info.raw)  # env values are never echoed
+
+        first = sbx.run_code("import os\nx = 6 * 7\ngreeting = os.environ['GREETING']")
+        assert first.status == "ok" and first.error is None, first.raw
+        second = sbx.run_code("f'{greeting} {x}'")
+        assert second.results == "'hello 42'"
+        assert second.execution_count is not None and second.execution_count > (first.execution_count or 0)
+
+        failed = sbx.run_code("1 / 0")
+        assert failed.status == "error"
+        assert failed.error is not None and failed.error.name == "ZeroDivisionError"
+        assert sbx.run_code("x").results == "42"  # an error loses nothing
+
+        printed = sbx.run_code("print('out'); import sys; print('err', file=sys.stderr); output = 5")
+        assert printed.stdout == "out\n" and printed.stderr == "err\n" and printed.results == "5"
+
+        found = nsbox.Sandbox.connect(sbx.name, client=client)
+        assert found.id == sbx.id
+        assert sbx.id in [s.id for s in nsbox.Sandbox.list(client=client)]
+    assert sbx.id not in [s["id"] for s in server.sandboxes()]
+    with pytest.raises(nsbox.NotFound):
+        nsbox.Sandbox.connect(sbx.id, client=client)
+
+
+def test_a_cell_past_its_deadline_is_interrupted_and_keeps_its_globals(sandbox: nsbox.Sandbox) -> None:
+    sandbox.run_code("kept = 'yes'")
+    ex = sandbox.run_code("while True: pass", timeout=1)
+    assert ex.status == "timeout", ex.raw
+    assert not ex.state_lost
+    assert sandbox.run_code("kept").results == "'yes'"
+
+
+def test_interrupt_stops_the_running_cell_and_restart_clears_globals(sandbox: nsbox.Sandbox) -> None:
+    sandbox.run_code("a = 1")
+    result = {}
+
+    def run() -> None:
+        result["ex"] = sandbox.run_code("import time\nwhile True: time.sleep(0.05)", timeout=120)
+
+    t = threading.Thread(target=run)
+    t.start()
+    # The interrupt only lands once the cell runs: ask until it has ended.
+    deadline = time.monotonic() + 60
+    while t.is_alive() and time.monotonic() < deadline:
+        sandbox.interrupt()
+        t.join(0.5)
+    assert not t.is_alive()
+    assert result["ex"].status == "interrupted", result["ex"].raw
+    assert sandbox.run_code("a").results == "1"
+    sandbox.restart()
+    after = sandbox.run_code("a")
+    assert after.status == "error" and after.error is not None and after.error.name == "NameError"
+
+
+def test_commands_return_bytes_exit_codes_and_take_argv_stdin_env_cwd(sandbox: nsbox.Sandbox) -> None:
+    r = sandbox.commands.run("echo hi; echo oops >&2; exit 3")
+    assert (r.exit_code, r.stdout, r.stderr, r.status) == (3, b"hi\n", b"oops\n", "error")
+    assert r.stdout_lines == 1 and r.stderr_lines == 1
+    assert sandbox.commands.run(["printf", "%s|", "a b", "c"]).stdout == b"a b|c|"
+    assert sandbox.commands.run("cat", stdin=b"\x00\xffbinary").stdout == b"\x00\xffbinary"
+    assert sandbox.commands.run("printf '\\377\\000'").stdout == b"\xff\x00"
+    assert sandbox.commands.run("echo $A-$HOME", env={"A": "x"}).stdout == b"x-/home/user\n"
+    assert sandbox.commands.run("pwd", cwd="/tmp").stdout == b"/tmp\n"
+    assert sandbox.commands.run("pwd").stdout == b"/home/user\n"
+    assert sandbox.commands.run(["no-such-program"]).exit_code == 127
+    t = sandbox.commands.run("sleep 30", timeout=1)
+    assert t.status == "timeout" and t.timed_out
+
+
+def test_files_round_trip_with_sha256_in_both_path_forms(sandbox: nsbox.Sandbox, tmp_path: "os.PathLike[str]") -> None:
+    payload = os.urandom(300_000) + b"end"
+    local = os.path.join(str(tmp_path), "blob.bin")
+    with open(local, "wb") as f:
+        f.write(payload)
+    up = sandbox.files.upload(local, "data/")
+    assert up.sandbox_mount_prefix == "/mnt/files"
+    assert up.mount_relative_path == "data/blob.bin"
+    assert up.size == len(payload)
+    assert up.sha256 == hashlib.sha256(payload).hexdigest()
+
+    # The sandbox sees it where the record says.
+    seen = sandbox.commands.run(["sha256sum", "/mnt/files/data/blob.bin"]).stdout.split()[0].decode()
+    assert seen == up.sha256
+
+    for form in ("data/blob.bin", "/mnt/files/data/blob.bin"):
+        remote = sandbox.files.download(form)
+        assert remote.path == "/mnt/files/data/blob.bin"
+        assert hashlib.sha256(remote.buffer()).hexdigest() == up.sha256
+
+    small = sandbox.files.upload(b"a,b\n1,2\n", "/mnt/files/data/t.csv")
+    assert small.mount_relative_path == "data/t.csv"
+    assert sandbox.files.download("data/t.csv").text() == "a,b\n1,2\n"
+    with open(local, "rb") as f:
+        assert sandbox.files.upload(f, "data/from-file-object").sha256 == up.sha256
+
+    names = [e.name for e in sandbox.files.list("data")]
+    assert names == sorted(["blob.bin", "t.csv", "from-file-object"])
+    page = sandbox.files.list("/mnt/files/data", limit=2)
+    assert len(page) == 2 and page.next_cursor
+    rest = sandbox.files.list("data", cursor=page.next_cursor)
+    assert [e.name for e in page] + [e.name for e in rest] == names
+    assert [e.path for e in sandbox.files.iter("data", page_size=1)] == ["/mnt/files/data/" + n for n in names]
+
+    assert sandbox.files.delete("data/t.csv") == ["/mnt/files/data/t.csv"]
+    with pytest.raises(nsbox.NotFound):
+        sandbox.files.download("data/t.csv")
+    with pytest.raises(nsbox.InvalidArgument):
+        sandbox.files.delete("data")  # not empty
+    sandbox.files.delete("/mnt/files/data", recursive=True)
+    assert [e.name for e in sandbox.files.list() if not e.name.startswith(".")] == []
+    with pytest.raises(nsbox.InvalidArgument):
+        sandbox.files.upload(b"x", "../escape")
+    with pytest.raises(nsbox.InvalidArgument):
+        sandbox.files.upload(b"x", "/etc/passwd")
+
+
+def test_remote_file_save_never_overwrites_without_being_asked(sandbox: nsbox.Sandbox, tmp_path: "os.PathLike[str]") -> None:
+    sandbox.files.upload(b"new contents", "report.txt")
+    remote = sandbox.files.download("report.txt")
+    target = os.path.join(str(tmp_path), "report.txt")
+    with open(target, "wb") as f:
+        f.write(b"mine")
+    with pytest.raises(FileExistsError):
+        remote.save(target)
+    with open(target, "rb") as f:
+        assert f.read() == b"mine"
+    assert remote.save(target, overwrite=True) == target
+    with open(target, "rb") as f:
+        assert f.read() == b"new contents"
+    copy = remote.save(os.path.join(str(tmp_path), "copy.txt"))
+    with open(copy, "rb") as f:
+        assert f.read() == b"new contents"
+    os.mkdir(os.path.join(str(tmp_path), "d"))
+    assert remote.save(os.path.join(str(tmp_path), "d")) == os.path.join(str(tmp_path), "d", "report.txt")
+    assert sorted(os.listdir(str(tmp_path))) == ["copy.txt", "d", "report.txt"]  # no temporary file left
+
+
+def _get(url: str, timeout: float = 30):  # type: ignore[no-untyped-def]
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_signed_links_need_no_token_and_refuse_expired_or_altered_links(sandbox: nsbox.Sandbox) -> None:
+    sandbox.files.upload(b"report body", "out/report.csv")
+    remote = sandbox.files.download("/mnt/files/out/report.csv")
+    assert remote.download_url and remote.download_url.startswith("http://127.0.0.1:")
+    assert remote.expires is not None
+    status, body = _get(remote.download_url)  # urllib sends no token
+    assert (status, body) == (200, b"report body")
+
+    parts = urllib.parse.urlsplit(remote.download_url)
+    query = dict(urllib.parse.parse_qsl(parts.query))
+
+    def with_query(**changes: str) -> str:
+        q = dict(query, **changes)
+        return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(q)))
+
+    sig = query["signature"]
+    altered_sig = ("A" if sig[0] != "A" else "B") + sig[1:]
+    for altered in (with_query(signature=altered_sig), with_query(expires=str(int(query["expires"]) + 3600)),
+                    with_query(path="/mnt/files/out/other.csv")):
+        status, body = _get(altered)
+        assert status == 403, (altered, body)
+        assert b"permission_denied" in body
+    sandbox.files.upload(b"other", "out/other.csv")
+    assert _get(with_query(path="out/other.csv"))[0] == 403
+
+    short = sandbox.files.download("out/report.csv", expires_in=1)
+    assert wait_until(lambda: time.time() > int(dict(urllib.parse.parse_qsl(
+        urllib.parse.urlsplit(short.download_url).query))["expires"]) + 1, 10)
+    status, body = _get(short.download_url)
+    assert status == 403 and b"permission_denied" in body
+
+    with pytest.raises(nsbox.NotFound):
+        sandbox.files.download("out/missing.csv")
+
+
+def test_fs_reaches_the_whole_view_with_the_users_rights(sandbox: nsbox.Sandbox) -> None:
+    w = sandbox.fs.write("src/app.py", "print('hi')\n")
+    assert w.path == "/home/user/src/app.py" and w.size == 12
+    assert sandbox.fs.read("/home/user/src/app.py") == b"print('hi')\n"
+    assert sandbox.commands.run(["python3", "src/app.py"]).stdout == b"hi\n"
+    sandbox.fs.write("/tmp/x/run.sh", b"#!/bin/sh\necho ran\n", mode=0o755)
+    assert sandbox.commands.run("/tmp/x/run.sh").stdout == b"ran\n"
+
+    entries = {e.name: e for e in sandbox.fs.ls("src")}
+    assert entries["app.py"].type == "file" and entries["app.py"].size == 12
+    st = sandbox.fs.stat("/tmp/x/run.sh")
+    assert st.is_file and st.mode & 0o777 == 0o755
+    assert sandbox.commands.run("stat -c %U:%a /tmp/x/run.sh /home/user/src").stdout == b"user:755\nuser:755\n"
+
+    assert sandbox.fs.mkdir("a/b/c", parents=True) == "/home/user/a/b/c"
+    with pytest.raises(nsbox.AlreadyExists):
+        sandbox.fs.mkdir("a/b/c")
+    sandbox.fs.mkdir("a/b/c", parents=True)
+    assert sandbox.fs.exists("a/b/c") and not sandbox.fs.exists("a/nope")
+
+    assert b"user:x:1000" in sandbox.fs.read("/etc/passwd")  # the sandbox's own, read-only view
+    with pytest.raises(nsbox.PermissionDenied):
+        sandbox.fs.write("/etc/evil", b"x")
+    with pytest.raises(nsbox.PermissionDenied):
+        sandbox.fs.write("/usr/bin/evil", b"x")
+    with pytest.raises(nsbox.InvalidArgument):
+        sandbox.fs.read("a/../../../etc/passwd")
+    # docs/api.md says 422 for /proc; the server answers 403: refused either way.
+    with pytest.raises((nsbox.InvalidArgument, nsbox.PermissionDenied)):
+        sandbox.fs.read("/proc/self/environ")
+    with pytest.raises(nsbox.NotFound):
+        sandbox.fs.read("missing.txt")
+
+    assert sandbox.fs.rm("a", recursive=True) == ["/home/user/a"]
+    sandbox.fs.rm("a", recursive=True)  # missing: no error (docs/api.md: removed [], the server echoes the path)
+    with pytest.raises(nsbox.NotFound):
+        sandbox.fs.rm("a")
+
+
+def test_fs_and_files_refuse_a_symlink_made_inside_pointing_at_etc(sandbox: nsbox.Sandbox) -> None:
+    made = sandbox.commands.run("ln -s /etc /home/user/etc_link && ln -s /etc /mnt/files/x && ln -s /etc/passwd leaf")
+    assert made.exit_code == 0, made.stderr
+    calls = {
+        "fs read through a dir link": lambda: sandbox.fs.read("etc_link/passwd"),
+        "fs read, absolute": lambda: sandbox.fs.read("/home/user/etc_link/hostname"),
+        "fs ls of a dir link": lambda: sandbox.fs.ls("etc_link"),
+        "fs write through a dir link": lambda: sandbox.fs.write("etc_link/owned", b"x"),
+        "fs mkdir through a dir link": lambda: sandbox.fs.mkdir("etc_link/d"),
+        "fs read of a file link": lambda: sandbox.fs.read("leaf"),
+        "files download": lambda: sandbox.files.download("x/passwd"),
+        "files read": lambda: sandbox.files.read_bytes("/mnt/files/x/passwd"),
+        "files upload": lambda: sandbox.files.upload(b"x", "x/owned"),
+        "files list": lambda: sandbox.files.list("x"),
+    }
+    not_refused = []
+    for label, call in calls.items():
+        try:
+            call()
+            not_refused.append(label)
+        except nsbox.PermissionDenied:
+            pass
+    assert not_refused == []
+    # A write to a symlink replaces the link (atomically, by rename): it never writes
+    # through it.
+    sandbox.fs.write("leaf", b"replaced")
+    assert sandbox.commands.run("test ! -L leaf && cat leaf && grep -c root: /etc/passwd").stdout == b"replaced1\n"
+    # Nothing was written through the links, and the links themselves are still there.
+    assert sandbox.commands.run("test ! -e /etc/owned && test -L etc_link && test -L /mnt/files/x").exit_code == 0
+
+
+def test_resize_is_live(sandbox: nsbox.Sandbox) -> None:
+    sandbox.run_code("big = list(range(1000))")
+    info = sandbox.resize("medium")
+    assert info.size == "medium" and info.limits.get("vcpus") == 2
+    assert sandbox.run_code("len(big)").results == "1000"
+    with pytest.raises(nsbox.InvalidArgument):
+        sandbox.resize("gigantic")
+    assert sandbox.info().size == "medium"
+
+
+def test_errors_are_exceptions_by_code(sock_client: nsbox.Client, sandbox: nsbox.Sandbox) -> None:
+    with pytest.raises(nsbox.NotFound) as nf:
+        nsbox.Sandbox.connect("no-such-sandbox", client=sock_client)
+    assert nf.value.code == "not_found" and nf.value.status == 404 and nf.value.message
+    with pytest.raises(nsbox.InvalidArgument) as bad:
+        nsbox.Sandbox.create(size="enormous", client=sock_client)
+    assert bad.value.status == 422
+    with nsbox.Sandbox.create(name="twice", client=sock_client):
+        with pytest.raises(nsbox.AlreadyExists) as dup:
+            nsbox.Sandbox.create(name="twice", client=sock_client)
+        assert dup.value.status == 409
+    with pytest.raises(nsbox.MalformedRequest) as mal:
+        sock_client.json("POST", "/v1/sandboxes", json_body={"sizee": "standard"})
+    assert mal.value.status == 400 and "sizee" in mal.value.message
+    with pytest.raises(nsbox.MalformedRequest):
+        sock_client.request("POST", "/v1/sandboxes", body=b"{not json", headers={"Content-Type": "application/json"})
+    with pytest.raises(nsbox.InvalidArgument):
+        sandbox.run_code("1", timeout=0)
+    with pytest.raises(nsbox.NotFound):
+        sock_client.json("GET", "/v1/nothing-here")
+    with pytest.raises(nsbox.Unsupported):
+        sock_client.json("GET", "/v1/sandboxes/%s/events" % sandbox.id)
+    assert all(issubclass(c, nsbox.NsboxError) for c in (nsbox.NotFound, nsbox.Timeout, nsbox.SandboxDisabled,
+                                                          nsbox.QuotaExceeded, nsbox.Unauthorized))
+
+
+def test_info_endpoint_reports_features(sock_client: nsbox.Client) -> None:
+    info = sock_client.json("GET", "/v1/info")
+    assert info["api_version"] == 1
+    assert info["features"]["pty"] is False and info["features"]["cells"] is True
