@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps build demo test test-cgroup-v2 bench clean
+.PHONY: deps build demo test test-cgroup-v2 bench clean fuzz fuzz-build test-fuzz test-asan asan-build
 
 deps:
 	@scripts/install-deps
@@ -16,14 +16,48 @@ build: deps
 demo: build
 	@scripts/demo
 
+# Ends with the tests skipped on this host and why (tests/report_skips). Before the
+# suite: a short run of every fuzz target and the sanitizer build's tests (below).
 test: build
-	@cd $(BUILD) && ctest --output-on-failure --no-tests=error
+	@$(MAKE) --no-print-directory test-fuzz
+	@$(MAKE) --no-print-directory test-asan
+	@cd $(BUILD) && ctest --output-on-failure --no-tests=error; status=$$?; \
+	  $(CURDIR)/tests/report_skips . ; exit $$status
 
 # The same tests in a Debian 12 VM with cgroup v2 only (the build machines are hybrid).
 # Optional: needs qemu and, the first time, the Debian archive; several minutes.
 test-cgroup-v2: build
 	@scripts/install-deps --vm
 	@tests/vm/run-cgroup-v2 $(BUILD)
+
+# Fuzzing and sanitizers (docs/decisions.md, 67), each in a build directory of its own.
+# make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS (crashes are kept in
+# build-fuzz/fuzz/crashes); make test runs each for FUZZ_TEST_SECONDS. make test-asan: the
+# unit and integration tests built with ASan + UBSan (g++), less ASAN_EXCLUDE in make test.
+FUZZ_BUILD ?= build-fuzz
+ASAN_BUILD ?= build-asan
+FUZZ_SECONDS ?= 60
+FUZZ_TEST_SECONDS ?= 20
+ASAN_EXCLUDE ?=
+SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -g1 -DNDEBUG'
+
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_BUILD) $(SANITIZER_FLAGS) -DNSBOX_FUZZ=ON -DCMAKE_C_COMPILER=clang-16 \
+	  -DCMAKE_CXX_COMPILER=clang++-16 > /dev/null
+	@cmake --build $(FUZZ_BUILD) --target fuzz-targets -j $(JOBS)
+
+fuzz: fuzz-build
+	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_SECONDS)
+
+test-fuzz: fuzz-build
+	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_TEST_SECONDS)
+
+asan-build: deps
+	@cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+test-asan: asan-build
+	@tests/fuzz/test-asan $(ASAN_BUILD) $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
 
 bench: build
 	@bench/startup
@@ -32,4 +66,4 @@ bench: build
 	@bench/buckets
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(ASAN_BUILD)

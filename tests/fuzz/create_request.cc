@@ -1,0 +1,81 @@
+// A request to create a sandbox, in its one JSON form (runtime/create_options.h): what the
+// HTTP API reads from a remote caller's body (Caller::kRemote), and what the CLI and the
+// Python client write (kLocal). The input is the document; the environment is the
+// server's, with credentials of its own that a request must never be handed.
+//
+// Checks: what is accepted has a valid name, environment names without '=', mounts with
+// plain absolute mount paths, and workspace entries that stay in /home/user (relative,
+// no '..', each once, and what SandboxFs then accepts). From a remote caller: no mount
+// names a credentials file (the server would read it for the caller), and a mount that
+// brings its own credentials gets none of the server's secrets with them.
+#include <cstdint>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "runtime/create_options.h"
+#include "runtime/sandbox_fs.h"
+#include "runtime/state_store.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+using nsbox::protocol::Json;
+
+const nsbox::bucket::Environment kServerEnv = {
+    {"AWS_ACCESS_KEY_ID", "SERVERKEYID"},      {"AWS_SECRET_ACCESS_KEY", "SERVERSECRET"},
+    {"AWS_SESSION_TOKEN", "SERVERTOKEN"},      {"AZURE_STORAGE_KEY", "U0VSVkVSQVpVUkVLRVk="},
+    {"AZURE_STORAGE_SAS_TOKEN", "sv=SERVERSAS"}, {"GCS_HMAC_SECRET", "SERVERHMAC"},
+    {"AWS_REGION", "eu-west-1"},               {"S3_ENDPOINT_URL", "http://127.0.0.1:9000"},
+    {"AZURE_STORAGE_ACCOUNT", "serveracct"}};
+
+bool plain_relative(const std::string& path) {
+  if (path.empty() || path.front() == '/') return false;
+  std::stringstream parts(path);
+  for (std::string part; std::getline(parts, part, '/');)
+    if (part.empty() || part == "." || part == "..") return false;
+  return path.back() != '/';
+}
+
+void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, std::string_view text) {
+  if (!o.name.empty()) FUZZ_CHECK(nsbox::StateStore::validate_name(o.name).has_value());
+  for (const auto& [k, v] : o.env) FUZZ_CHECK(!k.empty() && k.find('=') == std::string::npos);
+  std::set<std::string> paths;
+  for (const auto& w : o.workspace) {
+    FUZZ_CHECK(plain_relative(w.path));
+    FUZZ_CHECK(paths.insert(w.path).second);
+    FUZZ_CHECK(w.mode <= 07777);
+    if (w.path.find('\0') == std::string::npos) {
+      auto in_sandbox = nsbox::SandboxFs::normalize(std::string(nsbox::SandboxFs::kWorkspace) + "/" + w.path);
+      FUZZ_CHECK(in_sandbox && in_sandbox->starts_with("/home/user/"));
+    }
+  }
+  for (size_t i = 0; i < o.mounts.size(); ++i) {
+    const auto& m = o.mounts[i].mount;
+    FUZZ_CHECK(m.mount_path.size() > 1 && m.mount_path.front() == '/' && m.mount_path.back() != '/');
+    FUZZ_CHECK(!m.bucket.empty());
+    if (caller != nsbox::Caller::kRemote) continue;
+    FUZZ_CHECK(m.credentials_file.empty());
+    const Json& entry = j["mounts"][i];
+    if (!entry.is_object() || !entry.contains("credentials")) continue;
+    for (const auto& secret : o.mounts[i].credentials.secrets())
+      for (const char* server : {"SERVERSECRET", "SERVERTOKEN", "U0VSVkVSQVpVUkVLRVk=", "sv=SERVERSAS", "SERVERHMAC"})
+        FUZZ_CHECK(secret != server || text.find(server) != std::string_view::npos);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  Json j = nsbox::fuzz::parse_json(text);
+  if (j.is_discarded()) return 0;
+  if (auto o = nsbox::create_options_from_json(j, kServerEnv, nsbox::Caller::kRemote))
+    check(*o, j, nsbox::Caller::kRemote, text);
+  // A local caller may name a credentials file, which resolve() reads: not from here.
+  if (text.find("credentials_file") == std::string_view::npos)
+    if (auto o = nsbox::create_options_from_json(j, kServerEnv, nsbox::Caller::kLocal))
+      check(*o, j, nsbox::Caller::kLocal, text);
+  return 0;
+}
