@@ -1,4 +1,4 @@
-// nsbox-kernel: the stateful Python interpreter of a sandbox (DESIGN.md §5).
+// nsbox-kernel: the stateful Python interpreter of a sandbox (docs/semantics.md, "Cells").
 //
 // Started by the sandbox's init with the control socket as fd 3 and its stdout/stderr on
 // pipes the supervisor reads. This C++ half sets the interpreter up — sys.executable is
@@ -7,6 +7,10 @@
 // over to nsbox_kernel.serve() (kernel/python/), which runs the cells.
 //
 //   nsbox-kernel [--python-path DIR] [--control-fd N]
+//   fd N (3):       frames with the supervisor: cells in, results, progress and helper
+//                   calls out (docs/protocol.md)
+//   stdout, stderr: the running cell's output, read by the supervisor
+//   stdin:          /dev/null (input() fails at once)
 #include <Python.h>
 
 #include <cstdlib>
