@@ -39,6 +39,9 @@ Error path_error(const std::string& what, const std::string& relative, int err) 
   if (err == ENOSPC || err == EDQUOT)
     e = make_error(ErrorCode::kLimitExceeded, what + " " + relative + ": the files volume is full (its quota)",
                    "remove files, or create the sandbox with a larger --files-quota");
+  if (err == EIO || err == EROFS)  // an image volume whose loop device could not write
+    e.hint = "the disk holding the volume's image may be full or failing (see the kernel log); after a write error "
+             "ext4 keeps the volume read-only until it is mounted again";
   return e;
 }
 
