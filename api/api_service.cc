@@ -3,21 +3,10 @@
 #include <cmath>
 
 #include "api/http_errors.h"
+#include "api/request_target.h"
 
 namespace nsbox::api {
 namespace {
-
-std::vector<std::string> split_path(const std::string& path) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start < path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    if (end > start) parts.push_back(path.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
 
 Error no_route(const HttpRequest& r) {
   return make_error(ErrorCode::kNotFound, "no endpoint " + r.method + " " + r.path, "docs/api.md lists the endpoints");

@@ -43,7 +43,4 @@ class HttpServer {
 // "127.0.0.1:0", "[::1]:8080", "localhost:0" -> host and port; loopback checked unless allowed.
 Result<ListenOptions> parse_listen(const std::string& text, bool allow_remote);
 
-// Percent-decodes a URL's path or a query value ('+' is a space in a query).
-Result<std::string> percent_decode(std::string_view text, bool query);
-
 }  // namespace nsbox::api

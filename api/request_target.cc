@@ -1,0 +1,59 @@
+#include "api/request_target.h"
+
+namespace nsbox::api {
+
+Result<std::string> percent_decode(std::string_view text, bool query) {
+  std::string out;
+  out.reserve(text.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '%') {
+      int hi = i + 2 < text.size() ? hex(text[i + 1]) : -1, lo = i + 2 < text.size() ? hex(text[i + 2]) : -1;
+      if (hi < 0 || lo < 0) return fail(make_error(ErrorCode::kMalformedRequest, "a bad %-escape in the URL"));
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (c == '+' && query) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Result<void> parse_target(std::string_view target, HttpRequest& r) {
+  auto q = target.find('?');
+  r.path = NSBOX_TRY(percent_decode(target.substr(0, q), false));
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    std::string_view kv = rest.substr(0, amp);
+    auto eq = kv.find('=');
+    std::string key = NSBOX_TRY(percent_decode(kv.substr(0, eq), true));
+    r.query[key] = eq == std::string_view::npos ? "" : NSBOX_TRY(percent_decode(kv.substr(eq + 1), true));
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start < path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) parts.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+}  // namespace nsbox::api
