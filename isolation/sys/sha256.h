@@ -1,10 +1,10 @@
-// SHA-256 (FIPS 180-4), for the checksums the files API reports. Checked against the
-// NIST test vectors and sha256sum (tests/unit/sha256_test.cc). Not for keys or signatures:
-// those use OpenSSL.
+// SHA-256, for the checksums the files API reports: Debian's nettle, which picks the
+// CPU's SHA extensions at run time and links statically into the CLI (docs/decisions.md,
+// 87). Keys and signatures use OpenSSL, in the programs that link it.
 #pragma once
 
-#include <array>
-#include <cstdint>
+#include <nettle/sha2.h>
+
 #include <string>
 #include <string_view>
 
@@ -12,21 +12,12 @@ namespace nsbox {
 
 class Sha256 {
  public:
-  // kBest uses the CPU's SHA extensions (x86 SHA-NI) when it has them, about ten
-  // times the portable code's speed; kPortable exists so tests check both.
-  enum class Engine { kBest, kPortable };
-  explicit Sha256(Engine engine = Engine::kBest);
-  static bool cpu_has_sha_extensions();
+  Sha256();
   void update(std::string_view data);
   std::string hex_digest();  // finishes; the object is spent
 
  private:
-  void blocks(const unsigned char* p, size_t count);
-  std::array<uint32_t, 8> h_;
-  bool accelerated_;
-  unsigned char buf_[64];
-  size_t used_ = 0;
-  uint64_t bits_ = 0;
+  sha256_ctx ctx_;
 };
 
 std::string sha256_hex(std::string_view data);
