@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps build demo test test-cgroup-v2 bench clean fuzz fuzz-build test-fuzz test-asan asan-build
+.PHONY: deps build demo test test-cgroup-v2 chaos bench clean fuzz fuzz-build test-fuzz test-asan asan-build
 
 deps:
 	@scripts/install-deps
@@ -30,7 +30,13 @@ test-cgroup-v2: build
 	@scripts/install-deps --vm
 	@tests/vm/run-cgroup-v2 $(BUILD)
 
-# Fuzzing and sanitizers (docs/decisions.md, 67), each in a build directory of its own.
+# Chaos (tests/chaos/run): CHAOS_ROUNDS rounds of killed host-side processes and a full
+# disk while sandboxes work; make test runs 5. Replay a failure with CHAOS_ARGS="--seed S".
+CHAOS_ROUNDS ?= 50
+chaos: build
+	@tests/chaos/run --rounds $(CHAOS_ROUNDS) --nsbox $(BUILD)/bin/nsbox $(CHAOS_ARGS)
+
+# Fuzzing and sanitizers (docs/decisions.md, 88-90), each in a build directory of its own.
 # make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS (crashes are kept in
 # build-fuzz/fuzz/crashes); make test runs each for FUZZ_TEST_SECONDS. make test-asan: the
 # unit and integration tests built with ASan + UBSan (g++), less ASAN_EXCLUDE in make test.
@@ -62,6 +68,7 @@ test-asan: asan-build
 bench: build
 	@bench/startup
 	@bench/kernel
+	@bench/api
 	@bench/files
 	@bench/buckets
 

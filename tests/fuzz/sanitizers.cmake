@@ -1,5 +1,5 @@
 # Included by the top-level CMakeLists.txt in the sanitizer builds (NSBOX_SANITIZE,
-# NSBOX_FUZZ), once every target exists. docs/decisions.md, 67, says why.
+# NSBOX_FUZZ), once every target exists. docs/decisions.md, 88 and 89, say why.
 
 # What runs inside the sandbox is built as a release builds it: nsbox-init static and
 # unsanitized, nsbox-kernel unsanitized. ASan reserves terabytes of shadow memory at start,
