@@ -21,7 +21,9 @@ const std::vector<CommandHelp>& command_table() {
         kEnv,
         {"volume", "NAME", "a named files volume at /mnt/files (made if new; outlives the sandbox, shareable)"},
         {"files-quota", "SIZE", "the files volume's quota (default 10G, less on a small disk)"},
-        {"mount", "URL:PATH[:rw]", "a bucket at PATH: s3://B[/P], r2://B, gs://B, azblob://ACCOUNT/CONTAINER (repeatable)"},
+        {"mount", "URL:PATH[:rw][:staging_bytes=SIZE]",
+         "a bucket at PATH: s3://B[/P], r2://B, gs://B, azblob://ACCOUNT/CONTAINER (repeatable); writes staged on the host "
+         "up to SIZE (default 10G)"},
         {"manifest", "FILE", "bucket mounts from a JSON file (docs/semantics.md; repeatable)"}},
        cmd_create},
       {"ls", "", "list sandboxes", {}, cmd_ls},

@@ -102,8 +102,9 @@ Result<protocol::Json> spawn_supervisor(const std::string& supervisor_path, cons
   auto line = NSBOX_TRY(read_line_bounded(out_r.get(), timeout_ms));
   if (line.empty()) {
     if (!written) return fail(std::move(written.error()));
-    return fail(make_error(ErrorCode::kInternal, "the supervisor exited without a report",
-                           "see " + root.run_dir + "/sandboxes/*/supervisor.log"));
+    // It died before it had a sandbox directory (and a log) or took it down with it.
+    return fail(make_error(ErrorCode::kInternal, "the supervisor (" + supervisor_path + ") exited without a report",
+                           "`nsbox doctor` checks this host; the kernel log (dmesg) may say what killed it"));
   }
   auto j = protocol::Json::parse(line, nullptr, false);
   if (j.is_discarded()) return fail(make_error(ErrorCode::kProtocol, "the supervisor's report is not JSON"));
