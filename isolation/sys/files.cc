@@ -85,8 +85,66 @@ Result<uint64_t> copy_stream(int in, int out, std::string_view in_name, std::str
   }
 }
 
+namespace {
+
+// [at, at + len) of `in` to the same offsets of `out`, through user memory.
+Result<void> copy_range_by_hand(int in, int out, off_t at, off_t len, std::string_view in_name, std::string_view out_name) {
+  std::vector<char> buf(static_cast<size_t>(std::min<off_t>(len, 1 << 20)));
+  while (len > 0) {
+    ssize_t n = sys::retry_eintr([&] { return ::pread(in, buf.data(), static_cast<size_t>(std::min<off_t>(len, buf.size())), at); });
+    if (n < 0) return fail(sys_error("read " + std::string(in_name)));
+    if (n == 0) return {};  // the file shrank meanwhile
+    for (ssize_t done = 0; done < n;) {
+      ssize_t w = sys::retry_eintr([&] { return ::pwrite(out, buf.data() + done, static_cast<size_t>(n - done), at + done); });
+      if (w < 0) return fail(sys_error("write " + std::string(out_name)));
+      done += w;
+    }
+    at += n;
+    len -= n;
+  }
+  return {};
+}
+
+// The same in the kernel: splice into `pipe` and out of it, at explicit offsets. False,
+// with nothing copied, when splice cannot read `in` or write `out` (then the caller
+// copies by hand).
+Result<bool> splice_range(int in, int out, off_t at, off_t len, const int pipe[2], std::string_view in_name,
+                          std::string_view out_name) {
+  constexpr size_t kChunk = 1 << 20;
+  bool first = true;
+  while (len > 0) {
+    loff_t from = at;
+    ssize_t n = sys::retry_eintr([&] { return ::splice(in, &from, pipe[1], nullptr, std::min<size_t>(kChunk, len), SPLICE_F_MOVE); });
+    if (n < 0 && errno == EINVAL && first) return false;
+    if (n < 0) return fail(sys_error("read " + std::string(in_name)));
+    if (n == 0) return true;  // the file shrank meanwhile
+    loff_t to = at;
+    for (ssize_t left = n; left > 0;) {
+      ssize_t w = sys::retry_eintr([&] { return ::splice(pipe[0], nullptr, out, &to, static_cast<size_t>(left), SPLICE_F_MOVE); });
+      if (w < 0 && errno == EINVAL && first && left == n) {
+        // splice cannot write `out`: empty the pipe; the caller copies the range by hand.
+        std::vector<char> drain(static_cast<size_t>(n));
+        if (::read(pipe[0], drain.data(), drain.size()) != n) return fail(sys_error("read back the copy of " + std::string(in_name)));
+        return false;
+      }
+      if (w < 0) return fail(sys_error("write " + std::string(out_name)));
+      left -= w;
+    }
+    first = false;
+    at += n;
+    len -= n;
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<uint64_t> copy_sparse(int in, int out, uint64_t size, std::string_view in_name, std::string_view out_name) {
-  std::vector<char> buf;
+  int pipe[2] = {-1, -1};
+  if (::pipe2(pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2 to copy " + std::string(in_name)));
+  UniqueFd pipe_read(pipe[0]), pipe_write(pipe[1]);
+  (void)::fcntl(pipe[1], F_SETPIPE_SZ, 1 << 20);  // smaller only means more calls
+  bool by_splice = true;
   off_t pos = 0;
   while (static_cast<uint64_t>(pos) < size) {
     off_t data = ::lseek(in, pos, SEEK_DATA);
@@ -95,24 +153,9 @@ Result<uint64_t> copy_sparse(int in, int out, uint64_t size, std::string_view in
     off_t hole = ::lseek(in, data, SEEK_HOLE);
     if (hole < 0) return fail(sys_error("find a hole in " + std::string(in_name)));
     hole = std::min<off_t>(hole, static_cast<off_t>(size));
-    // The data: copy_file_range where both filesystems allow it, else pread/pwrite.
-    for (off_t at = data; at < hole;) {
-      off_t from = at, to = at;
-      ssize_t n = buf.empty() ? ::copy_file_range(in, &from, out, &to, static_cast<size_t>(hole - at), 0) : -1;
-      if (n < 0 && buf.empty() && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) buf.resize(1 << 20);
-      if (!buf.empty()) {
-        n = sys::retry_eintr([&] { return ::pread(in, buf.data(), std::min<size_t>(buf.size(), static_cast<size_t>(hole - at)), at); });
-        if (n > 0)
-          for (ssize_t done = 0; done < n;) {
-            ssize_t w = sys::retry_eintr([&] { return ::pwrite(out, buf.data() + done, static_cast<size_t>(n - done), at + done); });
-            if (w < 0) return fail(sys_error("write " + std::string(out_name)));
-            done += w;
-          }
-      }
-      if (n < 0) return fail(sys_error("copy " + std::string(in_name) + " to " + std::string(out_name)));
-      if (n == 0) break;  // the file shrank meanwhile
-      at += n;
-    }
+    if (data >= hole) break;
+    if (by_splice) by_splice = NSBOX_TRY(splice_range(in, out, data, hole - data, pipe, in_name, out_name));
+    if (!by_splice) NSBOX_CHECK(copy_range_by_hand(in, out, data, hole - data, in_name, out_name));
     pos = hole;
   }
   if (::ftruncate(out, static_cast<off_t>(size)) != 0) return fail(sys_error("size " + std::string(out_name)));

@@ -16,6 +16,6 @@ const char* __ubsan_default_options() {
 }
 
 // Leaks that are glibc's, not nsbox's: newlocale keeps the LOCPATH list it builds.
-const char* __lsan_default_suppressions() { return "leak:__newlocale\n"; }
+const char* __lsan_default_suppressions() { return "leak:__newlocale\nleak:__argz_add_sep\n"; }
 
 }  // extern "C"

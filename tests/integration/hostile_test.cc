@@ -83,7 +83,7 @@ TEST_CASE("a streamed cell flooding a slow reader does not grow the supervisor")
   CHECK(r.out == "131072000\n");  // every byte arrived, in the end
   // Before backpressure on the kernel's pipes the supervisor held the backlog: 656 MB
   // for 327 MB of output. Now the cell blocks on its full pipe while the reader sleeps.
-  CHECK(supervisor_peak_rss(info["supervisor_pid"].get<pid_t>()) < (48u << 20));
+  CHECK(supervisor_peak_rss(info["supervisor_pid"].get<pid_t>()) < host_memory_bound(48u << 20));
 }
 
 TEST_CASE("a forbidden syscall looped in a second thread kills the process, and the log stays small") {
@@ -212,7 +212,7 @@ TEST_CASE("removing a tree 2,000 directories deep made inside takes bounded host
   INFO(rm.err);
   CHECK(rm.exit_code == 0);
   // A path string per level made it 574 MB (depth squared times the name's length).
-  CHECK(rm.max_rss_bytes < (64u << 20));
+  CHECK(rm.max_rss_bytes < host_memory_bound(64u << 20));
   CHECK(root.sh(id, "ls -A /mnt/files").out.find("deep") == std::string::npos);
 }
 

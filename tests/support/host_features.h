@@ -8,6 +8,7 @@
 // (tests/report_skips): nothing is left out silently.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace nsbox::test {
@@ -43,6 +44,18 @@ const HostFeature& mount_tools();
 // a tmpfs, and cgroup2 at /sys/fs/cgroup/unified), "legacy" (v1 only), or "" when
 // /sys/fs/cgroup is none of these.
 std::string cgroup_layout();
+
+// A bound on a host program's memory (RSS, peak RSS) for this build: `bytes`, plus 448 MiB
+// in the sanitizer build, where ASan keeps 256 MiB of freed memory in quarantine and pads
+// every allocation. What such a bound shows (memory not in proportion to a gigabyte of
+// output, a 2,000-deep tree) still holds below 512 MiB.
+constexpr uint64_t host_memory_bound(uint64_t bytes) {
+#ifdef __SANITIZE_ADDRESS__
+  return bytes + (448ull << 20);
+#else
+  return bytes;
+#endif
+}
 
 // Marks the running test as skipped: "SKIP: <reason>" is printed when it ends, unless an
 // assertion of it failed (tests/support/main.cc). Use NSBOX_SKIP, which returns.
