@@ -8,7 +8,9 @@ extern "C" {
 
 const char* __asan_default_options() {
   return "log_path=" NSBOX_SANITIZER_REPORTS "/asan:log_exe_name=1:detect_stack_use_after_return=1:"
-         "strict_string_checks=1:check_initialization_order=1";
+         "strict_string_checks=1:check_initialization_order=1:"
+         // A report file is a failure: the list of suppressions used is not one.
+         "print_suppressions=0";
 }
 
 const char* __ubsan_default_options() {
