@@ -3,10 +3,12 @@
 // mounted directory, never this process, its environment or its credentials.
 //
 //   stdin:  {"mount": BucketMount, "credentials": {...}, "mountpoint": DIR,
-//            "staging_dir": DIR, "uid": N, "gid": N}   (closed after)
+//            "staging_dir": DIR, "uid": N, "gid": N, "log_file": PATH}   (closed after)
 //   fd 3:   one JSON line once mounted ({"ok":true}) or not ({"ok":false,"error":{...}})
 //   --probe: only check the bucket and report (for mounts rclone or s3fs serve)
-//   stderr: the supervisor's log (why a request failed, rate-limited; never a secret)
+//   stderr: the supervisor's log, until the config's "log_file" (<run>/sandboxes/<id>/
+//           buckets/<N>.log, rotated at 4 MiB) is open: why a request failed,
+//           rate-limited; never a secret
 //   environment: PATH only
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -46,6 +48,7 @@ struct Config {
   BucketMount mount;
   BucketCredentials credentials;
   std::string mountpoint;
+  std::string log_file;  // the server's own log (rotated); empty: stderr
   BucketFsOptions options;
 };
 
@@ -57,6 +60,7 @@ Result<Config> read_config() {
   c.mount = NSBOX_TRY(BucketMount::from_json(j["mount"]));
   c.credentials = BucketCredentials::from_json(j.value("credentials", json::object()));
   c.mountpoint = j.value("mountpoint", "");
+  c.log_file = j.value("log_file", "");
   c.options = {j.value("uid", 0u), j.value("gid", 0u), c.mount.read_only, c.mount.prefix, j.value("staging_dir", "/tmp"),
                c.mount.kind == BucketKind::kAzureBlob, c.mount.staging_bytes};
   return c;
@@ -136,6 +140,10 @@ int main(int argc, char** argv) {
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // inherited by every thread; serve() unblocks its own
   auto config = read_config();
   if (!config) return fail_start(config.error(), {});
+  // Else stderr, the supervisor's log. A log that cannot be opened is said there, and the
+  // mount goes on.
+  if (!config->log_file.empty())
+    if (auto opened = log::open_file(config->log_file); !opened) log::warn("log to " + config->log_file + ": " + opened.error().message);
   auto client = make_client(config->mount, config->credentials);
   if (!client)
     return fail_start(make_error(ErrorCode::kUnsupported, std::string(kind_name(config->mount.kind)) + " mounts are not built in"),

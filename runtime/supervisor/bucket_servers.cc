@@ -162,6 +162,10 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
   server.what = what;
   json config = {{"mount", mount.to_json()}, {"credentials", request.credentials.to_json()},
                  {"staging_dir", paths.staging_dir}, {"uid", uid}, {"gid", gid}};
+  // A serving builtin server logs to a file of its own, rotated like the supervisor's
+  // (isolation/sys/log.h), as an external tool does to <N>.log; a probe, a few lines at
+  // most, writes to the supervisor's log.
+  const std::string server_log = paths.mounts_dir + "/" + std::to_string(index) + ".log";
 
   if (::geteuid() != 0) {
     // Rootless: mounted from inside the sandbox, served through the descriptor. The ids the
@@ -170,6 +174,7 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
         init_pid, {"nsbox-bucket:" + mount.bucket, mount.mount_path, mount.read_only, userns::kSandboxUid, userns::kSandboxGid});
     if (!fuse) return fail(std::move(fuse.error()).context(what));
     config["mountpoint"] = "/dev/fd/4";
+    config["log_file"] = server_log;
     config["uid"] = userns::kSandboxUid;
     config["gid"] = userns::kSandboxGid;
     server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what, fuse->get()));
@@ -182,6 +187,7 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
   if (::mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + base).context(what));
   config["mountpoint"] = base;
   if (mount.strategy == bucket::MountStrategy::kBuiltin) {
+    config["log_file"] = server_log;
     server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what));
   } else {
     // <data>/staging/<sandbox id>-N: `nsbox rm` removes what a killed supervisor left there.
@@ -198,7 +204,7 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
     server.cache_dir = helper_paths.cache_dir;
     NSBOX_CHECK(files::ensure_private_dir(helper_paths.secrets_dir));
     NSBOX_CHECK(files::ensure_private_dir(helper_paths.cache_dir));
-    auto pid = start_helper_mount(*command, base + ".log", base, request.credentials, what);
+    auto pid = start_helper_mount(*command, server_log, base, request.credentials, what);
     ::rmdir(helper_paths.secrets_dir.c_str());
     if (!pid) {
       (void)files::remove_tree(server.cache_dir);

@@ -476,7 +476,7 @@ TEST_CASE("an Azure container mounted in a sandbox: written inside, read back by
   CHECK(read_all(*client, "memories/memory_summary.md", (*head)->etag, (*head)->size) == "# summary\n");
   // An empty directory is its marker blob: still there once the listings have expired.
   auto dir = root.sh(id, "mkdir ~/memories/empty && sleep 1.5 && touch ~/memories/empty/f && ls ~/memories/empty");
-  INFO(dir.err << "\nsupervisor.log: " << nsbox::files::read_file(root.path() + "/run/sandboxes/" + id + "/supervisor.log").value_or(""));
+  INFO(dir.err << "\nhost logs: " << root.logs(id));
   CHECK(dir.exit_code == 0);
   CHECK(dir.out == "f\n");
   CHECK(root.nsbox({"inspect", "--json", id}).out.find(kKey) == std::string::npos);

@@ -224,7 +224,7 @@ TEST_CASE("the secret is nowhere the sandbox can look, nor in inspect, the state
   CHECK(inspect.out.find("\"mount_path\": \"/data\"") != std::string::npos);
   std::string dir = root.path() + "/run/sandboxes/" + id;
   CHECK(nsbox::files::read_file(dir + "/state.json")->find(kSecret) == std::string::npos);
-  CHECK(nsbox::files::read_file(dir + "/supervisor.log")->find(kSecret) == std::string::npos);
+  CHECK(root.logs(id).find(kSecret) == std::string::npos);
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
@@ -433,8 +433,7 @@ TEST_CASE("an upload that fails at close is the writer's EIO, not a silent loss"
   INFO(r.err);
   CHECK_FALSE(r.timed_out);
   CHECK(r.out == "written\nerrno 5\n");
-  std::string log = nsbox::files::read_file(root.path() + "/run/sandboxes/" + id + "/supervisor.log").value_or("");
-  CHECK(log.find("upload s3://lost/report.csv") != std::string::npos);  // the log says what failed
+  CHECK(root.logs(id).find("upload s3://lost/report.csv") != std::string::npos);  // the log says what failed
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 

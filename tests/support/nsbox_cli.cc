@@ -307,6 +307,22 @@ nlohmann::json TestRoot::cell(const std::string& id, const std::string& code, co
   return json(r);
 }
 
+std::string TestRoot::logs(const std::string& id) const {
+  std::string dir = path_ + "/run/sandboxes/" + id;
+  std::vector<std::string> files = {dir + "/supervisor.log.1", dir + "/supervisor.log"};
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/buckets", ec)) {
+    std::string name = e.path().filename();
+    if (name.ends_with(".log") || name.ends_with(".log.1")) files.push_back(e.path());
+  }
+  std::string all;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    all.append(std::istreambuf_iterator<char>(in), {});
+  }
+  return all;
+}
+
 std::string TestRoot::create(const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"create", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());

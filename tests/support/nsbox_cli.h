@@ -88,6 +88,9 @@ class TestRoot {
   std::unique_ptr<BackgroundProcess> start(const std::vector<std::string>& args, const ProcessOptions& options = {}) const;
   // `nsbox exec --json ID -c CODE FLAGS...`: the cell's result (REQUIREs a JSON answer).
   nlohmann::json cell(const std::string& id, const std::string& code, const std::vector<std::string>& flags = {}) const;
+  // What the host side logged for a sandbox, concatenated: its supervisor's log and each
+  // bucket server's (buckets/N.log), with their rotated predecessors (.1).
+  std::string logs(const std::string& id) const;
   // Runs a bash command line in the sandbox.
   ProcessResult sh(const std::string& id, const std::string& command_line, const std::vector<std::string>& flags = {},
                    const ProcessOptions& options = {}) const;
