@@ -24,9 +24,8 @@ namespace {
 constexpr size_t kDownloadChunk = 8 << 20;
 constexpr uint64_t kMaxObjectSize = BucketFs::kMaxObjectSize;
 // Staging files are on the host's disk, which no quota of the sandbox covers. Each mount
-// has its budget (staging_budget.h); all of them together still leave kStagingReserve
-// (or 5 %) of the disk free: past it a writer gets ENOSPC.
-constexpr uint64_t kStagingReserve = 1ull << 30;
+// has its budget, and all of them together leave the disk's reserve free
+// (staging_budget.h): past it a writer gets ENOSPC.
 
 struct OpenFile {
   std::mutex mutex;
@@ -49,7 +48,7 @@ bool staging_has_room(BucketFs& fs, uint64_t bytes) {
   if (::statvfs(fs.options().staging_dir.c_str(), &st) != 0) return true;
   uint64_t total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
   uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  return free >= bytes + std::max(kStagingReserve, total / 20);
+  return free >= bytes + staging_disk_reserve(total);
 }
 
 Error no_room(BucketFs& fs, const std::string& key) {

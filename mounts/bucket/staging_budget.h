@@ -88,4 +88,11 @@ class StagingBudget {
   uint64_t used_ = 0;
 };
 
+// What all the mounts staging on one disk leave free together: 1 GiB, or 5 % of a larger
+// disk. Past it a writer gets ENOSPC (the builtin server's staging files; rclone's and
+// s3fs's caches are capped to keep it too).
+constexpr uint64_t staging_disk_reserve(uint64_t disk_bytes) {
+  return disk_bytes / 20 > (1ull << 30) ? disk_bytes / 20 : 1ull << 30;
+}
+
 }  // namespace nsbox::bucket

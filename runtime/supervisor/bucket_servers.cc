@@ -22,6 +22,7 @@
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
+#include "mounts/bucket/staging_budget.h"
 #include "runtime/protocol/supervisor_spec.h"
 #include "runtime/supervisor/helper_mount.h"
 
@@ -34,9 +35,6 @@ using nlohmann::json;
 // upload, which a stalled remote never lets it: past this it is killed.
 constexpr int kTermGraceMs = 2000;
 constexpr int kKillWaitMs = 1000;
-// rclone's and s3fs's caches are on the staging disk, like the builtin strategy's staging
-// files, and keep the same reserve free: 1 GiB, or 5 % of the disk.
-constexpr uint64_t kStagingReserve = 1ull << 30;
 
 // Of the supervisor's environment (scrubbed already) the server gets the proxy settings;
 // besides them, a PATH.
@@ -74,7 +72,9 @@ void bound_tool_cache(bucket::HelperPaths& paths, const std::string& staging_dir
     total = static_cast<uint64_t>(st.f_blocks) * st.f_frsize;
     free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
   }
-  paths.disk_reserve_bytes = std::max(kStagingReserve, total / 20);
+  // rclone's and s3fs's caches are on the staging disk, like the builtin strategy's
+  // staging files, and keep the same reserve free.
+  paths.disk_reserve_bytes = bucket::staging_disk_reserve(total);
   paths.cache_max_bytes = free > paths.disk_reserve_bytes ? free - paths.disk_reserve_bytes : 0;
 }
 

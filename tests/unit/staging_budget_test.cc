@@ -161,3 +161,11 @@ TEST_CASE("rclone's cache is capped at the mount's staging budget as well as by 
   at = std::find(cmd->argv.begin(), cmd->argv.end(), "--vfs-cache-max-size");
   CHECK(*(at + 1) == "100M");
 }
+
+TEST_CASE("the staging disk keeps 1 GiB free, or 5 % of a disk larger than 20 GiB") {
+  using nsbox::bucket::staging_disk_reserve;
+  CHECK(staging_disk_reserve(0) == (1ull << 30));
+  CHECK(staging_disk_reserve(1280ull << 20) == (1ull << 30));  // the chaos test's tmpfs
+  CHECK(staging_disk_reserve(20ull << 30) == (1ull << 30));
+  CHECK(staging_disk_reserve(200ull << 30) == (10ull << 30));
+}

@@ -340,6 +340,18 @@ class Client:
                 raise
         raise AssertionError("unreachable")
 
+    def _send_prepared(self, method: str, path: str, query: Optional[Mapping[str, Any]], json_body: Any, body: Body,
+                       headers: Optional[Mapping[str, str]], timeout: float) -> Tuple["_Conn", http.client.HTTPResponse]:
+        """_send with the token, a JSON body encoded (or an empty one for a body-less
+        POST, PUT or PATCH) and the query in the target."""
+        h = self._headers(headers)
+        if json_body is not None:
+            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        elif body is None and method in ("POST", "PUT", "PATCH"):
+            body = b""
+        return self._send(method, self.target(path, query), body, h, timeout)
+
     def request(
         self,
         method: str,
@@ -352,14 +364,8 @@ class Client:
         timeout: Optional[float] = None,
     ) -> Response:
         """One request, its whole answer read; an error answer raises its exception."""
-        h = self._headers(headers)
-        if json_body is not None:
-            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
-            h["Content-Type"] = "application/json"
-        elif body is None and method in ("POST", "PUT", "PATCH"):
-            body = b""
         t = self.timeout if timeout is None else timeout
-        conn, response = self._send(method, self.target(path, query), body, h, t)
+        conn, response = self._send_prepared(method, path, query, json_body, body, headers, t)
         try:
             data = response.read()
         except _socket.timeout as e:
@@ -394,14 +400,8 @@ class Client:
     ) -> "OpenResponse":
         """A request whose answer is read by the caller (downloads, streams): the answer
         must be closed (it is a context manager)."""
-        h = self._headers(headers)
-        if json_body is not None:
-            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
-            h["Content-Type"] = "application/json"
-        elif body is None and method in ("POST", "PUT", "PATCH"):
-            body = b""
         t = self.timeout if timeout is None else timeout
-        conn, response = self._send(method, self.target(path, query), body, h, t)
+        conn, response = self._send_prepared(method, path, query, json_body, body, headers, t)
         if response.status >= 400:
             try:
                 data = response.read()

@@ -76,33 +76,18 @@ class _Runner:
             body["timeout_s"] = timeout
         if output_limit is not None:
             body["output_limit"] = output_limit
-        wait = _run_wait(timeout, request_timeout)
-        path = self._base + "/cells"
-        if stream is None:
-            stream = any(cb is not None for cb in (on_stdout, on_stderr, on_progress, on_display))
-        if not stream:
-            return Execution(self._client.json("POST", path, json_body=body, timeout=wait))
-        # Closed here, in this thread, however the loop ends: a callback that raises
-        # leaves the stream (the connection is dropped; the cell runs on).
-        with contextlib.closing(self._client.events(path, body, first_timeout=wait)) as events:
-            for event in events:
-                kind = event.get("type")
-                if kind == "stdout":
-                    if on_stdout is not None:
-                        on_stdout(_text_event(event))
-                elif kind == "stderr":
-                    if on_stderr is not None:
-                        on_stderr(_text_event(event))
-                elif kind == "progress":
-                    if on_progress is not None:
-                        metric = event.get("metric")
-                        on_progress(str(event.get("step", "")), metric if isinstance(metric, str) else None)
-                elif kind == "display":
-                    if on_display is not None and isinstance(event.get("item"), dict):
-                        on_display(event["item"])
-                elif kind == "result":
-                    return Execution(event)
-        raise ProtocolError("the cell's stream ended without a result")
+        handlers: Dict[str, Callable[[Dict[str, Any]], Any]] = {}
+        if on_stdout is not None:
+            handlers["stdout"] = lambda e: on_stdout(_text_event(e))
+        if on_stderr is not None:
+            handlers["stderr"] = lambda e: on_stderr(_text_event(e))
+        if on_progress is not None:
+            handlers["progress"] = lambda e: on_progress(
+                str(e.get("step", "")), e.get("metric") if isinstance(e.get("metric"), str) else None)
+        if on_display is not None:
+            handlers["display"] = lambda e: on_display(e["item"]) if isinstance(e.get("item"), dict) else None
+        # A client that leaves the stream leaves the cell running (its state is kept).
+        return self._post("cells", body, _run_wait(timeout, request_timeout), stream, handlers, Execution)
 
     def run_command(
         self,
@@ -133,25 +118,35 @@ class _Runner:
             body["cwd"] = cwd
         if stdin is not None:
             _bytes_field(body, "stdin", stdin)
-        wait = _run_wait(timeout, request_timeout)
-        path = self._base + "/commands"
+        handlers: Dict[str, Callable[[Dict[str, Any]], Any]] = {}
+        if on_stdout is not None:
+            handlers["stdout"] = lambda e: on_stdout(_text_event(e))
+        if on_stderr is not None:
+            handlers["stderr"] = lambda e: on_stderr(_text_event(e))
+        # A client that leaves the stream has the server kill the command.
+        return self._post("commands", body, _run_wait(timeout, request_timeout), stream, handlers, CommandResult)
+
+    def _post(self, what: str, body: Dict[str, Any], wait: float, stream: Optional[bool],
+              handlers: Dict[str, Callable[[Dict[str, Any]], Any]], result: Callable[[Dict[str, Any]], Any]) -> Any:
+        """POSTs to ``base/what`` (cells, commands): the result document, or — with
+        ``stream``, by default when there are handlers — the NDJSON events, each to
+        ``handlers[type]``, until the result."""
+        path = self._base + "/" + what
         if stream is None:
-            stream = on_stdout is not None or on_stderr is not None
+            stream = bool(handlers)
         if not stream:
-            return CommandResult(self._client.json("POST", path, json_body=body, timeout=wait))
-        # A callback that raises leaves the stream: the server then kills the command.
+            return result(self._client.json("POST", path, json_body=body, timeout=wait))
+        # Closed here, in this thread, however the loop ends: a handler that raises leaves
+        # the stream (the connection is dropped).
         with contextlib.closing(self._client.events(path, body, first_timeout=wait)) as events:
             for event in events:
                 kind = event.get("type")
-                if kind == "stdout":
-                    if on_stdout is not None:
-                        on_stdout(_text_event(event))
-                elif kind == "stderr":
-                    if on_stderr is not None:
-                        on_stderr(_text_event(event))
-                elif kind == "result":
-                    return CommandResult(event)
-        raise ProtocolError("the command's stream ended without a result")
+                if kind == "result":
+                    return result(event)
+                handler = handlers.get(kind)
+                if handler is not None:
+                    handler(event)
+        raise ProtocolError("the %s's stream ended without a result" % what[:-1])
 
 
 class Commands:
