@@ -53,6 +53,7 @@ struct Spec {
   bool files_attached_later = false;  // /mnt/files is only a mount point (mount_injection.h)
   std::vector<std::string> mount_points;  // empty directories for bucket mounts attached later
   std::string machine_id = random_machine_id();  // the sandbox's own /etc/machine-id
+  std::string bridge_dir;  // host directory bound read-only at /run/nsbox (the tool bridge's socket); empty: none
 };
 
 std::vector<Step> plan(const Spec& spec);

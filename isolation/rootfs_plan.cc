@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "isolation/rootfs.h"
+#include "isolation/sys/syscall.h"
 
 namespace nsbox::rootfs {
 namespace {
@@ -108,18 +109,7 @@ void add_sys(const Spec& spec, std::vector<Step>& steps) {
 
 }  // namespace
 
-std::string random_machine_id() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : bytes) id += {kHex[b >> 4], kHex[b & 15]};
-  return id;
-}
+std::string random_machine_id() { return sys::random_hex(16); }
 
 std::vector<Step> plan(const Spec& spec) {
   std::vector<Step> steps;
@@ -137,6 +127,9 @@ std::vector<Step> plan(const Spec& spec) {
   else
     steps.push_back({StepKind::kBindTree, spec.files_volume, "/mnt/files", {}, kWritable});
   for (const auto& dir : spec.mount_points) steps.push_back({StepKind::kDir, {}, dir});
+  // The tool bridge's socket: connecting needs no write access to the mount.
+  if (!spec.bridge_dir.empty())
+    steps.push_back({StepKind::kBindTree, spec.bridge_dir, "/run/nsbox", {}, kReadOnly | MOUNT_ATTR_NOEXEC});
   add_proc(steps);
   add_sys(spec, steps);
   return steps;

@@ -90,6 +90,8 @@ std::vector<std::string> command_environment(const EnvList& sandbox_env, const E
       {"SHELL", "/bin/bash"},
       {"LANG", "C.UTF-8"},
       {"TMPDIR", "/tmp"},
+      // nsbox_helpers for every Python (docs/tools.md); a PYTHONPATH of the user's replaces it.
+      {"PYTHONPATH", "/opt/nsbox/python"},
   };
   auto set = [&](const std::string& k, const std::string& v) {
     for (auto& [mk, mv] : merged)

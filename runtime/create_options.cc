@@ -157,11 +157,31 @@ Result<std::vector<WorkspaceEntry>> workspace_from_json(const Json& m) {
   return out;
 }
 
+// The tool bridge runs a tools directory's programs and appends to a recording as the
+// server's user: a remote caller names them only inside the directory the server's owner
+// set aside for that (NSBOX_TOOLS_ROOT), by a path without `..`.
+Result<void> check_remote_tool_paths(const ToolsConfig& tools, const bucket::Environment& env) {
+  std::string root;
+  for (const auto& [k, v] : env)
+    if (k == "NSBOX_TOOLS_ROOT") root = v;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  for (const std::string* path : {&tools.tools_dir, &tools.replay_file, &tools.record_file}) {
+    if (path->empty()) continue;
+    bool inside = !root.empty() && root[0] == '/' && path->rfind(root + "/", 0) == 0 &&
+                  path->find("/../") == std::string::npos && !path->ends_with("/..");
+    if (!inside)
+      return fail(make_error(ErrorCode::kPermissionDenied,
+                             "tools: " + *path + " is not under the server's tools root" + (root.empty() ? " (none is set)" : " " + root),
+                             "start `nsbox serve` with NSBOX_TOOLS_ROOT=DIR and name paths under DIR"));
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Environment& env, Caller caller) {
   if (!j.is_object()) return fail(malformed("a sandbox's options are a JSON object"));
-  static const std::set<std::string> kFields = {"size", "name", "env", "net", "volume", "files_quota", "mounts", "manifest"};
+  static const std::set<std::string> kFields = {"size", "name", "env", "net", "volume", "files_quota", "mounts", "manifest", "tools"};
   for (const auto& [key, value] : j.items())
     if (!kFields.count(key)) return fail(malformed("unknown field \"" + key + "\""));
   CreateOptions o;
@@ -191,6 +211,11 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
     NSBOX_CHECK(bucket::check_mount_paths(paths));
   }
   if (auto m = j.find("manifest"); m != j.end()) o.workspace = NSBOX_TRY(workspace_from_json(*m));
+  if (auto t = j.find("tools"); t != j.end()) {
+    o.tools = NSBOX_TRY(ToolsConfig::from_json(*t));
+    if (caller == Caller::kRemote) NSBOX_CHECK(check_remote_tool_paths(o.tools, env));
+    o.tool_keys = NSBOX_TRY(resolve_tool_keys(o.tools, env));
+  }
   return o;
 }
 

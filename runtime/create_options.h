@@ -6,7 +6,8 @@
 //   {"size": "large", "name": "etl", "env": {"K": "V"}, "net": "none", "volume": "memory",
 //    "files_quota": "10G" | 10737418240,
 //    "mounts": ["s3://bucket/prefix:/data:rw", {manifest entry..., "credentials": {...}}],
-//    "manifest": {"root": "/home/user", "entries": {"notes/a.md": {"type": "file", "content": "..."}}}}
+//    "manifest": {"root": "/home/user", "entries": {"notes/a.md": {"type": "file", "content": "..."}}},
+//    "tools": {"backend": "dir", "tools_dir": "/srv/tools", ...}}   (runtime/tools/tools_config.h)
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +20,7 @@
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/command.h"
 #include "runtime/protocol/frame.h"
+#include "runtime/tools/tools_config.h"
 
 namespace nsbox {
 
@@ -42,6 +44,8 @@ struct CreateOptions {
   // mount's credentials in an environment).
   std::vector<bucket::MountRequest> mounts;
   std::vector<WorkspaceEntry> workspace;  // parents before children
+  ToolsConfig tools;    // the tool bridge (docs/tools.md)
+  ToolKeys tool_keys;   // from the caller's environment (or the server's); never saved
 };
 
 // Where a create document comes from: a local user's own command, or a remote caller.
@@ -51,7 +55,9 @@ enum class Caller {
 };
 
 // Parses and checks a create document. Mounts without `credentials` take theirs from
-// `env` (the caller's environment: `nsbox create`'s, or the server's).
+// `env` (the caller's environment: `nsbox create`'s, or the server's), and so do the
+// tool bridge's keys. A remote caller may name host files for the tools (a tools
+// directory, a recording) only under the server's NSBOX_TOOLS_ROOT.
 Result<CreateOptions> create_options_from_json(const protocol::Json& j, const bucket::Environment& env, Caller caller);
 
 // The process's own environment, as bucket::resolve takes it.

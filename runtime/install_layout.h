@@ -4,6 +4,7 @@
 //   <prefix>/bin/nsbox
 //   <prefix>/libexec/nsbox/nsbox-supervisor
 //   <prefix>/libexec/nsbox/nsbox-bucketfs           (a bucket mount's FUSE server)
+//   <prefix>/libexec/nsbox/nsbox-toolbridge         (a sandbox's tool bridge)
 //   <prefix>/libexec/nsbox/nsbox-server             (`nsbox serve`: the HTTP API)
 //   <prefix>/libexec/nsbox/sandbox/nsbox-init        -> /opt/nsbox/nsbox-init
 //   <prefix>/libexec/nsbox/sandbox/etc/{passwd,group,hosts}
@@ -25,6 +26,7 @@ struct InstallLayout {
   std::string supervisor() const { return libexec_dir + "/nsbox-supervisor"; }
   std::string sandbox_dir() const { return libexec_dir + "/sandbox"; }
   std::string bucket_server() const { return libexec_dir + "/nsbox-bucketfs"; }
+  std::string tool_bridge() const { return libexec_dir + "/nsbox-toolbridge"; }
   std::string api_server() const { return libexec_dir + "/nsbox-server"; }
 };
 

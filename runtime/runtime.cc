@@ -45,8 +45,10 @@ Error dead_error(const std::string& id) {
 }
 
 // <data>/staging/<id>-N: rclone's or s3fs's cache for mount N. The supervisor removes it
-// when it stops; one that was killed leaves it.
+// when it stops; one that was killed leaves it. And <data>/shared/<id>: the files the
+// sandbox handed out with upload_local_file.
 Result<void> remove_mount_caches(const StateRoot& root, const std::string& id) {
+  if (std::string shared = root.shared_dir(id); files::exists(shared)) NSBOX_CHECK(files::remove_tree(shared));
   std::string staging = root.data_dir + "/staging";
   if (!files::exists(staging)) return {};
   for (const auto& name : NSBOX_TRY(files::list_dir(staging)))
@@ -117,7 +119,8 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   auto drop_volume = [&] {
     if (!volume->named) (void)volumes.remove(*volume);
   };
-  SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name, options.mounts};
+  SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name, options.mounts,
+                      options.tools, options.tool_keys};
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
                                  kSupervisorStartMs + mounts_start_bound_ms(options.mounts));
   if (!report || !report->value("ok", false)) {

@@ -58,6 +58,7 @@ nlohmann::json SandboxRecord::to_json() const {
       {"volume", volume},
       {"mounts", mounts_json},
       {"mount_servers", mount_servers},
+      {"tools", tools},
   };
 }
 
@@ -99,6 +100,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     r.volume = j.value("volume", "");
     for (const auto& m : j.value("mounts", nlohmann::json::array())) r.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
     for (const auto& pid : j.value("mount_servers", nlohmann::json::array())) r.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
+    r.tools = j.value("tools", nlohmann::json());
     return r;
   } catch (const nlohmann::json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));

@@ -41,6 +41,8 @@ struct StateRoot {
   std::string names_dir() const { return run_dir + "/names"; }
   std::string cache_dir() const { return run_dir + "/cache"; }
   std::string volume_mount(const std::string& id) const { return sandbox_dir(id) + "/volume"; }
+  // upload_local_file's host copies (runtime/tools/shared_files.h); they go with the sandbox.
+  std::string shared_dir(const std::string& id) const { return data_dir + "/shared/" + id; }
 };
 
 // How the limits of a sandbox are enforced.
@@ -63,6 +65,7 @@ struct SandboxRecord {
   std::string volume;  // its files volume's name (runtime/volume_store.h)
   std::vector<bucket::BucketMount> mounts;  // never their credentials
   std::vector<pid_t> mount_servers;         // a FUSE server's pid per mount
+  nlohmann::json tools;  // the tool bridge's config (runtime/tools/tools_config.h), never a key; null: none
 
   nlohmann::json to_json() const;
   static Result<SandboxRecord> from_json(const nlohmann::json& j);

@@ -1,6 +1,8 @@
 #include "isolation/sys/child_fds.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "isolation/sys/syscall.h"
@@ -17,6 +19,16 @@ bool arrange_child_fds(std::initializer_list<int> sources) {
   for (size_t i = 0; i < count; ++i)
     if (high[i] < 0 || ::dup2(high[i], static_cast<int>(i)) < 0) return false;
   return close_range(static_cast<unsigned>(count), ~0U, 0) == 0;
+}
+
+void prepare_child(pid_t parent, std::initializer_list<int> sources) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);  // it died before the line above: no signal would come
+  // Nothing of the parent's (the supervisor's liveness lock above all).
+  if (!arrange_child_fds(sources)) ::_exit(127);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
 }  // namespace nsbox::sys

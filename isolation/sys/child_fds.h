@@ -1,6 +1,8 @@
 // In a child between fork and exec: the fds it is to have, and nothing else.
 #pragma once
 
+#include <sys/types.h>
+
 #include <initializer_list>
 
 namespace nsbox::sys {
@@ -10,5 +12,11 @@ namespace nsbox::sys {
 // fd 0, or 3) would leave it O_CLOEXEC, and it would close at exec. False on a failure
 // (the child should _exit).
 bool arrange_child_fds(std::initializer_list<int> sources);
+
+// In a child between fork and exec (async-signal-safe): dies with `parent`, the pid the
+// parent had before fork (and _exits at once if that parent is already gone, which
+// PR_SET_PDEATHSIG set after fork would never notice); puts `sources[i]` at fd i (-1:
+// /dev/null), at most 8 of them; closes every other fd; unblocks every signal.
+void prepare_child(pid_t parent, std::initializer_list<int> sources);
 
 }  // namespace nsbox::sys

@@ -1,11 +1,14 @@
-// Thin wrappers for the syscalls glibc 2.36 has no wrapper for, and one EINTR retry helper.
+// Thin wrappers for the syscalls glibc 2.36 has no wrapper for, one EINTR retry helper, and
+// random names from getrandom.
 #pragma once
 
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <string>
 
 namespace nsbox::sys {
 
@@ -28,6 +31,22 @@ inline int pidfd_open(pid_t pid, unsigned flags) {
 
 inline int close_range(unsigned first, unsigned last, unsigned flags) {
   return static_cast<int>(::syscall(SYS_close_range, first, last, flags));
+}
+
+// `bytes` random bytes as lowercase hex (getrandom never fails for small reads once the
+// pool is ready, which it is long before nsbox runs).
+inline std::string random_hex(size_t bytes) {
+  std::string out;
+  static const char kHex[] = "0123456789abcdef";
+  unsigned char buf[64];
+  while (bytes > 0) {
+    size_t want = bytes < sizeof buf ? bytes : sizeof buf;
+    ssize_t n = ::getrandom(buf, want, 0);
+    if (n <= 0) continue;
+    for (ssize_t i = 0; i < n; ++i) out += {kHex[buf[i] >> 4], kHex[buf[i] & 15]};
+    bytes -= static_cast<size_t>(n);
+  }
+  return out;
 }
 
 }  // namespace nsbox::sys

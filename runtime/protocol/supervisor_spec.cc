@@ -10,7 +10,8 @@ Json SupervisorSpec::to_json() const {
   Json mounts_arr = Json::array();
   for (const auto& m : mounts) mounts_arr.push_back({{"mount", m.mount.to_json()}, {"credentials", m.credentials.to_json()}});
   return {{"id", id},         {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)},
-          {"env", env_obj},   {"volume", volume}, {"mounts", mounts_arr}};
+          {"env", env_obj},   {"volume", volume}, {"mounts", mounts_arr}, {"tools", tools.to_json()},
+          {"tool_keys", tool_keys.to_json()}};
 }
 
 Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
@@ -25,6 +26,8 @@ Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
     for (const auto& m : j.value("mounts", Json::array()))
       s.mounts.push_back({NSBOX_TRY(bucket::BucketMount::from_json(m.at("mount"))),
                           bucket::BucketCredentials::from_json(m.value("credentials", Json::object()))});
+    if (j.contains("tools")) s.tools = NSBOX_TRY(ToolsConfig::from_json(j["tools"]));
+    s.tool_keys = ToolKeys::from_json(j.value("tool_keys", Json()));
     return s;
   } catch (const Json::exception& e) {
     return fail(make_error(ErrorCode::kProtocol, std::string("malformed supervisor spec: ") + e.what()));

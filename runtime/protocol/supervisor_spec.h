@@ -13,6 +13,7 @@
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/command.h"
 #include "runtime/protocol/frame.h"
+#include "runtime/tools/tools_config.h"
 
 namespace nsbox {
 
@@ -24,6 +25,8 @@ struct SupervisorSpec {
   EnvList env;
   std::string volume;  // the files volume's name (made by the caller)
   std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)
+  ToolsConfig tools;
+  ToolKeys tool_keys;  // handed to the tool bridge when it starts; never saved
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);

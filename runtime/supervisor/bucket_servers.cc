@@ -19,6 +19,7 @@
 
 #include "isolation/mount_injection.h"
 #include "isolation/userns.h"
+#include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
@@ -42,8 +43,8 @@ constexpr int kKillWaitMs = 1000;
                               int fuse_fd, char* const envp[]) {
   // stdin: the config; stdout: nothing; stderr: the supervisor's log; fd 3: the report;
   // fd 4: the mounted /dev/fuse, when the supervisor made the mount.
-  if (fuse_fd >= 0) prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd, fuse_fd});
-  else prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd});
+  if (fuse_fd >= 0) sys::prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd, fuse_fd});
+  else sys::prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd});
   const char* argv[] = {"nsbox-bucketfs", probe_only ? "--probe" : nullptr, nullptr};
   ::execve(path.c_str(), const_cast<char* const*>(argv), envp);
   ::_exit(127);

@@ -48,7 +48,7 @@ class SecretFiles {
 
 [[noreturn]] void exec_helper(const bucket::HelperCommand& command, pid_t supervisor, int log_fd, char* const argv[],
                               char* const envp[]) {
-  prepare_child(supervisor, {-1, log_fd, log_fd});
+  sys::prepare_child(supervisor, {-1, log_fd, log_fd});
   ::execve(command.program.c_str(), argv, envp);
   ::_exit(127);
 }
@@ -72,16 +72,6 @@ std::string log_tail(const std::string& log_path, const bucket::BucketCredential
 }
 
 }  // namespace
-
-void prepare_child(pid_t supervisor, std::initializer_list<int> sources) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != supervisor) ::_exit(127);  // it died before the line above: no signal would come
-  // Nothing of the supervisor's (its liveness lock above all).
-  if (!sys::arrange_child_fds(sources)) ::_exit(127);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-}
 
 Result<pid_t> start_helper_mount(const bucket::HelperCommand& command, const std::string& log_path,
                                  const std::string& mountpoint, const bucket::BucketCredentials& credentials,

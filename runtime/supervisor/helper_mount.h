@@ -22,10 +22,4 @@ Result<pid_t> start_helper_mount(const bucket::HelperCommand& command, const std
                                  const std::string& mountpoint, const bucket::BucketCredentials& credentials,
                                  const std::string& what);
 
-// In a child between fork and exec (async-signal-safe): dies with `supervisor`, the pid
-// the parent had before fork (and _exits at once if that parent is already gone, which
-// PR_SET_PDEATHSIG set after fork would never notice); puts `sources[i]` at fd i (-1:
-// /dev/null), at most 8 of them; closes every other fd; unblocks every signal.
-void prepare_child(pid_t supervisor, std::initializer_list<int> sources);
-
 }  // namespace nsbox

@@ -246,11 +246,7 @@ void KernelSession::on_kernel_message(const Json& m) {
   } else if (event == "progress") {
     on_progress(m);
   } else if (m.value("op", "") == "helper") {
-    // The tool bridge (run_tool, invoke_llm, upload_local_file) comes with its own issue.
-    std::string name = m.value("name", "helper");
-    if (name.size() > 64) name = "helper";
-    answer_kernel({{"event", "reply"}, {"call", m.value("call", uint64_t{0})}, {"result", nullptr},
-                   {"error", name + ": the tool bridge is not configured for this sandbox"}});
+    on_helper_call(m);
   } else if (event == "result" && running_ && m.value("cell", uint64_t{0}) == running_->number) {
     host_.loop().cancel_timer(running_->timer);
     for (bool is_stdout : {true, false})
@@ -274,6 +270,30 @@ void KernelSession::on_kernel_message(const Json& m) {
     state_ = State::kIdle;
     dispatch();
   }
+}
+
+// A helper call from the cell's threads goes to the tool bridge; its answer comes back
+// to this kernel only (a kernel restarted meanwhile never sees its predecessor's).
+void KernelSession::on_helper_call(const Json& m) {
+  uint64_t call = m.at("call").get<uint64_t>();
+  std::string name = m.at("name").get<std::string>();
+  const Json& args = m.at("args");
+  if (!args.is_object() || name.size() > 64) {
+    ++bad_frames_;
+    answer_kernel({{"event", "reply"}, {"call", call}, {"result", nullptr}, {"error", "malformed helper call"}});
+    return;
+  }
+  uint64_t cell = running_ ? running_->number : 0;
+  if (running_ && running_->timed_out) {  // a queued task of the cell's pool, after the deadline
+    ++running_->abandoned_tool_calls;
+    answer_kernel({{"event", "reply"}, {"call", call}, {"result", nullptr},
+                   {"error", name + ": abandoned: the cell reached its deadline"}});
+    return;
+  }
+  host_.tool_call(name, args, cell, [this, kernel = command_id_, call](const Json& a) {
+    if (kernel != command_id_ || !control_) return;
+    answer_kernel({{"event", "reply"}, {"call", call}, {"result", a.at("result")}, {"error", a.at("error")}});
+  });
 }
 
 // Progress reaches the client at most every kProgressIntervalMs: a cell calling
@@ -327,6 +347,9 @@ void KernelSession::on_deadline() {
   if (!running_) return;
   running_->timer = -1;
   running_->timed_out = true;
+  // Its threads waiting on tools go on at once (with an error), so that the interrupt
+  // is not held up behind a ThreadPoolExecutor's shutdown.
+  running_->abandoned_tool_calls += host_.abandon_tool_calls(running_->number);
   // A KeyboardInterrupt in the cell; only the kernel's process, not what it started.
   host_.signal_in_sandbox(command_id_, SIGINT, false);
   auto timer = host_.loop().add_timer(kGraceMs, [this] { on_grace_over(); });
@@ -443,6 +466,7 @@ Json KernelSession::base_result(const Cell& c) const {
   Json r = {{"cell", c.number}, {"status", "error"}, {"results", nullptr}, {"error", nullptr},
             {"display", Json::array()}, {"execution_count", nullptr}, {"state_lost", false}};
   r["duration_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - c.started).count();
+  r["abandoned_tool_calls"] = c.abandoned_tool_calls;
   c.out->put(r, "stdout");
   c.err->put(r, "stderr");
   return r;

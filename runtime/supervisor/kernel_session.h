@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,12 @@ class KernelHost {
   virtual void send_to_client(int client_fd, const protocol::Json& message) = 0;  // no-op if gone
   // The client has more unsent than its high-water mark: stop reading what would go to it.
   virtual bool client_backlogged(int client_fd) const = 0;
+  // A helper call (run_tool, invoke_llm, ...) through the tool bridge, made during `cell`;
+  // `reply` gets {"result", "error"} exactly once, maybe at once.
+  virtual void tool_call(const std::string& helper, protocol::Json args, uint64_t cell,
+                         std::function<void(const protocol::Json&)> reply) = 0;
+  // Answers the calls of `cell` still in flight with an error; how many there were.
+  virtual size_t abandon_tool_calls(uint64_t cell) = 0;
 };
 
 class KernelSession {
@@ -102,6 +109,7 @@ class KernelSession {
     uint64_t oom_before = 0;
     protocol::Json pending_progress;  // the latest progress not yet sent (null: none)
     int progress_timer = -1;
+    size_t abandoned_tool_calls = 0;  // in flight at the deadline (the tool bridge's)
   };
 
   void dispatch();
@@ -109,6 +117,7 @@ class KernelSession {
   void on_kernel_messages();
   void on_kernel_message(const protocol::Json& m);
   void on_progress(const protocol::Json& m);
+  void on_helper_call(const protocol::Json& m);
   void send_progress();
   bool send_to_kernel(const protocol::Json& message);  // false: the channel is closed
   void answer_kernel(const protocol::Json& message);   // send_to_kernel, bounded

@@ -54,7 +54,9 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   const StateRoot& root = store.root();
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
   InstanceOptions options{spec.id, spec.size, spec.net, volume.image ? "" : volume.path, volume.image, {},
-                          layout.sandbox_dir(), root.cache_dir(), {}};
+                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", {}};
+  // Listening before the sandbox is built: its directory is bound in then.
+  self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
   for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount.mount_path);
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
   NSBOX_CHECK(self->register_handlers());
@@ -68,6 +70,11 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
       self->instance_->init_pid(), ids.uid, ids.gid));
   // The servers have the credentials now; we never need them again.
   for (auto& m : self->spec_.mounts) m.credentials.wipe();
+  self->tools_ = std::make_unique<ToolBridge>(
+      *self->loop_, ToolBridgeSetup{layout.tool_bridge(), root.sandbox_dir(spec.id) + "/tools.log", root.shared_dir(spec.id),
+                                    self->instance_->init_pid(), ids.uid, ids.gid, spec.tools, spec.tool_keys});
+  self->spec_.tool_keys.wipe();  // the bridge's copy is the one left
+  NSBOX_CHECK(self->bridge_socket_->serve(*self->loop_, *self->tools_));
   for (int pidfd : self->buckets_.pidfds())
     NSBOX_CHECK(self->loop_->add(pidfd, EPOLLIN, [s = self.get(), pidfd](uint32_t) {
       s->buckets_.on_exit(pidfd);
@@ -90,6 +97,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.volume = spec.volume;
   for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
   r.mount_servers = self->buckets_.pids();
+  if (spec.tools.enabled()) r.tools = spec.tools.to_json();
   NSBOX_CHECK(store.save(r));
   return self;
 }
@@ -171,7 +179,13 @@ Result<void> Supervisor::serve() {
 // or the connection ends. Killing the sandbox first would wait on the remote, past the
 // bound of destroy() (the cgroup then outlives the supervisor); stopping the servers ends
 // every connection, and the sandbox dies at once.
+void Supervisor::tool_call(const std::string& helper, Json args, uint64_t cell, ToolBridge::Reply reply) {
+  if (!tools_) return reply({{"result", nullptr}, {"error", helper + ": the tool bridge is not running"}});
+  tools_->call(helper, std::move(args), cell, std::move(reply));
+}
+
 void Supervisor::stop_sandbox() {
+  if (tools_) tools_->stop();
   for (int pidfd : buckets_.pidfds()) loop_->remove(pidfd);  // no exit report for a server we stop
   buckets_.stop();
   (void)instance_->destroy();

@@ -22,10 +22,12 @@
 #include "runtime/volume_store.h"
 #include "mounts/files_volume.h"
 #include "runtime/install_layout.h"
+#include "runtime/supervisor/bridge_socket.h"
 #include "runtime/supervisor/bucket_servers.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/kernel_session.h"
 #include "runtime/supervisor/output_capture.h"
+#include "runtime/supervisor/tool_bridge.h"
 
 namespace nsbox {
 
@@ -107,6 +109,8 @@ class Supervisor final : private KernelHost {
   FilesVolume* files_volume() override { return volume_ ? &*volume_ : nullptr; }
   void send_to_client(int client_fd, const protocol::Json& message) override;
   bool client_backlogged(int client_fd) const override;
+  void tool_call(const std::string& helper, protocol::Json args, uint64_t cell, ToolBridge::Reply reply) override;
+  size_t abandon_tool_calls(uint64_t cell) override { return tools_ ? tools_->abandon(cell) : 0; }
 
   const StateStore& store_;
   SupervisorSpec spec_;
@@ -114,6 +118,9 @@ class Supervisor final : private KernelHost {
   std::unique_ptr<SandboxInstance> instance_;
   BucketServers buckets_;  // stopped before instance_ goes (members go in reverse)
   std::unique_ptr<EventLoop> loop_;
+  // After the loop (they leave it as they go), before the kernel session (whose calls
+  // they hold: stopped first, they drop them unanswered).
+  std::unique_ptr<BridgeSocket> bridge_socket_;
   UniqueFd listen_fd_;
   UniqueFd signal_fd_;
   protocol::FrameReader init_reader_{protocol::kMaxInitFrame};
@@ -126,6 +133,7 @@ class Supervisor final : private KernelHost {
   // before init has told us which pid the command has. Bounded.
   std::map<pid_t, std::vector<std::string>> seccomp_kills_;
   std::unique_ptr<KernelSession> kernel_;
+  std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_
 };
 
 }  // namespace nsbox

@@ -81,11 +81,12 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   // The state file is this JSON. Its fields are the ones below and no other: a new field
   // fails here until someone decides it can hold no secret (--env values, credentials).
   // That `nsbox create --env K=V` writes V nowhere is checked end to end in
-  // tests/integration/lifecycle_test.cc.
+  // tests/integration/lifecycle_test.cc. "tools" is ToolsConfig::to_json, which has no
+  // field for a key (ToolKeys are apart: tests/unit/tools_config_test.cc).
   std::set<std::string> fields;
   for (const auto& [key, value] : j.items()) fields.insert(key);
   CHECK(fields == std::set<std::string>{"id", "name", "size", "net", "created_at", "supervisor_pid", "init_pid", "enforcement",
-                                        "cgroup", "env_names", "volume", "mounts", "mount_servers"});
+                                        "cgroup", "env_names", "volume", "mounts", "mount_servers", "tools"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);

@@ -9,6 +9,8 @@ import json
 import os
 import threading
 
+from nsbox_helpers.transport import read_exact
+
 MAX_FRAME = 16 << 20
 
 
@@ -56,14 +58,7 @@ class Channel:
             self._ready.notify()
 
     def _read_exact(self, n):
-        chunks = []
-        while n:
-            chunk = os.read(self._fd, min(n, 1 << 20))
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
+        return read_exact(lambda k: os.read(self._fd, k), n)
 
     def _read_loop(self):
         try:

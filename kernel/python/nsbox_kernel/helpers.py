@@ -1,32 +1,23 @@
-"""The helpers preloaded in every cell: run_tool (alias run_composio_tool), invoke_llm,
-upload_local_file and set_progress. The first three forward to the supervisor's tool
-bridge and return (result, error) tuples, never raising; they are safe to call from many
-threads at once (agents fan tool calls out through a ThreadPoolExecutor)."""
+"""The helpers preloaded in every cell: nsbox_helpers' (run_tool and run_composio_tool,
+invoke_llm, upload_local_file, proxy_execute, web_search, smart_file_extract), which
+reach the tool bridge through the kernel's channel rather than the bridge socket, so
+that the supervisor knows which cell made each call; and set_progress, which reports a
+long cell's progress."""
+import nsbox_helpers
+from nsbox_helpers import transport
 
 
 class Helpers:
     def __init__(self, channel, current_cell):
         self._channel = channel
         self._current_cell = current_cell  # a callable giving the running cell's number
+        transport.install(self._bridge)
 
-    def _bridge(self, name, **args):
+    def _bridge(self, helper, args):
         try:
-            reply = self._channel.call("helper", name=name, args=args)
-        except Exception as e:  # the socket broke under us
-            return None, f"{name}: {e}"
-        return reply.get("result"), reply.get("error")
-
-    def run_tool(self, tool_slug, arguments=None, **kwargs):
-        """Runs a tool through the bridge: run_tool("GITHUB_LIST_REPOS", {"owner": "x"})."""
-        return self._bridge("run_tool", tool=tool_slug, arguments=arguments or {}, options=kwargs)
-
-    def invoke_llm(self, query, **kwargs):
-        """Asks a language model through the bridge; the API key stays outside the sandbox."""
-        return self._bridge("invoke_llm", query=query, options=kwargs)
-
-    def upload_local_file(self, *paths):
-        """Publishes files from the sandbox through the bridge; returns their locations."""
-        return self._bridge("upload_local_file", paths=[str(p) for p in paths])
+            return self._channel.call("helper", name=helper, args=args)
+        except Exception as e:  # the channel broke under us
+            return {"result": None, "error": f"{helper}: {e}"}
 
     def set_progress(self, current_step, current_step_metric=None):
         """Reports progress of a long cell: set_progress("FETCHING_EMAILS", "10/100 emails")."""
@@ -35,8 +26,6 @@ class Helpers:
                             "current_step_metric": None if current_step_metric is None else str(current_step_metric)})
 
     def install(self, namespace):
-        namespace["run_tool"] = self.run_tool
-        namespace["run_composio_tool"] = self.run_tool
-        namespace["invoke_llm"] = self.invoke_llm
-        namespace["upload_local_file"] = self.upload_local_file
+        for name in nsbox_helpers.__all__:
+            namespace[name] = getattr(nsbox_helpers, name)
         namespace["set_progress"] = self.set_progress

@@ -1,0 +1,69 @@
+// The tool bridge's socket, for processes in the sandbox other than the kernel (a script
+// run through the bash tool, a cell's subprocess): <run>/sandboxes/<id>/bridge/bridge.sock
+// on the host, bound read-only at /run/nsbox/bridge.sock inside (only this sandbox's
+// mount namespace has it, and only its supervisor listens). The in-sandbox module
+// nsbox_helpers speaks it:
+//
+//   -> {"call": N, "helper": "run_tool", "args": {...}}      frames as on every nsbox socket
+//   <- {"call": N, "result": ..., "error": null | "..."}     in any order
+//
+// Hostile input is answered with errors and costs bounded memory: at most kMaxConnections
+// at once, frames of at most kMaxRequestFrame, kMaxCallsPerConnection outstanding per
+// connection, a connection that sends kMaxBadFrames malformed frames or stops reading
+// its answers (kMaxUnsent) is closed. The bridge's own rate and in-flight limits apply to
+// every call.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "isolation/sys/unique_fd.h"
+#include "runtime/protocol/frame.h"
+#include "runtime/supervisor/event_loop.h"
+#include "runtime/supervisor/tool_bridge.h"
+
+namespace nsbox {
+
+class BridgeSocket {
+ public:
+  static constexpr const char* kInsidePath = "/run/nsbox/bridge.sock";
+  static constexpr size_t kMaxConnections = 64;
+  static constexpr size_t kMaxRequestFrame = 4u << 20;
+  static constexpr size_t kMaxCallsPerConnection = 64;
+  static constexpr size_t kMaxBadFrames = 16;
+  static constexpr size_t kMaxUnsent = 32u << 20;
+
+  // Makes `dir` (0755) and listens at dir/bridge.sock (0666: the sandbox user connects).
+  // Before the sandbox is built: the directory is bound into it then.
+  static Result<std::unique_ptr<BridgeSocket>> listen(const std::string& dir);
+
+  // Serves connections through `bridge` from now on.
+  Result<void> serve(EventLoop& loop, ToolBridge& bridge);
+  ~BridgeSocket();
+
+ private:
+  struct Connection {
+    UniqueFd fd;
+    uint64_t generation = 0;
+    protocol::FrameReader reader{kMaxRequestFrame};
+    std::string out;
+    size_t outstanding = 0;
+    size_t bad_frames = 0;
+  };
+  BridgeSocket() = default;
+  void accept_connections();
+  void on_event(int fd, uint32_t events);
+  void on_request(int fd, const protocol::Json& m);
+  void answer(int fd, uint64_t generation, const protocol::Json& reply);
+  void flush(Connection& c);
+  void close(int fd);
+
+  EventLoop* loop_ = nullptr;
+  ToolBridge* bridge_ = nullptr;
+  UniqueFd listen_fd_;
+  std::map<int, Connection> connections_;
+  uint64_t next_generation_ = 1;
+};
+
+}  // namespace nsbox

@@ -1,0 +1,214 @@
+#include "runtime/supervisor/tool_bridge.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "isolation/sys/child_fds.h"
+#include "isolation/sys/files.h"
+#include "isolation/sys/log.h"
+#include "isolation/sys/syscall.h"
+#include "mounts/bucket/external_helpers.h"
+
+extern char** environ;
+
+namespace nsbox {
+
+using protocol::Json;
+
+namespace {
+
+Json error_answer(const std::string& message) { return {{"result", nullptr}, {"error", message}}; }
+
+}  // namespace
+
+bool ToolBridge::rate_allows() {
+  auto now = std::chrono::steady_clock::now();
+  double elapsed = std::chrono::duration<double>(now - refilled_).count();
+  refilled_ = now;
+  tokens_ = std::min(kRateBurst, tokens_ + elapsed * kRatePerSecond);
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+void ToolBridge::call(const std::string& helper, Json args, uint64_t cell, Reply reply) {
+  ++calls_;
+  auto refuse = [&](const std::string& why) {
+    ++refused_;
+    log::limited(log::Level::kWarn, "tool-call-refused", "refused a tool call (" + helper + "): " + why);
+    reply(error_answer(helper + ": " + why));
+  };
+  if (!rate_allows())
+    return refuse("too many tool calls (more than " + std::to_string(static_cast<int>(kRatePerSecond)) +
+                  " a second); make fewer at once");
+  if (pending_.size() >= kMaxPending || out_.size() > kMaxQueuedBytes)
+    return refuse("too many tool calls in flight (" + std::to_string(pending_.size()) + "); wait for some to finish");
+  if (!channel_) {
+    if (starts_ >= kMaxStarts)
+      return refuse("the tool bridge failed " + std::to_string(starts_) + " times; see tools.log in the sandbox's state");
+    if (auto started = spawn(); !started) return refuse("could not start the tool bridge: " + started.error().message);
+  }
+  uint64_t id = next_call_++;
+  pending_[id] = {cell, std::move(reply)};
+  out_ += protocol::encode({{"call", id}, {"helper", helper}, {"args", std::move(args)}});
+  flush();
+}
+
+size_t ToolBridge::abandon(uint64_t cell) {
+  if (cell == 0) return 0;
+  std::vector<Reply> replies;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.cell == cell) {
+      replies.push_back(std::move(it->second.reply));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  abandoned_ += replies.size();
+  for (auto& r : replies) r(error_answer("abandoned: the cell reached its deadline before the tool answered"));
+  return replies.size();
+}
+
+Result<void> ToolBridge::spawn() {
+  ++starts_;
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair"));
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  int config_pipe[2];
+  if (::pipe2(config_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
+  UniqueFd config_r(config_pipe[0]), config_w(config_pipe[1]);
+  std::string proc_root = "/proc/" + std::to_string(setup_.init_pid) + "/root";
+  UniqueFd root(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return fail(sys_error("open " + proc_root));
+  // Built before fork: the child only calls what is async-signal-safe.
+  std::vector<std::string> environment = bucket::proxy_settings(environ);
+  environment.push_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+  if (const char* home = std::getenv("HOME")) environment.push_back(std::string("HOME=") + home);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const char* argv[] = {"nsbox-toolbridge", nullptr};
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return fail(sys_error("fork the tool bridge"));
+  if (pid == 0) {
+    // stdin: the config; stdout: nothing; stderr: our log; fd 3: the channel; fd 4: the root.
+    sys::prepare_child(parent, {config_r.get(), -1, STDERR_FILENO, theirs.get(), root.get()});
+    ::execve(setup_.program.c_str(), const_cast<char* const*>(argv), envp.data());
+    ::_exit(127);
+  }
+  pid_ = pid;
+  pidfd_.reset(sys::pidfd_open(pid, 0));
+  config_r.reset();
+  theirs.reset();
+  Json config = {{"tools", setup_.config.to_json()}, {"keys", setup_.keys.to_json()}, {"shared_dir", setup_.shared_dir},
+                 {"uid", setup_.uid}, {"gid", setup_.gid}, {"log_file", setup_.log_file}};
+  std::string text = config.dump();
+  struct sigaction ignore{}, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  auto written = files::write_all(config_w.get(), text, "the tool bridge's stdin");
+  ::sigaction(SIGPIPE, &previous, nullptr);
+  ::explicit_bzero(text.data(), text.size());  // it holds the keys
+  config_w.reset();
+  if (!written) log::warn("the tool bridge did not take its config: " + written.error().message);
+  ::fcntl(ours.get(), F_SETFL, O_NONBLOCK);
+  channel_ = std::move(ours);
+  reader_ = protocol::FrameReader(protocol::kMaxClientFrame);
+  NSBOX_CHECK(loop_.add(channel_.get(), EPOLLIN, [this](uint32_t events) {
+    if (events & EPOLLOUT) flush();
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable();
+  }));
+  if (pidfd_) NSBOX_CHECK(loop_.add(pidfd_.get(), EPOLLIN, [this](uint32_t) { on_exit(); }));
+  log::info("started the tool bridge (pid " + std::to_string(pid) + ", backend " +
+            std::string(tools_backend_name(setup_.config.backend)) + ")");
+  return {};
+}
+
+void ToolBridge::flush() {
+  if (!channel_) return;
+  while (!out_.empty()) {
+    ssize_t n = ::send(channel_.get(), out_.data(), out_.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      out_.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;  // EAGAIN: the loop says when; an error: the read side sees the end
+  }
+  (void)loop_.modify(channel_.get(), EPOLLIN | (out_.empty() ? 0u : uint32_t{EPOLLOUT}));
+}
+
+void ToolBridge::on_readable() {
+  auto status = reader_.read_available(channel_.get());
+  protocol::dispatch_untrusted(reader_, "the tool bridge", [this](const Json& m) {
+    auto it = pending_.find(m.at("call").get<uint64_t>());
+    if (it == pending_.end()) return;  // abandoned
+    Reply reply = std::move(it->second.reply);
+    pending_.erase(it);
+    reply({{"result", m.value("result", Json())}, {"error", m.value("error", Json())}});
+  });
+  if (!status || *status == protocol::FrameReader::Status::kClosed) {
+    loop_.remove(channel_.get());
+    channel_.reset();
+    out_.clear();
+    fail_all("the tool bridge exited; see tools.log in the sandbox's state");
+  }
+}
+
+void ToolBridge::on_exit() {
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+    log::warn("the tool bridge (pid " + std::to_string(pid_) + ") exited: " +
+              (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "status " + std::to_string(WEXITSTATUS(status))));
+    pid_ = 0;
+  }
+  loop_.remove(pidfd_.get());
+  pidfd_.reset();
+  if (channel_) {
+    loop_.remove(channel_.get());
+    channel_.reset();
+    out_.clear();
+    fail_all("the tool bridge exited; see tools.log in the sandbox's state");
+  }
+}
+
+void ToolBridge::fail_all(const std::string& why) {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, p] : pending) p.reply(error_answer(why));
+}
+
+void ToolBridge::stop() {
+  pending_.clear();
+  if (channel_) {
+    loop_.remove(channel_.get());
+    channel_.reset();
+  }
+  if (pidfd_) {
+    loop_.remove(pidfd_.get());
+    pidfd_.reset();
+  }
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  setup_.keys.wipe();
+}
+
+Json ToolBridge::status() const {
+  return {{"backend", tools_backend_name(setup_.config.backend)}, {"running", pid_ > 0}, {"calls", calls_},
+          {"in_flight", pending_.size()}, {"refused", refused_}, {"abandoned", abandoned_}};
+}
+
+}  // namespace nsbox

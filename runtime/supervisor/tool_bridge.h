@@ -1,0 +1,94 @@
+// The supervisor's side of a sandbox's tool bridge (docs/tools.md): helper calls from the
+// kernel's channel and from the bridge socket go to the bridge process
+// (runtime/tools/toolbridge_main.cc), started on the first call, and its answers come back
+// to whoever asked. The keys go to that process on its stdin and are then wiped here.
+//
+// What a sandbox can make the host spend here is bounded, and a flood is answered with
+// errors, never by blocking the event loop:
+//   - calls outstanding at the bridge (kMaxPending); more are refused at once;
+//   - a rate (kRatePerSecond, bursts of kRateBurst);
+//   - the bytes waiting to go to the bridge (kMaxQueuedBytes).
+// The bridge process itself runs max_in_flight calls at once and queues the rest.
+//
+// A cell's calls still in flight at its deadline are abandoned: each is answered with an
+// error at once (so the threads waiting in the cell go on), its real answer dropped when
+// it comes, and their number goes in the cell's result.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "isolation/sys/unique_fd.h"
+#include "runtime/protocol/frame.h"
+#include "runtime/supervisor/event_loop.h"
+#include "runtime/tools/tools_config.h"
+
+namespace nsbox {
+
+struct ToolBridgeSetup {
+  std::string program;     // libexec/nsbox/nsbox-toolbridge
+  std::string log_file;    // <run>/sandboxes/<id>/tools.log
+  std::string shared_dir;  // <data>/shared/<id>: host copies of upload_local_file
+  pid_t init_pid = 0;      // the sandbox's root is /proc/<init_pid>/root
+  uid_t uid = 0;           // the sandbox user's host ids
+  gid_t gid = 0;
+  ToolsConfig config;
+  ToolKeys keys;
+};
+
+class ToolBridge {
+ public:
+  static constexpr size_t kMaxPending = 1024;
+  static constexpr double kRatePerSecond = 200;
+  static constexpr double kRateBurst = 400;
+  static constexpr size_t kMaxQueuedBytes = 32u << 20;
+  static constexpr int kMaxStarts = 5;
+
+  // answer: {"result": ..., "error": null | "..."}; called exactly once, maybe at once.
+  using Reply = std::function<void(const protocol::Json& answer)>;
+
+  ToolBridge(EventLoop& loop, ToolBridgeSetup setup) : loop_(loop), setup_(std::move(setup)) {}
+  ~ToolBridge() { stop(); }
+  ToolBridge(const ToolBridge&) = delete;
+  ToolBridge& operator=(const ToolBridge&) = delete;
+
+  // A call made during cell `cell` (0: from outside any cell: the socket).
+  void call(const std::string& helper, protocol::Json args, uint64_t cell, Reply reply);
+  // Answers each call of `cell` still outstanding with an error; returns how many.
+  size_t abandon(uint64_t cell);
+  // The process goes, outstanding calls are dropped unanswered (their askers are going too).
+  void stop();
+  protocol::Json status() const;
+
+ private:
+  struct Pending {
+    uint64_t cell = 0;
+    Reply reply;
+  };
+  Result<void> spawn();
+  void on_readable();
+  void on_exit();
+  void flush();
+  bool rate_allows();
+  void fail_all(const std::string& why);
+
+  EventLoop& loop_;
+  ToolBridgeSetup setup_;
+  pid_t pid_ = 0;
+  UniqueFd pidfd_, channel_;
+  protocol::FrameReader reader_{protocol::kMaxClientFrame};
+  std::string out_;  // frames not yet taken by the bridge
+  std::map<uint64_t, Pending> pending_;
+  uint64_t next_call_ = 1;
+  int starts_ = 0;
+  uint64_t calls_ = 0, refused_ = 0, abandoned_ = 0;
+  double tokens_ = kRateBurst;
+  std::chrono::steady_clock::time_point refilled_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace nsbox
