@@ -6,7 +6,9 @@ One loopback HTTP server that stands in for two remote services:
     POST /api/v3/tools/execute/{slug}   header x-api-key: KEY
     GET  /api/v3/tools?toolkit_slug=&search=   header x-api-key: KEY
   Slugs: ECHO, FAIL, RATE_LIMITED_ONCE, ALWAYS_429, SERVER_ERROR,
-  INPUT_REQUIRED, SLOW, GET_CONFIG; anything else is 404.
+  INPUT_REQUIRED, SLOW, GET_CONFIG, COMPOSIO_SEARCH_WEB (what web_search runs: an
+  echo) and `proxy` (POST /api/v3/tools/execute/proxy: echoes the request's body as
+  its arguments); anything else is 404.
 * an OpenAI-compatible chat endpoint:
     POST /v1/chat/completions   header Authorization: Bearer LLM_KEY
   Replies "echo: <last message content>"; a last message of "fail" gets 500.
@@ -226,6 +228,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
             arguments = body.get("arguments") or {}
             user_id = body.get("user_id")
+            if slug == "proxy":
+                arguments = {k: v for k, v in body.items() if k != "user_id"}
             if not isinstance(arguments, dict):
                 raise ValueError("arguments must be an object")
         except (ValueError, AttributeError):
@@ -245,7 +249,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return FIXED_ANSWERS[slug]
         if slug == "RATE_LIMITED_ONCE" and self.state.first_use_of_token(arguments.get("token")):
             return RATE_LIMITED
-        if slug in ("ECHO", "RATE_LIMITED_ONCE"):
+        if slug in ("ECHO", "RATE_LIMITED_ONCE", "COMPOSIO_SEARCH_WEB", "proxy"):
             return (*echo_answer(slug, arguments, user_id), None)
         if slug == "SLOW":
             return (*self.slow(arguments, user_id), None)

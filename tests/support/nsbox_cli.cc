@@ -309,7 +309,8 @@ nlohmann::json TestRoot::cell(const std::string& id, const std::string& code, co
 
 std::string TestRoot::logs(const std::string& id) const {
   std::string dir = path_ + "/run/sandboxes/" + id;
-  std::vector<std::string> files = {dir + "/supervisor.log.1", dir + "/supervisor.log"};
+  std::vector<std::string> files = {dir + "/supervisor.log.1", dir + "/supervisor.log", dir + "/tools.log.1",
+                                    dir + "/tools.log"};
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/buckets", ec)) {
     std::string name = e.path().filename();
@@ -323,10 +324,10 @@ std::string TestRoot::logs(const std::string& id) const {
   return all;
 }
 
-std::string TestRoot::create(const std::vector<std::string>& extra) {
+std::string TestRoot::create(const std::vector<std::string>& extra, const ProcessOptions& options) {
   std::vector<std::string> args = {"create", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
-  auto r = nsbox(args);
+  auto r = nsbox(args, options);
   INFO("create stderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   return json(r).at("id").get<std::string>();

@@ -83,13 +83,14 @@ class TestRoot {
   static nlohmann::json json(const ProcessResult& r);
 
   // Creates a sandbox (REQUIREs success) and returns its id.
-  std::string create(const std::vector<std::string>& extra = {});
+  std::string create(const std::vector<std::string>& extra = {}, const ProcessOptions& options = {});
   // nsbox --root <path> ARGS..., running in the background.
   std::unique_ptr<BackgroundProcess> start(const std::vector<std::string>& args, const ProcessOptions& options = {}) const;
   // `nsbox exec --json ID -c CODE FLAGS...`: the cell's result (REQUIREs a JSON answer).
   nlohmann::json cell(const std::string& id, const std::string& code, const std::vector<std::string>& flags = {}) const;
-  // What the host side logged for a sandbox, concatenated: its supervisor's log and each
-  // bucket server's (buckets/N.log), with their rotated predecessors (.1).
+  // What the host side logged for a sandbox, concatenated: its supervisor's log, its tool
+  // bridge's (tools.log) and each bucket server's (buckets/N.log), with their rotated
+  // predecessors (.1).
   std::string logs(const std::string& id) const;
   // Runs a bash command line in the sandbox.
   ProcessResult sh(const std::string& id, const std::string& command_line, const std::vector<std::string>& flags = {},
