@@ -97,7 +97,7 @@ void ApiService::route(Exchange& x, const Path& path) {
     return x.respond(200, {{"api_version", 1},
                            {"version", kVersion},
                            {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", false}, {"tool_bridge", false}, {"snapshots", false}, {"pty", false}}},
+                                         {"events", false}, {"tool_bridge", true}, {"workbench_tools", true}, {"snapshots", false}, {"pty", false}}},
                            {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
                                        {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
   if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
@@ -121,6 +121,7 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
     if (m == "DELETE") return delete_sandbox(x, sandbox);
     return respond_error(x, no_route(r));
   }
+  if (rest.size() == 2 && rest[0] == "tools" && m == "POST") return run_workbench_tool(x, sandbox, rest[1]);
   if (rest.size() != 1) return respond_error(x, no_route(r));
   const std::string& what = rest[0];
   if (m == "POST" && (what == "interrupt" || what == "restart")) {

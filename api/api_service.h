@@ -63,6 +63,7 @@ class ApiService {
   // api/run_routes.cc
   void run_cell(Exchange& x, const std::string& sandbox);
   void run_command(Exchange& x, const std::string& sandbox);
+  void run_workbench_tool(Exchange& x, const std::string& sandbox, const std::string& tool);
 
   // api/file_routes.cc
   void put_file(Exchange& x, const std::string& sandbox);

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "api/api_service.h"
+#include "runtime/workbench_tools.h"
 #include "api/http_errors.h"
 #include "isolation/sys/files.h"
 #include "runtime/protocol/frame.h"
@@ -192,6 +193,18 @@ void ApiService::run_command(Exchange& x, const std::string& sandbox) {
       sandbox, *command, [&](bool is_stdout, std::string_view bytes) { events.output(is_stdout, bytes); }, stdin_fd, control);
   events.flush_output();
   end_with(x, events, r ? Result<Json>(r->to_json()) : Result<Json>(std::unexpected(r.error())));
+}
+
+// A hosted workbench tool's call (runtime/workbench_tools.h): its input is the body, its
+// answer the hosted envelope, 200 whether or not the cell or command succeeded (as the
+// hosted service answers a failed execution).
+void ApiService::run_workbench_tool(Exchange& x, const std::string& sandbox, const std::string& tool) {
+  auto body = body_object(x.request());
+  if (!body) return respond_error(x, body.error());
+  CallControl control{x.cancel_fd(), {}};
+  auto answer = nsbox::run_workbench_tool(runtime_, sandbox, tool, *body, {}, control);
+  if (!answer) return respond_error(x, answer.error());
+  x.respond(200, *answer);
 }
 
 }  // namespace nsbox::api

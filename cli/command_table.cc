@@ -8,6 +8,9 @@ namespace {
 const FlagHelp kSize{"size", "SIZE", "standard (1 vCPU, 1 GiB; the default), medium (2, 2 GiB), large (4, 4 GiB), xlarge (8, 8 GiB)"};
 const FlagHelp kNet{"net", "MODE", "none (the default: loopback only) or host (the host's network: not isolation)"};
 const FlagHelp kEnv{"env", "K=V", "an environment variable (repeatable); values are never written to disk"};
+const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: composio (COMPOSIO_API_KEY), dir or replay (docs/tools.md)"};
+const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"};
+const FlagHelp kUserId{"user-id", "ID", "the user whose connected accounts the composio remote uses (default: default)"};
 const FlagHelp kTimeout{"timeout", "SECONDS", "the deadline (default 180); past it the command is killed, a cell interrupted"};
 
 }  // namespace
@@ -25,11 +28,11 @@ const std::vector<CommandHelp>& command_table() {
          "a bucket at PATH: s3://B[/P], r2://B, gs://B, azblob://ACCOUNT/CONTAINER (repeatable); writes staged on the host "
          "up to SIZE (default 10G)"},
         {"manifest", "FILE", "bucket mounts from a JSON file (docs/semantics.md; repeatable)"},
-        {"tools", "BACKEND", "what answers run_composio_tool: composio (COMPOSIO_API_KEY), dir or replay (docs/tools.md)"},
-        {"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"},
+        kTools,
+        kToolsDir,
         {"tools-replay", "FILE", "answer tool calls from a recording (offline, deterministic)"},
         {"tools-record", "FILE", "append each tool call and its answer to FILE (JSON lines)"},
-        {"user-id", "ID", "the user whose connected accounts the composio remote uses (default: default)"},
+        kUserId,
         {"llm-url", "URL", "an OpenAI-compatible API for invoke_llm (key: NSBOX_LLM_API_KEY or OPENAI_API_KEY)"},
         {"llm-model", "MODEL", "the model invoke_llm asks by default"}},
        cmd_create},
@@ -63,6 +66,16 @@ const std::vector<CommandHelp>& command_table() {
       {"volume", "(ls | rm NAME...)", "named files volumes", {}, cmd_volume},
       {"rm", "ID... [--keep-files]", "stop and delete sandboxes",
        {{"keep-files", nullptr, "keep the files volume, as a named volume called by the sandbox's id"}}, cmd_rm},
+      {"tools", "(ls | schema)", "the tool bridge's catalogue, and the workbench tools' definitions for a model",
+       {kTools, kToolsDir, kUserId,
+        {"toolkit", "T", "ls: only this toolkit's tools"},
+        {"search", "Q", "ls: only tools whose name or description holds Q"},
+        {"format", "F", "schema: openai (the default) or anthropic"}},
+       cmd_tools, false, "ls takes the same tool flags as create, and the key from COMPOSIO_API_KEY."},
+      {"workbench", "ID --tool NAME --input JSON", "one call of a hosted workbench tool, answered by the sandbox",
+       {{"tool", "NAME", "COMPOSIO_REMOTE_WORKBENCH (a cell) or COMPOSIO_REMOTE_BASH_TOOL (a bash command)"},
+        {"input", "JSON", "the tool's input, e.g. {\"code_to_execute\": \"1+1\"}"}},
+       cmd_workbench, false, "Prints the hosted answer {\"data\", \"error\", \"successful\"}; exit status 1 when not successful."},
       {"doctor", "", "check this host, and say how to fix what is missing", {}, cmd_doctor},
       {"serve", "[FLAGS]", "the HTTP API for SDKs and agent frameworks (docs/api.md)",
        {{"socket", "PATH", "a unix socket (default: <run dir>/api.sock, mode 0600)"},

@@ -33,6 +33,8 @@ int cmd_restart(const Invocation& inv);
 int cmd_files(const Invocation& inv);
 int cmd_volume(const Invocation& inv);
 int cmd_serve(const Invocation& inv);
+int cmd_tools(const Invocation& inv);
+int cmd_workbench(const Invocation& inv);
 
 // Shared by the commands: parse, settle --json/--root, open the runtime.
 struct CommandContext;

@@ -1,6 +1,9 @@
 #include "cli/context.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <tuple>
 
 #include "cli/command_table.h"
 
@@ -37,6 +40,21 @@ Result<EnvList> env_flags(const ParsedArgs& args) {
   if (it == args.values.end()) return env;
   for (const auto& text : it->second) env.push_back(NSBOX_TRY(parse_env_assignment(text)));
   return env;
+}
+
+nlohmann::json tools_document(const ParsedArgs& args) {
+  nlohmann::json tools = nlohmann::json::object();
+  auto absolute = [](std::string path) {
+    char cwd[4096];
+    if (!path.empty() && path[0] != '/' && ::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
+    return path;
+  };
+  for (auto [flag, field, is_path] : {std::tuple{"tools", "backend", false}, {"tools-dir", "tools_dir", true},
+                                      {"tools-replay", "replay_file", true}, {"tools-record", "record_file", true},
+                                      {"user-id", "user_id", false}, {"llm-url", "llm_url", false},
+                                      {"llm-model", "llm_model", false}})
+    if (args.values.count(flag)) tools[field] = is_path ? absolute(args.value(flag)) : args.value(flag);
+  return tools;
 }
 
 Result<double> timeout_flag(const ParsedArgs& args) {

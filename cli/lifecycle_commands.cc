@@ -47,22 +47,7 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
       for (auto& m : NSBOX_TRY(bucket::parse_manifest(text, path))) mounts.push_back(m.to_json());
     }
   if (!mounts.empty()) doc["mounts"] = std::move(mounts);
-  nlohmann::json tools = nlohmann::json::object();
-  auto absolute = [](std::string path) {
-    if (!path.empty() && path[0] != '/') {
-      char cwd[4096];
-      if (::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
-    }
-    return path;
-  };
-  if (args.values.count("tools")) tools["backend"] = args.value("tools");
-  if (args.values.count("tools-dir")) tools["tools_dir"] = absolute(args.value("tools-dir"));
-  if (args.values.count("tools-replay")) tools["replay_file"] = absolute(args.value("tools-replay"));
-  if (args.values.count("tools-record")) tools["record_file"] = absolute(args.value("tools-record"));
-  if (args.values.count("user-id")) tools["user_id"] = args.value("user-id");
-  if (args.values.count("llm-url")) tools["llm_url"] = args.value("llm-url");
-  if (args.values.count("llm-model")) tools["llm_model"] = args.value("llm-model");
-  if (!tools.empty()) doc["tools"] = std::move(tools);
+  if (nlohmann::json tools = tools_document(args); !tools.empty()) doc["tools"] = std::move(tools);
   return doc;
 }
 

@@ -10,7 +10,13 @@ namespace nsbox {
 protocol::Json CommandRequest::to_json() const {
   protocol::Json env_obj = protocol::Json::object();
   for (const auto& [k, v] : env) env_obj[k] = v;
-  return {{"argv", argv}, {"env", env_obj}, {"cwd", cwd}, {"timeout_s", timeout_s}};
+  return {{"argv", argv}, {"env", env_obj}, {"cwd", cwd}, {"timeout_s", timeout_s}, {"output_dir", output_dir}};
+}
+
+Result<std::string> parse_output_dir(const protocol::Json& value) {
+  if (value.is_string() && (value == kOutputDir || value == kComposioOutputDir)) return value.get<std::string>();
+  return fail(make_error(ErrorCode::kInvalidArgument, std::string("\"output_dir\" must be \"") + kOutputDir + "\" or \"" +
+                                                          kComposioOutputDir + "\""));
 }
 
 Result<CommandRequest> CommandRequest::from_json(const protocol::Json& j) {
@@ -40,6 +46,7 @@ Result<CommandRequest> CommandRequest::from_json(const protocol::Json& j) {
       return bad("\"timeout_s\" must be a number of seconds in (0, 86400]");
     r.timeout_s = t->get<double>();
   }
+  if (auto d = j.find("output_dir"); d != j.end()) r.output_dir = NSBOX_TRY(parse_output_dir(*d));
   return r;
 }
 

@@ -17,11 +17,19 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 constexpr double kDefaultTimeoutS = 180;
 
+// Where long output of a cell or command spills, relative to /mnt/files: nsbox's place,
+// or the hosted workbench's (the workbench tool shapes use it, docs/tools.md).
+constexpr const char* kOutputDir = ".nsbox/output";
+constexpr const char* kComposioOutputDir = ".composio/output";
+// One of the two, or an error naming them.
+Result<std::string> parse_output_dir(const protocol::Json& value);
+
 struct CommandRequest {
   std::vector<std::string> argv;
   EnvList env;  // on top of the sandbox's
   std::string cwd = "/home/user";
   double timeout_s = kDefaultTimeoutS;
+  std::string output_dir = kOutputDir;  // where long output spills, in the files volume
 
   protocol::Json to_json() const;
   static Result<CommandRequest> from_json(const protocol::Json& j);

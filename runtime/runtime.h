@@ -61,6 +61,7 @@ struct CellOptions {
   std::string code;  // bytes; need not be valid UTF-8 (then the result is a SyntaxError)
   double timeout_s = kDefaultTimeoutS;
   size_t output_limit = 64 << 10;  // per stream inline; the rest goes to a file
+  std::string output_dir = kOutputDir;  // that file's directory in /mnt/files (runtime/command.h)
 };
 
 // Everything a cell reports (docs/semantics.md, "Cells"); `raw` holds every field.

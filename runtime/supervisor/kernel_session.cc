@@ -22,7 +22,6 @@ constexpr size_t kReadChunk = 64u << 10;
 constexpr size_t kDrainLimit = 256u << 10;
 constexpr size_t kStrayLimit = 64u << 10;
 constexpr int kMaxFailedStarts = 3;
-constexpr const char* kOutputDir = "/mnt/files/.nsbox/output";
 
 const std::vector<std::string> kKernelArgv = {"/opt/nsbox/nsbox-kernel", "--python-path", "/opt/nsbox/python",
                                               "--control-fd", "3"};
@@ -58,6 +57,11 @@ Result<CellRequest> CellRequest::from_json(const Json& j) {
   if (auto l = j.find("output_limit"); l != j.end()) {
     if (!l->is_number_unsigned() || l->get<uint64_t>() > (64u << 20)) return bad("\"output_limit\" must be bytes, at most 64 MiB");
     r.output_limit = l->get<size_t>();
+  }
+  if (auto d = j.find("output_dir"); d != j.end()) {
+    auto dir = parse_output_dir(*d);
+    if (!dir) return bad(dir.error().message);
+    r.output_dir = *dir;
   }
   if (auto s = j.find("stream"); s != j.end() && s->is_boolean()) r.stream = s->get<bool>();
   return r;
@@ -116,15 +120,15 @@ void KernelSession::dispatch() {
   c.number = next_cell_++;
   FilesVolume* volume = host_.files_volume();
   std::string prefix = "cell-" + std::to_string(c.number);
-  c.out = std::make_unique<OutputCapture>(c.request.output_limit, volume, prefix + "-stdout.txt");
-  c.err = std::make_unique<OutputCapture>(c.request.output_limit, volume, prefix + "-stderr.txt");
+  c.out = std::make_unique<OutputCapture>(c.request.output_limit, volume, c.request.output_dir, prefix + "-stdout.txt");
+  c.err = std::make_unique<OutputCapture>(c.request.output_limit, volume, c.request.output_dir, prefix + "-stderr.txt");
   c.out->append(stray_out_);
   c.err->append(stray_err_);
   stray_out_.clear();
   stray_err_.clear();
   c.started = Clock::now();
   c.oom_before = host_.oom_kills();
-  Json execute = {{"op", "execute"}, {"cell", c.number}, {"output_dir", kOutputDir}, {"results_limit", c.request.output_limit}};
+  Json execute = {{"op", "execute"}, {"cell", c.number}, {"output_dir", FilesVolume::inside_path(c.request.output_dir)}, {"results_limit", c.request.output_limit}};
   if (protocol::is_valid_utf8(c.request.code)) execute["code"] = c.request.code;
   else execute["code_b64"] = protocol::base64_encode(c.request.code);
   size_t before = pending_to_kernel();

@@ -31,7 +31,7 @@ void OutputCapture::append(std::string_view bytes) {
   if (rest.empty() || !volume_ || file_failed_) return;
   if (!file_) {
     // First overflow: the file starts with everything so far, which is exactly head_.
-    auto fd = volume_->create_file(std::string(kOutputDir) + "/" + file_name_);
+    auto fd = volume_->create_file(file_name_);
     if (!fd) {
       file_failed_ = true;
       file_error_ = fd.error().message;
@@ -63,7 +63,7 @@ void OutputCapture::put(protocol::Json& result, const std::string& stream) const
   result[stream + "_bytes"] = bytes_;
   result[stream + "_lines"] = newlines_ + (bytes_ > 0 && !ends_with_newline_ ? 1 : 0);
   result[stream + "_truncated"] = truncated;
-  if (file_ && !file_failed_) result[stream + "_file_path"] = FilesVolume::inside_path(std::string(kOutputDir) + "/" + file_name_);
+  if (file_ && !file_failed_) result[stream + "_file_path"] = FilesVolume::inside_path(file_name_);
   if (truncated && file_failed_ && !file_error_.empty()) result[stream + "_file_error"] = file_error_;
 }
 

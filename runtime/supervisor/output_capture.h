@@ -9,6 +9,7 @@
 
 #include "isolation/sys/unique_fd.h"
 #include "mounts/files_volume.h"
+#include "runtime/command.h"
 #include "runtime/protocol/frame.h"
 
 namespace nsbox {
@@ -17,15 +18,14 @@ class OutputCapture {
  public:
   static constexpr size_t kDefaultInlineLimit = 64 << 10;
   static constexpr uint64_t kMaxFileBytes = 4ull << 30;  // past this the file stops growing
-  static constexpr const char* kOutputDir = ".nsbox/output";
-
-  // `volume` may be null (no place to spill: the text is only counted past the limit).
-  OutputCapture(size_t inline_limit, FilesVolume* volume, std::string file_name)
-      : limit_(inline_limit), volume_(volume), file_name_(std::move(file_name)) {}
+  // `volume` may be null (no place to spill: the text is only counted past the limit);
+  // `dir` is relative to the volume (kOutputDir or kComposioOutputDir).
+  OutputCapture(size_t inline_limit, FilesVolume* volume, std::string dir, std::string file_name)
+      : limit_(inline_limit), volume_(volume), file_name_(std::move(dir) + "/" + std::move(file_name)) {}
 
   void append(std::string_view bytes);
   // {"stdout": ..., "stdout_lines": N, "stdout_bytes": N, "stdout_truncated": b,
-  //  "stdout_file_path": "/mnt/files/.nsbox/output/..."} for stream "stdout".
+  //  "stdout_file_path": "/mnt/files/<dir>/..."} for stream "stdout".
   void put(protocol::Json& result, const std::string& stream) const;
 
  private:

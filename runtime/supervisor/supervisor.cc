@@ -388,8 +388,10 @@ void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   auto stream_flag = frame.message.find("stream");
   c.stream = stream_flag == frame.message.end() || !stream_flag->is_boolean() || stream_flag->get<bool>();
   std::string prefix = "command-" + std::to_string(id);
-  c.out_capture = std::make_unique<OutputCapture>(OutputCapture::kDefaultInlineLimit, files_volume(), prefix + "-stdout.txt");
-  c.err_capture = std::make_unique<OutputCapture>(OutputCapture::kDefaultInlineLimit, files_volume(), prefix + "-stderr.txt");
+  c.out_capture = std::make_unique<OutputCapture>(OutputCapture::kDefaultInlineLimit, files_volume(), c.request.output_dir,
+                                                  prefix + "-stdout.txt");
+  c.err_capture = std::make_unique<OutputCapture>(OutputCapture::kDefaultInlineLimit, files_volume(), c.request.output_dir,
+                                                  prefix + "-stderr.txt");
   c.out = std::move(out_r);
   c.err = std::move(err_r);
   c.started = std::chrono::steady_clock::now();

@@ -435,3 +435,97 @@ print(json.dumps({"found": found, "scanned": scanned, "self": str(os.getpid()),
     CHECK(root.logs(id).find(k) == std::string::npos);
   }
 }
+
+TEST_CASE("the workbench tool shapes answer with the hosted field names, and long output spills to .composio/output", "[tools]") {
+  TestRoot root;
+  auto id = root.create();
+  auto call = [&](const std::string& tool, const json& input) {
+    auto r = root.nsbox({"workbench", id, "--tool", tool, "--input", input.dump()});
+    INFO(r.out << r.err);
+    REQUIRE(!r.out.empty());
+    return std::pair{r, json::parse(r.out)};
+  };
+  auto [cell_run, cell] = call("COMPOSIO_REMOTE_WORKBENCH", {{"code_to_execute", "x = 41\nprint('a' * 100000)\nx + 1"},
+                                                              {"thought", "a test"}, {"current_step", "COUNTING"},
+                                                              {"current_step_metric", "1/2"}, {"session_id", "s-1"}});
+  CHECK(cell_run.exit_code == 0);
+  CHECK(cell["successful"] == true);
+  CHECK(cell["error"].is_null());
+  const json& d = cell["data"];
+  CHECK(d["results"] == "42");
+  CHECK(d["stdout"].get<std::string>().size() < 100001);  // cut inline...
+  REQUIRE(d["stdout_file_path"].is_string());             // ...and whole in the hosted place
+  std::string spilled = d["stdout_file_path"];
+  CHECK(spilled.starts_with("/mnt/files/.composio/output/"));
+  CHECK(root.download(id, spilled).size() == 100001);
+  CHECK(d["stderr"] == "");
+  CHECK(d["error"].is_null());
+  CHECK(d["results_file_path"].is_null());
+  CHECK(d["stderr_file_path"].is_null());
+  CHECK(d["session"]["id"] == "s-1");
+  CHECK(cell_run.err.find("[COUNTING] 1/2") != std::string::npos);  // reported as progress
+
+  auto [err_run, err] = call("COMPOSIO_REMOTE_WORKBENCH", {{"code_to_execute", "x / 0"}});
+  CHECK(err_run.exit_code == 1);
+  CHECK(err["successful"] == false);
+  CHECK(err["data"]["error"].get<std::string>().find("ZeroDivisionError") != std::string::npos);
+  CHECK(err["error"] == err["data"]["error"]);
+
+  auto [bash_run, bash] = call("COMPOSIO_REMOTE_BASH_TOOL", {{"command", "pwd; seq 1 30000; echo oops >&2; exit 3"}});
+  CHECK(bash_run.exit_code == 1);
+  CHECK(bash["successful"] == false);
+  const json& b = bash["data"];
+  CHECK(b["stdout"].get<std::string>().starts_with("/home/user\n1\n2\n"));
+  CHECK(b["stdoutLines"] == 30001);
+  CHECK(b["stderrLines"] == 1);
+  CHECK(b["stderr"] == "oops\n");
+  CHECK(b["exit_code"] == 3);
+  CHECK(b["error"].get<std::string>().find("status 3") != std::string::npos);
+  REQUIRE(b["stdout_file_path"].is_string());
+  CHECK(b["stdout_file_path"].get<std::string>().starts_with("/mnt/files/.composio/output/"));
+  CHECK(b["stderr_file_path"].is_null());
+
+  // Bad input runs nothing and says what is wrong.
+  auto bad = root.nsbox({"workbench", id, "--tool", "COMPOSIO_REMOTE_WORKBENCH", "--input", R"({"code": "1"})"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("unknown field \"code\"") != std::string::npos);
+  auto unknown = root.nsbox({"workbench", id, "--tool", "COMPOSIO_SEARCH", "--input", "{}"});
+  CHECK(unknown.err.find("no workbench tool") != std::string::npos);
+}
+
+TEST_CASE("the workbench tools' schemas teach the rules, for OpenAI and Anthropic", "[tools]") {
+  TestRoot root;
+  for (const char* format : {"openai", "anthropic"}) {
+    auto r = root.nsbox({"tools", "schema", "--format", format});
+    REQUIRE(r.exit_code == 0);
+    json s = json::parse(r.out);
+    REQUIRE(s.size() == 2);
+    json first = std::string(format) == "openai" ? s[0]["function"] : s[0];
+    CHECK(first["name"] == "COMPOSIO_REMOTE_WORKBENCH");
+    std::string description = first["description"];
+    for (const char* rule : {"180 seconds", "ThreadPoolExecutor", "/mnt/files", "expression", "small steps"})
+      CHECK(description.find(rule) != std::string::npos);
+    json params = std::string(format) == "openai" ? first["parameters"] : first["input_schema"];
+    CHECK(params["required"] == json::array({"code_to_execute"}));
+  }
+  CHECK(root.nsbox({"tools", "schema", "--format", "xml"}).exit_code != 0);
+}
+
+TEST_CASE("nsbox tools ls lists a remote's catalogue (the key added outside) or a tools directory's", "[tools]") {
+  FakeRemote remote;
+  TestRoot root;
+  auto r = root.nsbox({"tools", "ls", "--json", "--tools", "composio", "--search", "slow"}, remote.env());
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json listed = json::parse(r.out)["tools"];
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0]["slug"] == "SLOW");
+  ToolsDir tools;
+  tools.add("B_TOOL", "#!/bin/sh\necho {}\n");
+  tools.add("A_TOOL", "#!/bin/sh\necho {}\n");
+  std::ofstream(tools.path() + "/A_TOOL.schema.json") << R"({"description": "the first", "properties": {"x": {"type": "string"}}})";
+  auto local = root.nsbox({"tools", "ls", "--tools-dir", tools.path()});
+  CHECK(local.out == "A_TOOL  the first\nB_TOOL\n");
+  auto none = root.nsbox({"tools", "ls"});
+  CHECK(none.exit_code != 0);
+}
