@@ -241,6 +241,9 @@ class _AsyncWorkbench:
             on_display=_bridge(on_display, loop), output_limit=output_limit, stream=stream,
             request_timeout=request_timeout)
 
+    async def workbench_tool(self, tool: str, arguments: Any) -> Dict[str, Any]:
+        return await _thread(self._sync_wb.workbench_tool, tool, arguments)
+
     async def interrupt(self) -> None:
         await _thread(self._sync_wb.interrupt)
 

@@ -93,6 +93,15 @@ class _Workbench:
                                      on_progress=on_progress, on_display=on_display, output_limit=output_limit,
                                      stream=stream, request_timeout=request_timeout)
 
+    def workbench_tool(self, tool: str, arguments: Mapping[str, Any]) -> Dict[str, Any]:
+        """One call of a hosted workbench tool, answered by this sandbox:
+        ``COMPOSIO_REMOTE_WORKBENCH`` ({"code_to_execute": ...}) or
+        ``COMPOSIO_REMOTE_BASH_TOOL`` ({"command": ...}). Returns the hosted answer,
+        ``{"data": {...}, "error": ..., "successful": ...}`` (docs/tools.md), so an agent
+        loop written for the hosted workbench can hand its tool calls here unchanged."""
+        return self._client.json("POST", self._base + "/tools/" + _quote(tool), json_body=dict(arguments),
+                                 timeout=max(self._client.timeout, 240.0))
+
     def interrupt(self) -> None:
         """Interrupts the running cell (it ends ``interrupted``, its state kept)."""
         self._client.json("POST", self._base + "/interrupt")
@@ -145,6 +154,7 @@ class Sandbox(_Workbench):
         files_quota: Union[None, int, str] = None,
         volume: Optional[str] = None,
         manifest: Optional[Mapping[str, Any]] = None,
+        tools: Optional[Mapping[str, Any]] = None,
         *,
         client: Optional[Client] = None,
         url: Optional[str] = None,
@@ -158,8 +168,10 @@ class Sandbox(_Workbench):
         ``size`` standard|medium|large|xlarge; ``env`` its environment (never echoed);
         ``net`` none|host; ``mounts`` bucket mounts (``"s3://b/p:/data:rw"`` strings or
         objects with ``credentials``); ``files_quota`` bytes or ``"10G"``; ``volume`` a
-        named files volume; ``manifest`` files to make in /home/user first. The
-        connection comes from ``client`` or the other arguments (see :class:`Client`).
+        named files volume; ``manifest`` files to make in /home/user first; ``tools``
+        the tool bridge ({"backend": "composio" | "dir" | "replay", "tools_dir", ...};
+        its keys come from the server's environment, never from here: docs/tools.md).
+        The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
         body: Dict[str, Any] = {}
@@ -172,6 +184,8 @@ class Sandbox(_Workbench):
             body["mounts"] = [m if isinstance(m, str) else dict(m) for m in mounts]
         if manifest is not None:
             body["manifest"] = dict(manifest)
+        if tools is not None:
+            body["tools"] = dict(tools)
         # Creating waits for the sandbox (30 s, plus 60 s per bucket mount at most).
         wait = max(c.timeout, 60.0 + 60.0 * len(mounts or ()))
         doc = c.json("POST", "/v1/sandboxes", json_body=body, timeout=wait)

@@ -88,6 +88,8 @@ class Server:
         self.token_file: Optional[str] = None
         self.token: Optional[str] = None
         self.starts = 0
+        # Where API callers may name a tools directory or a recording (docs/tools.md).
+        self.tools_root = os.path.join(root, "tools")
 
     def start(self, timeout: float = 60) -> None:
         assert NSBOX_BIN is not None and self.proc is None
@@ -96,7 +98,8 @@ class Server:
         try:
             self.proc = subprocess.Popen(
                 [NSBOX_BIN, "--root", self.root, "serve", "--socket", self.socket, "--listen", "127.0.0.1:0"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, env=quiet_environment())
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+                env=quiet_environment(NSBOX_TOOLS_ROOT=self.tools_root))
         finally:
             log.close()
         assert self.proc.stdout is not None

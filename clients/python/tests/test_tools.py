@@ -1,0 +1,48 @@
+"""The tool bridge through the API: a sandbox created with ``tools`` answers its helpers
+from a tools directory under the server's NSBOX_TOOLS_ROOT (and refuses one elsewhere),
+and the hosted workbench tools answer in the hosted envelope."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+import nsbox
+from conftest import Server
+
+
+def _tools_dir(server: Server) -> str:
+    path = os.path.join(server.tools_root, "api-tools")
+    os.makedirs(path, exist_ok=True)
+    tool = os.path.join(path, "GREET")
+    with open(tool, "w") as f:
+        f.write("#!/usr/bin/python3.11\nimport json, sys\nprint(json.dumps({'hello': json.load(sys.stdin)['name']}))\n")
+    os.chmod(tool, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    return path
+
+
+def test_a_sandbox_created_with_a_tools_directory_answers_its_helpers(sock_client: nsbox.Client, server: Server) -> None:
+    with nsbox.Sandbox.create(tools={"tools_dir": _tools_dir(server)}, client=sock_client) as sbx:
+        assert sbx.info().raw["tools"]["backend"] == "dir"
+        got = sbx.run_code("run_composio_tool('GREET', {'name': 'ada'})")
+        assert got.results == "({'hello': 'ada'}, None)", got.raw
+
+
+def test_a_tools_directory_outside_the_servers_tools_root_is_refused(sock_client: nsbox.Client) -> None:
+    with pytest.raises(nsbox.NsboxError) as refused:
+        nsbox.Sandbox.create(tools={"tools_dir": "/usr/bin"}, client=sock_client)
+    assert refused.value.code == "permission_denied"
+    assert "tools root" in str(refused.value)
+
+
+def test_the_workbench_tools_answer_in_the_hosted_envelope(sandbox: nsbox.Sandbox) -> None:
+    cell = sandbox.workbench_tool("COMPOSIO_REMOTE_WORKBENCH", {"code_to_execute": "x = 20\nx * 2 + 2"})
+    assert cell["successful"] is True and cell["error"] is None
+    assert cell["data"]["results"] == "42"
+    bash = sandbox.workbench_tool("COMPOSIO_REMOTE_BASH_TOOL", {"command": "echo hi; exit 4"})
+    assert bash["successful"] is False
+    assert bash["data"]["stdout"] == "hi\n" and bash["data"]["stdoutLines"] == 1 and bash["data"]["exit_code"] == 4
+    with pytest.raises(nsbox.NsboxError) as bad:
+        sandbox.workbench_tool("COMPOSIO_REMOTE_WORKBENCH", {"code": "1"})
+    assert bad.value.code == "malformed_request"
