@@ -44,8 +44,8 @@ struct ToolBridgeSetup {
 class ToolBridge {
  public:
   static constexpr size_t kMaxPending = 1024;
-  static constexpr double kRatePerSecond = 200;
-  static constexpr double kRateBurst = 400;
+  static constexpr double kRatePerSecond = 1000;
+  static constexpr double kRateBurst = 2000;
   static constexpr size_t kMaxQueuedBytes = 32u << 20;
   static constexpr int kMaxStarts = 5;
 

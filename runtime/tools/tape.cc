@@ -77,19 +77,24 @@ Result<Replay> Replay::load(const std::string& path) {
   return replay;
 }
 
-ToolAnswer Replay::answer(const ToolCall& call) {
+std::optional<ToolAnswer> Replay::find(const ToolCall& call) {
   std::lock_guard lock(*mutex_);
   auto it = answers_.find(key(call.helper, call.args));
-  if (it == answers_.end()) {
+  if (it == answers_.end()) return std::nullopt;
+  Answers& a = it->second;
+  ToolAnswer answer = a.answers[std::min(a.next, a.answers.size() - 1)];
+  if (a.next < a.answers.size()) ++a.next;
+  return answer;
+}
+
+ToolAnswer Replay::answer(const ToolCall& call) {
+  if (auto found = find(call)) return std::move(*found);
+  {
     std::string what = call.helper == "run_tool" ? call.args.value("tool", std::string("run_tool")) : call.helper;
     std::string args = call.args.dump(-1, ' ', false, Json::error_handler_t::replace);
     if (args.size() > 200) args = args.substr(0, 200) + "...";
     return ToolAnswer::failed(what + ": the replay has no recorded answer for this call (" + args + ")");
   }
-  Answers& a = it->second;
-  ToolAnswer answer = a.answers[std::min(a.next, a.answers.size() - 1)];
-  if (a.next < a.answers.size()) ++a.next;
-  return answer;
 }
 
 }  // namespace nsbox::tools

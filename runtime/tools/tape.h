@@ -6,13 +6,16 @@
 // A replayed call matches on helper and args exactly (keys compared sorted, so the order
 // the code wrote them in does not matter); when one call was recorded several times the
 // answers are given in order, the last one repeating. A call with no recording is an
-// error that says so.
+// error that says so — or, when the sandbox has another backend too (`--tools-dir DIR
+// --tools-replay FILE`), goes to it: a recording then fixes some answers (a model's,
+// say) and the backend gives the rest.
 #pragma once
 
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +43,10 @@ class Recorder {
 class Replay {
  public:
   static Result<Replay> load(const std::string& path);
+  // The recorded answer, or an error saying there is none.
   ToolAnswer answer(const ToolCall& call);
+  // The recorded answer, if there is one.
+  std::optional<ToolAnswer> find(const ToolCall& call);
 
  private:
   struct Answers {

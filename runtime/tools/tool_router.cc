@@ -14,7 +14,7 @@ Result<std::unique_ptr<ToolRouter>> ToolRouter::create(ToolsConfig config, ToolK
   if (c.backend == ToolsBackend::kComposio) r->remote_ = std::make_unique<ComposioRemote>(c, keys.composio_api_key);
   if (!c.llm_url.empty()) r->llm_ = std::make_unique<LlmRemote>(c, keys.llm_api_key);
   if (!c.tools_dir.empty()) r->local_ = std::make_unique<LocalTools>(c);
-  if (c.backend == ToolsBackend::kReplay) r->replay_ = NSBOX_TRY(Replay::load(c.replay_file));
+  if (!c.replay_file.empty()) r->replay_ = NSBOX_TRY(Replay::load(c.replay_file));
   if (!c.record_file.empty()) r->recorder_.emplace(NSBOX_TRY(Recorder::open(c.record_file)));
   r->shared_ = std::move(shared);
   keys.wipe();
@@ -45,7 +45,9 @@ ToolAnswer ToolRouter::dispatch(const ToolCall& call) {
     if (call.args.contains("arguments") && !call.args["arguments"].is_object())
       return ToolAnswer::failed(tool.get<std::string>() + ": the arguments must be a dict");
   }
-  if (replay_) return replay_->answer(call);
+  if (replay_ && config_.backend == ToolsBackend::kReplay) return replay_->answer(call);
+  if (replay_)
+    if (auto recorded = replay_->find(call)) return std::move(*recorded);
   if (call.helper == "run_tool") return run_tool(call.args);
   return other_helper(call);
 }

@@ -1,5 +1,7 @@
 // What answers each helper call in the bridge process (docs/tools.md, "Backends"):
 //
+// A recording answers first (alone, or in front of another backend: then what it lacks
+// goes on):
 //   run_tool       replay | composio remote | tools dir         (meta-tools refused)
 //   invoke_llm     replay | llm_url | remote's llm_tool | DIR/invoke_llm
 //   web_search     replay | remote's web_search_tool | DIR/web_search

@@ -529,3 +529,17 @@ TEST_CASE("nsbox tools ls lists a remote's catalogue (the key added outside) or 
   auto none = root.nsbox({"tools", "ls"});
   CHECK(none.exit_code != 0);
 }
+
+TEST_CASE("a recording in front of a tools directory answers what it holds, and the directory the rest", "[tools]") {
+  ToolsDir tools;
+  tools.add("ECHO", "#!/bin/sh\ncat\n");
+  std::ofstream(tools.path() + "/fixed.jsonl")
+      << json{{"helper", "invoke_llm"}, {"args", {{"query", "q"}, {"options", json::object()}}}, {"result", "fixed answer"}}.dump()
+      << "\n";
+  TestRoot root;
+  auto id = root.create({"--tools-dir", tools.path(), "--tools-replay", tools.path() + "/fixed.jsonl"});
+  auto got = cell_json(root, id, "import json; print(json.dumps([invoke_llm('q'), run_tool('ECHO', {'a': 1}), invoke_llm('other')]))");
+  CHECK(got[0] == json::array({"fixed answer", nullptr}));
+  CHECK(got[1] == json::array({json{{"a", 1}}, nullptr}));
+  CHECK(got[2][1].get<std::string>().find("invoke_llm: not configured") != std::string::npos);
+}

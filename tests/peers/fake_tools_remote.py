@@ -129,6 +129,9 @@ def echo_answer(slug, arguments, user_id):
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = SOCKET_TIMEOUT_S
+    # Headers and body go out in two writes: with Nagle on, a kept-alive client waits for
+    # the delayed ACK (40 ms a call) before the body comes.
+    disable_nagle_algorithm = True
     state: State  # set on the class by main()
 
     def log_message(self, format, *args):  # noqa: A002 - silence stderr logging

@@ -1,5 +1,7 @@
 #include "tests/support/nsbox_cli.h"
 
+#include "isolation/sys/files.h"
+
 #include <sys/mount.h>
 
 #include <fcntl.h>
@@ -79,11 +81,13 @@ std::vector<pid_t> processes_of(const std::string& data_dir) {
     std::string name = e.path().filename();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string proc = e.path().string();
-    std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
-    std::string args{std::istreambuf_iterator<char>(cmdline), std::istreambuf_iterator<char>()};
-    if (args.find(needle) == std::string::npos) continue;
-    std::ifstream stat(proc + "/stat");
-    std::string text{std::istreambuf_iterator<char>(stat), std::istreambuf_iterator<char>()};
+    // A process may exit between the listing and the read: then read(2) says ESRCH (which
+    // an ifstream turns into an exception, in a destructor: an abort). It is gone: skip it.
+    auto args = files::read_file(proc + "/cmdline", 1 << 20);
+    if (!args || args->find(needle) == std::string::npos) continue;
+    auto stat = files::read_file(proc + "/stat", 1 << 16);
+    if (!stat) continue;
+    const std::string& text = *stat;
     auto close = text.rfind(')');
     if (close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z') continue;  // exited
     pids.push_back(static_cast<pid_t>(std::stol(name)));
