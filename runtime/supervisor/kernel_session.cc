@@ -281,7 +281,7 @@ void KernelSession::on_kernel_message(const Json& m) {
 void KernelSession::on_helper_call(const Json& m) {
   uint64_t call = m.at("call").get<uint64_t>();
   std::string name = m.at("name").get<std::string>();
-  const Json& args = m.at("args");
+  const Json args = m.value("args", Json::object());
   if (!args.is_object() || name.size() > 64) {
     ++bad_frames_;
     answer_kernel({{"event", "reply"}, {"call", call}, {"result", nullptr}, {"error", "malformed helper call"}});

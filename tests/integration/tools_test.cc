@@ -145,7 +145,7 @@ print(json.dumps({"ok": sum(1 for r, e in results if e is None), "order": [r["ar
   CHECK(remote.stats()["peak_in_flight"].get<int>() >= 8);
 }
 
-TEST_CASE("invoke_llm asks an OpenAI-style endpoint with the key added outside; its failure is a tuple", "[tools]") {
+TEST_CASE("invoke_llm asks an OpenAI-style endpoint with the key added outside, and its failure is a tuple", "[tools]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -161,7 +161,7 @@ print(json.dumps([invoke_llm("hello"), invoke_llm(messages=[{"role": "user", "co
     if (r["path"] == "/v1/chat/completions") CHECK(r["authorization_ok"] == true);
 }
 
-TEST_CASE("meta-tools are refused; a result read in the wrong case style finds the real key; arguments are corrected from the schema", "[tools]") {
+TEST_CASE("meta-tools are refused, and a result read in the wrong case style finds the real key, and arguments are corrected from the schema", "[tools]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -189,7 +189,7 @@ print(json.dumps({"meta": meta, "key": cfg["apiKey"], "nested": cfg["nested"]["c
   CHECK(!remote.stats()["counts"].contains("COMPOSIO_REMOTE_WORKBENCH"));
 }
 
-TEST_CASE("a tools directory answers offline: JSON in, JSON out; a failing tool's stderr and a non-JSON answer are errors", "[tools]") {
+TEST_CASE("a tools directory answers offline: JSON in, JSON out, and a failing tool's stderr and a non-JSON answer are errors", "[tools]") {
   ToolsDir tools;
   tools.add("ADD", "#!/usr/bin/python3.11\nimport json, sys\na = json.load(sys.stdin)\nprint(json.dumps({'sum': a['x'] + a['y']}))\n");
   tools.add("BROKEN", "#!/bin/sh\necho 'no token for the API' >&2\nexit 3\n");
@@ -210,7 +210,7 @@ print(json.dumps([run_tool("ADD", {"x": 2, "y": 3}), run_tool("BROKEN", {}), run
   CHECK(got[5] == json::array({"offline: q", nullptr}));
 }
 
-TEST_CASE("calls recorded against the remote replay with the remote gone; an unrecorded call says so", "[tools]") {
+TEST_CASE("calls recorded against the remote replay with the remote gone, and an unrecorded call says so", "[tools]") {
   ToolsDir dir;  // holds the recording
   std::string tape = dir.path() + "/calls.jsonl";
   const std::string code = "import json; print(json.dumps([run_tool('ECHO', {'message': 'm', 'n': 1}), invoke_llm('hi'), run_tool('FAIL', {})]))";
@@ -245,7 +245,7 @@ TEST_CASE("a Python script run through the bash tool imports the helpers and rea
   CHECK(root.sh(id, "ls -l /run/nsbox/").out.find("bridge.sock") != std::string::npos);
 }
 
-TEST_CASE("calls in flight at a cell's deadline are abandoned and counted; the cell's state is kept", "[tools]") {
+TEST_CASE("calls in flight at a cell's deadline are abandoned and counted, and the cell's state is kept", "[tools]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -267,7 +267,7 @@ with ThreadPoolExecutor(max_workers=4) as pool:
   CHECK(next["abandoned_tool_calls"] == 0);
 }
 
-TEST_CASE("garbage and a flood on the bridge socket get errors; the supervisor, its log and the cell deadline are unaffected", "[tools]") {
+TEST_CASE("garbage and a flood on the bridge socket get errors, and the supervisor, its log and the cell deadline are unaffected", "[tools]") {
   ToolsDir tools;
   tools.add("NOOP", "#!/bin/sh\necho '{}'\n");
   TestRoot root;
@@ -316,7 +316,7 @@ EOF)PY",
   CHECK(root.logs(id).size() < (256u << 10));
 }
 
-TEST_CASE("upload_local_file copies into the files volume and links a host copy; a symlink out of the sandbox is refused", "[tools]") {
+TEST_CASE("upload_local_file copies into the files volume and links a host copy, and a symlink out of the sandbox is refused", "[tools]") {
   TestRoot root;
   auto id = root.create();
   auto got = cell_json(root, id, R"PY(import json, os

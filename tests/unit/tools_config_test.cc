@@ -16,7 +16,7 @@
 using namespace nsbox;
 using nlohmann::json;
 
-TEST_CASE("a tools config names its backend, or a directory or recording says it; every field is checked") {
+TEST_CASE("a tools config names its backend, or a directory or recording says it, and every field is checked") {
   auto dir = ToolsConfig::from_json({{"tools_dir", "/srv/tools"}});
   REQUIRE(dir);
   CHECK(dir->backend == ToolsBackend::kDir);
