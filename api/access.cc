@@ -1,8 +1,6 @@
 #include "api/access.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,24 +28,6 @@ std::string first_line(std::string text) {
 }
 
 }  // namespace
-
-std::string base64url(std::string_view bytes) {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
-    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63], kAlphabet[v & 63]};
-  }
-  if (i + 1 == bytes.size()) {
-    uint32_t v = uint8_t(bytes[i]) << 16;
-    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63]};
-  } else if (i + 2 == bytes.size()) {
-    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8);
-    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63]};
-  }
-  return out;
-}
 
 std::string random_token() { return base64url(random_bytes(32)); }
 std::string random_key() { return base64url(random_bytes(32)); }
@@ -83,12 +63,6 @@ Result<std::string> load_or_make_secret(const std::string& path, std::string (*m
   return fail(make_error(ErrorCode::kBusy, "could not read or create " + path));
 }
 
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(i < a.size() ? a[i] ^ b[i] : 1);
-  return diff == 0;
-}
-
 bool BearerToken::accepts(std::string_view header) const {
   constexpr std::string_view kScheme = "Bearer ";
   if (header.size() < kScheme.size()) return false;
@@ -97,23 +71,6 @@ bool BearerToken::accepts(std::string_view header) const {
     if (std::tolower(static_cast<unsigned char>(header[i])) != std::tolower(static_cast<unsigned char>(kScheme[i])))
       return false;
   return constant_time_equal(header.substr(kScheme.size()), token_);
-}
-
-std::string LinkSigner::sign(std::string_view sandbox_id, std::string_view path, int64_t expires) const {
-  // No two links sign the same text: the id has no newline (ids and names are checked)
-  // and the expiry, last, is digits only, so the path is what lies between them.
-  std::string text = "nsbox-download-v1\n" + std::string(sandbox_id) + "\n" + std::string(path) + "\n" + std::to_string(expires);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  ::HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), reinterpret_cast<const unsigned char*>(text.data()),
-         text.size(), mac, &len);
-  return base64url(std::string_view(reinterpret_cast<const char*>(mac), len));
-}
-
-bool LinkSigner::verify(std::string_view sandbox_id, std::string_view path, int64_t expires, std::string_view signature,
-                        int64_t now) const {
-  bool good = constant_time_equal(signature, sign(sandbox_id, path, expires));
-  return good && now < expires;
 }
 
 }  // namespace nsbox::api

@@ -1,5 +1,5 @@
-// Who may use the API: a bearer token for every request, and signed download links that
-// need none until they expire.
+// Who may use the API: a bearer token for every request, and signed download links
+// (runtime/links/download_link.h) that need none until they expire.
 //
 // The token is the first line of a 0600 file (made on first start: 32 random bytes,
 // base64url), compared in constant time. Links carry an expiry and an HMAC-SHA256
@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "isolation/sys/error.h"
+#include "runtime/links/download_link.h"
 
 namespace nsbox::api {
 
@@ -32,22 +33,9 @@ class BearerToken {
   std::string token_;
 };
 
-class LinkSigner {
- public:
-  explicit LinkSigner(std::string key) : key_(std::move(key)) {}
-  // The signature of a download of `path` (as given) from `sandbox_id` until `expires`
-  // (Unix seconds): base64url of HMAC-SHA256.
-  std::string sign(std::string_view sandbox_id, std::string_view path, int64_t expires) const;
-  // The signature matches and `now` is before `expires`.
-  bool verify(std::string_view sandbox_id, std::string_view path, int64_t expires, std::string_view signature,
-              int64_t now) const;
-
- private:
-  std::string key_;
-};
-
-// Equal, in time that depends only on the length of `b`.
-bool constant_time_equal(std::string_view a, std::string_view b);
-std::string base64url(std::string_view bytes);
+// The links' signer and its helpers are shared with the tool bridge.
+using links::base64url;
+using links::constant_time_equal;
+using links::LinkSigner;
 
 }  // namespace nsbox::api

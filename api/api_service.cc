@@ -145,11 +145,19 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   respond_error(x, no_route(r));
 }
 
+// A sandbox made here hands out its files (upload_local_file) as this server's signed
+// links, which open here without a token until they expire.
+void ApiService::hand_links(CreateOptions& options) const {
+  options.tool_keys.link_key = signer_.key();
+  options.tool_keys.link_base_url = config_.public_url;
+}
+
 void ApiService::create_sandbox(Exchange& x) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   auto options = create_options_from_json(*body, process_environment(), Caller::kRemote);
   if (!options) return respond_error(x, options.error());
+  hand_links(*options);
   auto info = runtime_.create(*options);
   for (auto& m : options->mounts) m.credentials.wipe();
   if (!info) return respond_error(x, info.error());
@@ -219,6 +227,7 @@ void ApiService::route_sessions(Exchange& x, const Path& path) {
   auto sandbox = sessions_.sandbox_of(sid, [&](const Session& s) -> Result<std::string> {
     CreateOptions o;
     o.size = s.size;
+    hand_links(o);
     auto info = NSBOX_TRY(runtime_.create(o));
     return info.record.id;
   });

@@ -64,6 +64,7 @@ class ApiService {
   void run_cell(Exchange& x, const std::string& sandbox);
   void run_command(Exchange& x, const std::string& sandbox);
   void run_workbench_tool(Exchange& x, const std::string& sandbox, const std::string& tool);
+  void hand_links(CreateOptions& options) const;
 
   // api/file_routes.cc
   void put_file(Exchange& x, const std::string& sandbox);

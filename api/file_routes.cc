@@ -64,30 +64,10 @@ Json page_json(const files::DirPage& page, const std::string& shown_dir) {
 
 bool flag(const HttpRequest& r, const char* name) { return r.query_value(name) == "true"; }
 
-std::string percent_encode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-                 c == '.' || c == '~' || c == '/';
-    if (plain) out += static_cast<char>(c);
-    else out += {'%', kHex[c >> 4], kHex[c & 15]};
-  }
-  return out;
-}
-
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string rfc3339(int64_t t) {
-  std::time_t tt = t;
-  std::tm tm{};
-  ::gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 Error too_large_download(const std::string& path, const struct stat& st) {
   return make_error(ErrorCode::kLimitExceeded,
@@ -176,9 +156,8 @@ void ApiService::sign_file(Exchange& x, const std::string& sandbox) {
   if (auto fd = volume->open_file(*rel, &st); !fd) return respond_error(x, fd.error());
   std::string path = r.query_value("path");
   int64_t expires = unix_now() + seconds;
-  std::string link = "/v1/sandboxes/" + info->record.id + "/files?path=" + percent_encode(path) + "&expires=" +
-                     std::to_string(expires) + "&signature=" + signer_.sign(info->record.id, path, expires);
-  x.respond(200, {{"download_url", config_.public_url + link}, {"download_path", link}, {"expires_at", rfc3339(expires)}});
+  std::string link = signer_.link(info->record.id, path, expires);
+  x.respond(200, {{"download_url", config_.public_url + link}, {"download_path", link}, {"expires_at", links::rfc3339(expires)}});
 }
 
 void ApiService::fs_route(Exchange& x, const std::string& sandbox, const std::string& verb) {

@@ -71,7 +71,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   // The servers have the credentials now; we never need them again.
   for (auto& m : self->spec_.mounts) m.credentials.wipe();
   self->tools_ = std::make_unique<ToolBridge>(
-      *self->loop_, ToolBridgeSetup{layout.tool_bridge(), root.sandbox_dir(spec.id) + "/tools.log", root.shared_dir(spec.id),
+      *self->loop_, ToolBridgeSetup{spec.id, layout.tool_bridge(), root.sandbox_dir(spec.id) + "/tools.log", root.shared_dir(spec.id),
                                     self->instance_->init_pid(), ids.uid, ids.gid, spec.tools, spec.tool_keys});
   self->spec_.tool_keys.wipe();  // the bridge's copy is the one left
   NSBOX_CHECK(self->bridge_socket_->serve(*self->loop_, *self->tools_));

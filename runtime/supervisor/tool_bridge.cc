@@ -110,7 +110,8 @@ Result<void> ToolBridge::spawn() {
   pidfd_.reset(sys::pidfd_open(pid, 0));
   config_r.reset();
   theirs.reset();
-  Json config = {{"tools", setup_.config.to_json()}, {"keys", setup_.keys.to_json()}, {"shared_dir", setup_.shared_dir},
+  Json config = {{"sandbox_id", setup_.sandbox_id}, {"tools", setup_.config.to_json()}, {"keys", setup_.keys.to_json()},
+                 {"shared_dir", setup_.shared_dir},
                  {"uid", setup_.uid}, {"gid", setup_.gid}, {"log_file", setup_.log_file}};
   std::string text = config.dump();
   struct sigaction ignore{}, previous{};

@@ -31,6 +31,7 @@
 namespace nsbox {
 
 struct ToolBridgeSetup {
+  std::string sandbox_id;
   std::string program;     // libexec/nsbox/nsbox-toolbridge
   std::string log_file;    // <run>/sandboxes/<id>/tools.log
   std::string shared_dir;  // <data>/shared/<id>: host copies of upload_local_file

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <ctime>
+
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 
@@ -38,6 +40,16 @@ Result<Json> SharedFiles::upload_one(const std::string& given) {
   UniqueFd shared = NSBOX_TRY(fs_.open_read(kVolume + relative, &st));
   if (!S_ISREG(st.st_mode)) return fail(make_error(ErrorCode::kInvalidArgument, path + " is not a regular file"));
   uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (links_.signer) {
+    int64_t expires = static_cast<int64_t>(std::time(nullptr)) + kLinkSeconds;
+    return Json{{"url", links_.link_base + links_.signer->link(links_.sandbox_id, relative, expires)},
+                {"expires_at", links::rfc3339(expires)}, {"mount_relative_path", relative},
+                {"sandbox_path", kVolume + relative}, {"size", size}};
+  }
+  return host_copy(path, relative, std::move(shared), size);
+}
+
+Result<Json> SharedFiles::host_copy(const std::string& path, const std::string& relative, UniqueFd shared, uint64_t size) {
   // Reserved before the copy: calls from many threads never overrun the budget together.
   if (used_.fetch_add(size) + size > budget_) {
     used_.fetch_sub(size);
@@ -45,10 +57,10 @@ Result<Json> SharedFiles::upload_one(const std::string& given) {
                            path + ": the sandbox's shared copies would pass their budget of " + std::to_string(budget_ >> 20) + " MiB",
                            "the file is at /mnt/files/" + relative + "; fetch it with `nsbox files ID download " + relative + "`"));
   }
-  std::string dir = host_dir_ + "/" + random_dir();
-  std::string host_path = dir + "/" + name;
+  std::string dir = links_.host_dir + "/" + random_dir();
+  std::string host_path = dir + "/" + relative.substr(relative.rfind('/') + 1);
   auto copy = [&]() -> Result<void> {
-    NSBOX_CHECK(files::ensure_private_dir(host_dir_));
+    NSBOX_CHECK(files::ensure_private_dir(links_.host_dir));
     if (::mkdir(dir.c_str(), 0700) != 0) return fail(sys_error("mkdir " + dir));
     UniqueFd out(::open(host_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out) return fail(sys_error("create " + host_path));

@@ -7,13 +7,18 @@
 // under the CLI the url is file://<host path> of a copy on the host, in the sandbox's
 // shared directory of the state root, which goes with the sandbox; the copies of one
 // sandbox share a budget (kDefaultBudget), past which a call is refused with a hint to
-// `nsbox files download`. Never a raw sandbox path as the link.
+// `nsbox files download`. Under `nsbox serve` (a link key given) the url is instead the
+// server's signed link to the file in the volume, valid kLinkSeconds; no host copy is
+// made. Never a raw sandbox path as the link.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
+
+#include "runtime/links/download_link.h"
 
 #include "runtime/sandbox_fs.h"
 #include "runtime/tools/tool_call.h"
@@ -24,18 +29,27 @@ class SharedFiles {
  public:
   static constexpr uint64_t kDefaultBudget = 1ull << 30;
   static constexpr size_t kMaxPaths = 100;
+  static constexpr int64_t kLinkSeconds = 3600;  // as POST .../files:sign by default
 
-  // `root`: the sandbox's root (/proc/<init>/root); `host_dir`: where the host copies go.
-  SharedFiles(SandboxFs fs, std::string host_dir, uint64_t budget = kDefaultBudget)
-      : fs_(std::move(fs)), host_dir_(std::move(host_dir)), budget_(budget) {}
+  // How a file is handed out: a host copy in `host_dir`, or (a signer given) a signed
+  // link of the server at `link_base`.
+  struct Links {
+    std::string sandbox_id;
+    std::string host_dir;
+    std::optional<links::LinkSigner> signer;
+    std::string link_base;
+  };
+  SharedFiles(SandboxFs fs, Links links, uint64_t budget = kDefaultBudget)
+      : fs_(std::move(fs)), links_(std::move(links)), budget_(budget) {}
 
   // {"paths": ["report.csv", "/tmp/x.png"]}: one path answers its entry, several a list.
   ToolAnswer upload(const protocol::Json& args);
 
  private:
   Result<protocol::Json> upload_one(const std::string& path);
+  Result<protocol::Json> host_copy(const std::string& path, const std::string& relative, UniqueFd shared, uint64_t size);
   SandboxFs fs_;
-  std::string host_dir_;
+  Links links_;
   uint64_t budget_;
   std::atomic<uint64_t> used_{0};
 };

@@ -2,8 +2,8 @@
 // supervisor on the first helper call, on the host side; it holds the keys, calls the
 // remotes and runs the local tools, so that nothing in the sandbox ever does.
 //
-//   stdin:  {"tools": ToolsConfig, "keys": ToolKeys, "shared_dir": DIR, "uid": N,
-//            "gid": N, "log_file": PATH}   (closed after; the copy in memory is wiped)
+//   stdin:  {"sandbox_id": ID, "tools": ToolsConfig, "keys": ToolKeys, "shared_dir": DIR,
+//            "uid": N, "gid": N, "log_file": PATH}   (closed after; the copy in memory is wiped)
 //   fd 3:   frames with the supervisor: {"call": N, "helper": "run_tool", "args": {...}}
 //           in, {"call": N, "result": ..., "error": null|"..."} out, in any order
 //   fd 4:   the sandbox's root (/proc/<init>/root, O_PATH), for upload_local_file
@@ -48,7 +48,7 @@ constexpr size_t kMaxRequestFrame = 8u << 20;
 class Redactor {
  public:
   explicit Redactor(const ToolKeys& keys) {
-    for (const std::string& k : {keys.composio_api_key, keys.llm_api_key})
+    for (const std::string& k : {keys.composio_api_key, keys.llm_api_key, keys.link_key})
       if (k.size() >= 4) keys_.push_back(k);
   }
   std::string operator()(std::string text) const {
@@ -123,6 +123,7 @@ class Pool {
 };
 
 struct Config {
+  std::string sandbox_id;
   ToolsConfig tools;
   ToolKeys keys;
   std::string shared_dir;
@@ -140,6 +141,7 @@ Result<Config> read_config() {
   c.tools = NSBOX_TRY(ToolsConfig::from_json(j.value("tools", Json::object())));
   c.keys = ToolKeys::from_json(j.value("keys", Json()));
   c.shared_dir = j.value("shared_dir", "");
+  c.sandbox_id = j.value("sandbox_id", "");
   c.uid = j.value("uid", 0u);
   c.gid = j.value("gid", 0u);
   c.log_file = j.value("log_file", "");
@@ -166,8 +168,11 @@ int serve(Config& config) {
     if (auto opened = log::open_file(config.log_file); !opened) log::warn(opened.error().message);
   Redactor redact(config.keys);
   std::unique_ptr<SharedFiles> shared;
-  if (::fcntl(kRootFd, F_GETFD) >= 0)
-    shared = std::make_unique<SharedFiles>(SandboxFs(UniqueFd(kRootFd), config.uid, config.gid), config.shared_dir);
+  if (::fcntl(kRootFd, F_GETFD) >= 0) {
+    SharedFiles::Links links{config.sandbox_id, config.shared_dir, std::nullopt, config.keys.link_base_url};
+    if (!config.keys.link_key.empty()) links.signer.emplace(config.keys.link_key);
+    shared = std::make_unique<SharedFiles>(SandboxFs(UniqueFd(kRootFd), config.uid, config.gid), std::move(links));
+  }
   auto router = ToolRouter::create(config.tools, config.keys, std::move(shared));
   config.keys.wipe();
   if (!router) {

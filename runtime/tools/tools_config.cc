@@ -124,19 +124,24 @@ Result<ToolsConfig> ToolsConfig::from_json(const Json& j) {
   return c;
 }
 
-Json ToolKeys::to_json() const { return {{"composio_api_key", composio_api_key}, {"llm_api_key", llm_api_key}}; }
+Json ToolKeys::to_json() const {
+  return {{"composio_api_key", composio_api_key}, {"llm_api_key", llm_api_key}, {"link_key", link_key},
+          {"link_base_url", link_base_url}};
+}
 
 ToolKeys ToolKeys::from_json(const Json& j) {
   ToolKeys k;
   if (j.is_object()) {
     k.composio_api_key = j.value("composio_api_key", "");
     k.llm_api_key = j.value("llm_api_key", "");
+    k.link_key = j.value("link_key", "");
+    k.link_base_url = j.value("link_base_url", "");
   }
   return k;
 }
 
 void ToolKeys::wipe() {
-  for (std::string* s : {&composio_api_key, &llm_api_key}) {
+  for (std::string* s : {&composio_api_key, &llm_api_key, &link_key}) {
     ::explicit_bzero(s->data(), s->size());
     s->clear();
   }

@@ -58,6 +58,10 @@ std::string_view tools_backend_name(ToolsBackend backend);
 struct ToolKeys {
   std::string composio_api_key;  // COMPOSIO_API_KEY, or the file named by COMPOSIO_API_KEY_FILE
   std::string llm_api_key;       // NSBOX_LLM_API_KEY, else OPENAI_API_KEY
+  // Set by `nsbox serve` for the sandboxes it makes: upload_local_file then answers the
+  // server's signed links (runtime/links/download_link.h) under this base URL.
+  std::string link_key;
+  std::string link_base_url;
 
   protocol::Json to_json() const;
   static ToolKeys from_json(const protocol::Json& j);

@@ -46,3 +46,26 @@ def test_the_workbench_tools_answer_in_the_hosted_envelope(sandbox: nsbox.Sandbo
     with pytest.raises(nsbox.NsboxError) as bad:
         sandbox.workbench_tool("COMPOSIO_REMOTE_WORKBENCH", {"code": "1"})
     assert bad.value.code == "malformed_request"
+
+
+def test_upload_local_file_under_the_server_answers_a_signed_link_that_opens_without_a_token(
+        sandbox: nsbox.Sandbox, server: Server) -> None:
+    import json
+    import urllib.error
+    import urllib.request
+    got = sandbox.run_code("open('/tmp/report.txt', 'w').write('quarterly')\n"
+                           "import json; print(json.dumps(upload_local_file('/tmp/report.txt')))")
+    link, error = json.loads(got.stdout)
+    assert error is None, got.raw
+    assert link["mount_relative_path"].startswith(".nsbox/shared/") and link["size"] == 9
+    assert link["expires_at"].endswith("Z")
+    url = link["url"]
+    assert url.startswith(server.url + "/v1/sandboxes/" + sandbox.id + "/files?path="), url
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=30) as answer:  # no token: the signature is the permission
+        assert answer.read() == b"quarterly"
+    with pytest.raises(urllib.error.HTTPError) as altered:
+        opener.open(url.replace("report.txt", "other.txt"), timeout=30)
+    assert altered.value.code == 403
+    # No copy on the server's host: the link reads the volume.
+    assert not os.path.exists(os.path.join(server.root, "data", "shared", sandbox.id))

@@ -1,0 +1,77 @@
+#include "runtime/links/download_link.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <ctime>
+
+namespace nsbox::links {
+
+std::string base64url(std::string_view bytes) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
+    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63], kAlphabet[v & 63]};
+  }
+  if (i + 1 == bytes.size()) {
+    uint32_t v = uint8_t(bytes[i]) << 16;
+    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63]};
+  } else if (i + 2 == bytes.size()) {
+    uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8);
+    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63]};
+  }
+  return out;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(i < a.size() ? a[i] ^ b[i] : 1);
+  return diff == 0;
+}
+
+std::string LinkSigner::sign(std::string_view sandbox_id, std::string_view path, int64_t expires) const {
+  // No two links sign the same text: the id has no newline (ids and names are checked)
+  // and the expiry, last, is digits only, so the path is what lies between them.
+  std::string text = "nsbox-download-v1\n" + std::string(sandbox_id) + "\n" + std::string(path) + "\n" + std::to_string(expires);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  ::HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), reinterpret_cast<const unsigned char*>(text.data()),
+         text.size(), mac, &len);
+  return base64url(std::string_view(reinterpret_cast<const char*>(mac), len));
+}
+
+bool LinkSigner::verify(std::string_view sandbox_id, std::string_view path, int64_t expires, std::string_view signature,
+                        int64_t now) const {
+  bool good = constant_time_equal(signature, sign(sandbox_id, path, expires));
+  return good && now < expires;
+}
+
+std::string LinkSigner::link(std::string_view sandbox_id, std::string_view path, int64_t expires) const {
+  return "/v1/sandboxes/" + std::string(sandbox_id) + "/files?path=" + percent_encode(path) + "&expires=" +
+         std::to_string(expires) + "&signature=" + sign(sandbox_id, path, expires);
+}
+
+std::string percent_encode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                 c == '.' || c == '~' || c == '/';
+    if (plain) out += static_cast<char>(c);
+    else out += {'%', kHex[c >> 4], kHex[c & 15]};
+  }
+  return out;
+}
+
+std::string rfc3339(int64_t t) {
+  std::time_t tt = t;
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace nsbox::links
