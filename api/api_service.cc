@@ -97,7 +97,7 @@ void ApiService::route(Exchange& x, const Path& path) {
     return x.respond(200, {{"api_version", 1},
                            {"version", kVersion},
                            {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", false}, {"tool_bridge", true}, {"workbench_tools", true}, {"snapshots", false}, {"pty", false}}},
+                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"snapshots", false}, {"pty", false}}},
                            {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
                                        {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
   if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
@@ -122,6 +122,8 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
     return respond_error(x, no_route(r));
   }
   if (rest.size() == 2 && rest[0] == "tools" && m == "POST") return run_workbench_tool(x, sandbox, rest[1]);
+  if (rest.size() == 2 && rest[0] == "tool_calls" && m == "POST") return answer_tool_call(x, sandbox, rest[1]);
+  if (rest.size() == 1 && rest[0] == "events" && m == "GET") return tool_events(x, sandbox);
   if (rest.size() != 1) return respond_error(x, no_route(r));
   const std::string& what = rest[0];
   if (m == "POST" && (what == "interrupt" || what == "restart")) {
@@ -139,9 +141,6 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   if (what == "files:ls" && m == "GET") return list_files(x, sandbox);
   if (what == "files:sign" && m == "POST") return sign_file(x, sandbox);
   if (what == "fs" || what.starts_with("fs:")) return fs_route(x, sandbox, what);
-  if (what == "events" || what == "tool_calls")
-    return respond_error(x, make_error(ErrorCode::kUnsupported, what + " come with the tool bridge, not in this version",
-                                       "GET /v1/info says which features this server has"));
   respond_error(x, no_route(r));
 }
 

@@ -65,6 +65,8 @@ class ApiService {
   void run_command(Exchange& x, const std::string& sandbox);
   void run_workbench_tool(Exchange& x, const std::string& sandbox, const std::string& tool);
   void hand_links(CreateOptions& options) const;
+  void tool_events(Exchange& x, const std::string& sandbox);
+  void answer_tool_call(Exchange& x, const std::string& sandbox, const std::string& call_id);
 
   // api/file_routes.cc
   void put_file(Exchange& x, const std::string& sandbox);

@@ -195,6 +195,37 @@ void ApiService::run_command(Exchange& x, const std::string& sandbox) {
   end_with(x, events, r ? Result<Json>(r->to_json()) : Result<Json>(std::unexpected(r.error())));
 }
 
+// The callback backend of the tool bridge: the sandbox's tool calls as NDJSON events
+// ({"type": "subscribed"} first, then {"type": "tool_call", "call_id", "cell", "helper",
+// "args"}), until the client leaves; answers come by POST .../tool_calls/{call_id}.
+void ApiService::tool_events(Exchange& x, const std::string& sandbox) {
+  EventSender events(x);
+  CallControl control{x.gone_fd(), {}};
+  control.on_started = [&](uint64_t) { events.send({{"type", "subscribed"}}); };
+  auto r = runtime_.tool_calls(
+      sandbox,
+      [&](const Json& m) {
+        Json e = m;
+        e.erase("event");
+        e["type"] = "tool_call";
+        events.send(e);
+        return !events.gone();
+      },
+      control);
+  if (!r && !events.began()) return respond_error(x, r.error());
+  if (!r) events.send({{"type", "error"}, {"error", error_document(r.error())["error"]}});
+  x.end_stream();
+}
+
+void ApiService::answer_tool_call(Exchange& x, const std::string& sandbox, const std::string& call_id) {
+  auto body = body_object(x.request());
+  if (!body) return respond_error(x, body.error());
+  if (auto ok = only_fields(*body, {"result", "error"}); !ok) return respond_error(x, ok.error());
+  auto done = runtime_.answer_tool_call(sandbox, call_id, body->value("result", Json()), body->value("error", Json()));
+  if (!done) return respond_error(x, done.error());
+  x.respond(200, {{"accepted", true}});
+}
+
 // A hosted workbench tool's call (runtime/workbench_tools.h): its input is the body, its
 // answer the hosted envelope, 200 whether or not the cell or command succeeded (as the
 // hosted service answers a failed execution).

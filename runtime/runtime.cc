@@ -166,6 +166,41 @@ Result<Json> Runtime::request(const std::string& id, const Json& message, int ti
   return std::move((*frame)->message);
 }
 
+Result<void> Runtime::tool_calls(const std::string& id_or_name, const std::function<bool(const Json&)>& on_call,
+                                 const CallControl& control) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  auto sock = protocol::connect_unix(store_.root().socket_path(id));
+  if (!sock) return fail(dead_error(id));
+  NSBOX_CHECK(protocol::send_frame(sock->get(), {{"op", "tool_events"}}));
+  for (bool subscribed = false;;) {
+    pollfd p[2] = {{sock->get(), POLLIN, 0}, {control.cancel_fd, POLLIN, 0}};
+    int timeout = subscribed ? -1 : kRequestTimeoutMs;
+    int n = sys::retry_eintr([&] { return ::poll(p, 2, timeout); });
+    if (n < 0) return fail(sys_error("poll"));
+    if (n == 0) return fail(make_error(ErrorCode::kTimeout, "sandbox " + id + " did not answer the subscription"));
+    if (p[1].revents) return {};  // the caller stopped listening
+    auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
+    if (!frame) return fail(std::move(frame.error()).context("wait for tool calls"));
+    if (!*frame) return fail(dead_error(id));
+    const Json& m = (*frame)->message;
+    if (!subscribed) {
+      if (!m.value("ok", false)) return fail(error_from_json(m));
+      subscribed = true;
+      if (control.on_started) control.on_started(0);
+      continue;
+    }
+    if (m.value("event", "") == "tool_call" && !on_call(m)) return {};
+  }
+}
+
+Result<void> Runtime::answer_tool_call(const std::string& id_or_name, const std::string& call_id, const Json& result,
+                                       const Json& error) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  NSBOX_CHECK(request(id, {{"op", "tool_answer"}, {"call_id", call_id}, {"result", result}, {"error", error}}, kRequestTimeoutMs));
+  return {};
+}
+
 Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
   SandboxInfo info;
   info.record = NSBOX_TRY(store_.load(id));

@@ -115,6 +115,15 @@ class Runtime {
   // The sandbox's own view of its files with its user's rights (runtime/sandbox_fs.h):
   // /home/user, /tmp, /mnt/files, bucket mounts. The sandbox must be running.
   Result<SandboxFs> sandbox_fs(const std::string& id_or_name) const;
+  // The callback backend of the tool bridge (docs/tools.md): hands each tool call of the
+  // sandbox to `on_call` ({"event": "tool_call", "call_id", "cell", "helper", "args"}) as it
+  // is made, until `control.cancel_fd` is readable, the sandbox goes (an error), or
+  // `on_call` returns false. A later subscriber takes over from this one.
+  Result<void> tool_calls(const std::string& id_or_name, const std::function<bool(const protocol::Json&)>& on_call,
+                          const CallControl& control = {}) const;
+  // The answer to one of them (`error` a string, or null for `result`).
+  Result<void> answer_tool_call(const std::string& id_or_name, const std::string& call_id, const protocol::Json& result,
+                                const protocol::Json& error) const;
   Result<std::vector<Volume>> volumes() const;
   Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
   // create + exec + remove in one process, without a supervisor daemon. It clones the

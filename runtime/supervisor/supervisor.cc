@@ -72,7 +72,8 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   for (auto& m : self->spec_.mounts) m.credentials.wipe();
   self->tools_ = std::make_unique<ToolBridge>(
       *self->loop_, ToolBridgeSetup{spec.id, layout.tool_bridge(), root.sandbox_dir(spec.id) + "/tools.log", root.shared_dir(spec.id),
-                                    self->instance_->init_pid(), ids.uid, ids.gid, spec.tools, spec.tool_keys});
+                                    self->instance_->init_pid(), ids.uid, ids.gid, spec.tools, spec.tool_keys},
+      [s = self.get()](int client_fd, const Json& event) { s->send_to_client(client_fd, event); });
   self->spec_.tool_keys.wipe();  // the bridge's copy is the one left
   NSBOX_CHECK(self->bridge_socket_->serve(*self->loop_, *self->tools_));
   for (int pidfd : self->buckets_.pidfds())
@@ -280,8 +281,20 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
     return reply(client, {{"ok", true}, {"record", record_.to_json()}});
   }
   if (op == "shutdown") return shutdown(&client);
+  if (op == "tool_events") {  // this client serves the sandbox's tool calls from now on
+    tools_->subscribe(client.fd.get());
+    return reply(client, {{"ok", true}});
+  }
+  if (op == "tool_answer") {
+    const Json& m = frame.message;
+    if (!m.contains("call_id") || !m["call_id"].is_string())
+      return reply_error(client, make_error(ErrorCode::kInvalidArgument, "tool_answer needs \"call_id\""));
+    auto done = tools_->answer(m["call_id"].get<std::string>(), m.value("result", Json()), m.value("error", Json()));
+    return done ? reply(client, {{"ok", true}}) : reply_error(client, done.error());
+  }
   reply_error(client, make_error(ErrorCode::kInvalidArgument, "unknown request \"" + op + "\"",
-                                 "requests are exec, execute, interrupt, restart, status, resize, shutdown and ping"));
+                                 "requests are exec, execute, interrupt, restart, status, resize, shutdown, ping, "
+                                 "tool_events and tool_answer"));
 }
 
 void Supervisor::reply(Client& client, const Json& message) {
@@ -341,6 +354,7 @@ void Supervisor::close_client(int fd) {
   }
   it->second.commands.clear();
   kernel_->client_gone(fd);
+  if (tools_) tools_->client_gone(fd);
   loop_->remove(fd);
   // Erased (and its fd closed, so the number cannot be reused) once no caller holds it.
   loop_->defer([this, fd] {

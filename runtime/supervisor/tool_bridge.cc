@@ -51,15 +51,63 @@ void ToolBridge::call(const std::string& helper, Json args, uint64_t cell, Reply
                   " a second); make fewer at once");
   if (pending_.size() >= kMaxPending || out_.size() > kMaxQueuedBytes)
     return refuse("too many tool calls in flight (" + std::to_string(pending_.size()) + "); wait for some to finish");
+  if (setup_.config.backend == ToolsBackend::kCallback && helper != "upload_local_file" && helper != "tool_schema") {
+    if (subscriber_ < 0)
+      return refuse("no client serves this sandbox's tool calls (subscribe with GET /v1/sandboxes/" + setup_.sandbox_id +
+                    "/events, or Sandbox.on_tool_call in the Python client)");
+    return call_embedder(helper, std::move(args), cell, std::move(reply));
+  }
   if (!channel_) {
     if (starts_ >= kMaxStarts)
       return refuse("the tool bridge failed " + std::to_string(starts_) + " times; see tools.log in the sandbox's state");
     if (auto started = spawn(); !started) return refuse("could not start the tool bridge: " + started.error().message);
   }
   uint64_t id = next_call_++;
-  pending_[id] = {cell, std::move(reply)};
+  pending_[id] = {cell, std::move(reply), false, -1};
   out_ += protocol::encode({{"call", id}, {"helper", helper}, {"args", std::move(args)}});
   flush();
+}
+
+void ToolBridge::call_embedder(const std::string& helper, Json args, uint64_t cell, Reply reply) {
+  uint64_t id = next_call_++;
+  auto timer = loop_.add_timer(static_cast<uint64_t>(setup_.config.call_timeout_s * 1000), [this, id] {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    it->second.timer = -1;  // fired: nothing to cancel
+    take(it)(error_answer("the embedder did not answer within " + std::to_string(static_cast<int>(setup_.config.call_timeout_s)) + " s"));
+  });
+  pending_[id] = {cell, std::move(reply), true, timer ? *timer : -1};
+  send_(subscriber_, {{"event", "tool_call"}, {"call_id", "c-" + std::to_string(id)}, {"cell", cell}, {"helper", helper},
+                      {"args", std::move(args)}});
+}
+
+ToolBridge::Reply ToolBridge::take(std::map<uint64_t, Pending>::iterator it) {
+  Reply reply = std::move(it->second.reply);
+  if (it->second.timer >= 0) loop_.cancel_timer(it->second.timer);
+  pending_.erase(it);
+  return reply;
+}
+
+void ToolBridge::subscribe(int client_fd) { subscriber_ = client_fd; }
+
+void ToolBridge::client_gone(int client_fd) {
+  if (subscriber_ == client_fd) subscriber_ = -1;
+}
+
+Result<void> ToolBridge::answer(const std::string& call_id, const Json& result, const Json& error) {
+  auto unknown = [&] {
+    return fail(make_error(ErrorCode::kNotFound, "no tool call " + call_id + " is waiting for an answer",
+                           "it was answered already, timed out, or was abandoned at its cell's deadline"));
+  };
+  if (!call_id.starts_with("c-") || call_id.size() > 24 || call_id.find_first_not_of("0123456789", 2) != std::string::npos ||
+      call_id.size() == 2)
+    return unknown();
+  auto it = pending_.find(std::stoull(call_id.substr(2)));
+  if (it == pending_.end() || !it->second.embedder) return unknown();  // the bridge process's are not for answering
+  if (!error.is_null() && !error.is_string())
+    return fail(make_error(ErrorCode::kMalformedRequest, "a tool call's \"error\" must be a string or null"));
+  take(it)({{"result", error.is_null() ? result : Json()}, {"error", error}});
+  return {};
 }
 
 size_t ToolBridge::abandon(uint64_t cell) {
@@ -67,8 +115,9 @@ size_t ToolBridge::abandon(uint64_t cell) {
   std::vector<Reply> replies;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.cell == cell) {
-      replies.push_back(std::move(it->second.reply));
-      it = pending_.erase(it);
+      auto next = std::next(it);
+      replies.push_back(take(it));
+      it = next;
     } else {
       ++it;
     }
@@ -183,13 +232,20 @@ void ToolBridge::on_exit() {
   }
 }
 
+// The bridge process's calls (an embedder's are not its).
 void ToolBridge::fail_all(const std::string& why) {
-  auto pending = std::move(pending_);
-  pending_.clear();
-  for (auto& [id, p] : pending) p.reply(error_answer(why));
+  std::vector<Reply> replies;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto next = std::next(it);
+    if (!it->second.embedder) replies.push_back(take(it));
+    it = next;
+  }
+  for (auto& r : replies) r(error_answer(why));
 }
 
 void ToolBridge::stop() {
+  for (auto& [id, p] : pending_)
+    if (p.timer >= 0) loop_.cancel_timer(p.timer);
   pending_.clear();
   if (channel_) {
     loop_.remove(channel_.get());

@@ -52,8 +52,11 @@ class ToolBridge {
 
   // answer: {"result": ..., "error": null | "..."}; called exactly once, maybe at once.
   using Reply = std::function<void(const protocol::Json& answer)>;
+  // Sends an event to a client of the supervisor (no-op if it is gone).
+  using SendToClient = std::function<void(int client_fd, const protocol::Json& event)>;
 
-  ToolBridge(EventLoop& loop, ToolBridgeSetup setup) : loop_(loop), setup_(std::move(setup)) {}
+  ToolBridge(EventLoop& loop, ToolBridgeSetup setup, SendToClient send)
+      : loop_(loop), setup_(std::move(setup)), send_(std::move(send)) {}
   ~ToolBridge() { stop(); }
   ToolBridge(const ToolBridge&) = delete;
   ToolBridge& operator=(const ToolBridge&) = delete;
@@ -62,6 +65,12 @@ class ToolBridge {
   void call(const std::string& helper, protocol::Json args, uint64_t cell, Reply reply);
   // Answers each call of `cell` still outstanding with an error; returns how many.
   size_t abandon(uint64_t cell);
+  // The callback backend: `client_fd` receives {"event": "tool_call", "call_id", "cell",
+  // "helper", "args"} for each call from now on (a later subscriber replaces it), and any
+  // client answers with answer(). A call unanswered after call_timeout_s is an error.
+  void subscribe(int client_fd);
+  void client_gone(int client_fd);
+  Result<void> answer(const std::string& call_id, const protocol::Json& result, const protocol::Json& error);
   // The process goes, outstanding calls are dropped unanswered (their askers are going too).
   void stop();
   protocol::Json status() const;
@@ -70,7 +79,11 @@ class ToolBridge {
   struct Pending {
     uint64_t cell = 0;
     Reply reply;
+    bool embedder = false;  // the callback backend's, else the bridge process's
+    int timer = -1;         // an embedder's call's deadline
   };
+  void call_embedder(const std::string& helper, protocol::Json args, uint64_t cell, Reply reply);
+  Reply take(std::map<uint64_t, struct Pending>::iterator it);
   Result<void> spawn();
   void on_readable();
   void on_exit();
@@ -80,6 +93,8 @@ class ToolBridge {
 
   EventLoop& loop_;
   ToolBridgeSetup setup_;
+  SendToClient send_;
+  int subscriber_ = -1;
   pid_t pid_ = 0;
   UniqueFd pidfd_, channel_;
   protocol::FrameReader reader_{protocol::kMaxClientFrame};

@@ -45,6 +45,7 @@ std::string_view tools_backend_name(ToolsBackend backend) {
     case ToolsBackend::kComposio: return "composio";
     case ToolsBackend::kDir: return "dir";
     case ToolsBackend::kReplay: return "replay";
+    case ToolsBackend::kCallback: return "callback";
   }
   return "none";
 }
@@ -83,8 +84,9 @@ Result<ToolsConfig> ToolsConfig::from_json(const Json& j) {
       if (b == "composio") c.backend = ToolsBackend::kComposio;
       else if (b == "dir") c.backend = ToolsBackend::kDir;
       else if (b == "replay") c.backend = ToolsBackend::kReplay;
+      else if (b == "callback") c.backend = ToolsBackend::kCallback;
       else if (b == "none") c.backend = ToolsBackend::kNone;
-      else return fail(malformed("unknown backend \"" + b + "\" (composio, dir, replay or none)"));
+      else return fail(malformed("unknown backend \"" + b + "\" (composio, dir, replay, callback or none)"));
     } else if (key == "user_id") c.user_id = NSBOX_TRY(text());
     else if (key == "base_url") c.base_url = NSBOX_TRY(text());
     else if (key == "tools_dir") c.tools_dir = NSBOX_TRY(text());

@@ -3,7 +3,7 @@
 // and how many run at once. One JSON form, used by `nsbox create`'s flags, the API's
 // `tools` field and the Python client:
 //
-//   {"backend": "composio" | "dir" | "replay" | "none", "user_id": "default",
+//   {"backend": "composio" | "dir" | "replay" | "callback" | "none", "user_id": "default",
 //    "base_url": "https://backend.composio.dev", "tools_dir": "/srv/tools",
 //    "replay_file": "calls.jsonl", "record_file": "calls.jsonl",
 //    "llm_url": "http://127.0.0.1:8080/v1", "llm_model": "gpt-4o-mini",
@@ -22,7 +22,10 @@
 
 namespace nsbox {
 
-enum class ToolsBackend { kNone, kComposio, kDir, kReplay };
+// kCallback: an embedder answers (it subscribes to the sandbox's tool calls: GET
+// /v1/sandboxes/{id}/events, Sandbox.on_tool_call); no bridge process is involved but for
+// upload_local_file.
+enum class ToolsBackend { kNone, kComposio, kDir, kReplay, kCallback };
 
 struct ToolsConfig {
   static constexpr unsigned kDefaultInFlight = 16;

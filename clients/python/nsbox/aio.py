@@ -241,6 +241,10 @@ class _AsyncWorkbench:
             on_display=_bridge(on_display, loop), output_limit=output_limit, stream=stream,
             request_timeout=request_timeout)
 
+    async def on_tool_call(self, handler: Callable[[str, Dict[str, Any]], Any], *, workers: int = 16) -> Any:
+        """As :meth:`nsbox.Sandbox.on_tool_call`: the handler runs on worker threads."""
+        return await _thread(self._sync_wb.on_tool_call, handler, workers=workers)
+
     async def workbench_tool(self, tool: str, arguments: Any) -> Dict[str, Any]:
         return await _thread(self._sync_wb.workbench_tool, tool, arguments)
 

@@ -9,13 +9,16 @@
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._http import Client, DEFAULT_TIMEOUT_S
 from .errors import NotFound, ProtocolError
 from .models import Execution, SandboxInfo, SessionInfo
 from .files import Files, Fs, RemoteFile
 from .run import Commands, DisplayCallback, ProgressCallback, TextCallback, _Runner
+
+if TYPE_CHECKING:
+    from .tool_calls import ToolCallServer
 
 __all__ = ["Sandbox", "Session", "Commands", "Files", "Fs", "RemoteFile", "make_client"]
 
@@ -92,6 +95,18 @@ class _Workbench:
         return self._runner.run_code(code, timeout, on_stdout=on_stdout, on_stderr=on_stderr,
                                      on_progress=on_progress, on_display=on_display, output_limit=output_limit,
                                      stream=stream, request_timeout=request_timeout)
+
+    def on_tool_call(self, handler: Callable[[str, Dict[str, Any]], Any], *, workers: int = 16) -> "ToolCallServer":
+        """Answers this sandbox's tool calls from this process (a sandbox created with
+        ``tools={"backend": "callback"}``): ``handler(helper, args)`` gets each call of
+        ``run_composio_tool`` (helper ``"run_tool"``, args ``{"tool", "arguments"}``),
+        ``invoke_llm``, ``web_search``, ``proxy_execute``, and returns the result; an
+        exception becomes the call's error. Returns the :class:`ToolCallServer`; call its
+        ``stop()`` when done."""
+        from .tool_calls import ToolCallServer
+        server = ToolCallServer(self._client, self._base, handler, workers=workers)
+        server.wait_subscribed()
+        return server
 
     def workbench_tool(self, tool: str, arguments: Mapping[str, Any]) -> Dict[str, Any]:
         """One call of a hosted workbench tool, answered by this sandbox:

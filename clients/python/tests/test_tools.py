@@ -69,3 +69,43 @@ def test_upload_local_file_under_the_server_answers_a_signed_link_that_opens_wit
     assert altered.value.code == 403
     # No copy on the server's host: the link reads the volume.
     assert not os.path.exists(os.path.join(server.root, "data", "shared", sandbox.id))
+
+
+def test_an_embedder_serves_the_sandboxs_tool_calls_from_its_own_process(sock_client: nsbox.Client) -> None:
+    seen = []
+
+    def handler(helper, args):
+        seen.append((helper, args))
+        if args.get("tool") == "BROKEN":
+            raise RuntimeError("no such account")
+        return {"helper": helper, "args": args}
+
+    with nsbox.Sandbox.create(tools={"backend": "callback", "call_timeout_s": 30}, client=sock_client) as sbx:
+        # Before anyone serves them, calls are refused at once with a clear error.
+        early = sbx.run_code("run_composio_tool('X', {})")
+        assert "no client serves this sandbox's tool calls" in early.results, early.raw
+        server = sbx.on_tool_call(handler)
+        try:
+            got = sbx.run_code("import json\n"
+                               "from concurrent.futures import ThreadPoolExecutor\n"
+                               "with ThreadPoolExecutor(8) as pool:\n"
+                               "    many = list(pool.map(lambda i: run_composio_tool('ECHO', {'i': i}), range(20)))\n"
+                               "print(json.dumps([run_composio_tool('ECHO', {'x': 1}), invoke_llm('hi'),\n"
+                               "                  run_composio_tool('BROKEN', {}), sum(1 for r, e in many if e is None)]))")
+            assert got.status == "ok", got.raw
+            echo, llm, broken, ok = __import__("json").loads(got.stdout)
+            assert echo == [{"helper": "run_tool", "args": {"tool": "ECHO", "arguments": {"x": 1}}}, None]
+            assert llm[0]["helper"] == "invoke_llm" and llm[0]["args"]["query"] == "hi"
+            assert broken[0] is None and "RuntimeError: no such account" in broken[1]
+            assert ok == 20
+            # A script of the bash tool is served the same way, through the bridge socket.
+            script = sbx.commands.run("python3 -c 'from nsbox_helpers import run_tool; print(run_tool(\"S\", {}))'")
+            assert "'helper': 'run_tool'" in script.stdout.decode(), script.raw
+            assert server.error is None
+        finally:
+            server.stop()
+        # Unknown call ids are refused.
+        with pytest.raises(nsbox.NotFound):
+            sock_client.json("POST", "/v1/sandboxes/%s/tool_calls/c-999999" % sbx.id,
+                             json_body={"result": 1, "error": None})
+    assert len(seen) == 24
