@@ -141,6 +141,9 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   if (what == "files:ls" && m == "GET") return list_files(x, sandbox);
   if (what == "files:sign" && m == "POST") return sign_file(x, sandbox);
   if (what == "fs" || what.starts_with("fs:")) return fs_route(x, sandbox, what);
+  if (what == "snapshots" || what == "ptys")
+    return respond_error(x, make_error(ErrorCode::kUnsupported, what + " come in a later version, not in this one",
+                                       "GET /v1/info says which features this server has"));
   respond_error(x, no_route(r));
 }
 

@@ -282,8 +282,8 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   }
   if (op == "shutdown") return shutdown(&client);
   if (op == "tool_events") {  // this client serves the sandbox's tool calls from now on
-    tools_->subscribe(client.fd.get());
-    return reply(client, {{"ok", true}});
+    auto subscribed = tools_->subscribe(client.fd.get());
+    return subscribed ? reply(client, {{"ok", true}}) : reply_error(client, subscribed.error());
   }
   if (op == "tool_answer") {
     const Json& m = frame.message;

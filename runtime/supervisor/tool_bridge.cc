@@ -88,7 +88,15 @@ ToolBridge::Reply ToolBridge::take(std::map<uint64_t, Pending>::iterator it) {
   return reply;
 }
 
-void ToolBridge::subscribe(int client_fd) { subscriber_ = client_fd; }
+Result<void> ToolBridge::subscribe(int client_fd) {
+  if (setup_.config.backend != ToolsBackend::kCallback)
+    return fail(make_error(ErrorCode::kInvalidArgument,
+                           "sandbox " + setup_.sandbox_id + " has no callback backend (its tool calls go to its " +
+                               std::string(tools_backend_name(setup_.config.backend)) + " backend): no client serves them",
+                           "create the sandbox with tools {\"backend\": \"callback\"} to serve its calls"));
+  subscriber_ = client_fd;
+  return {};
+}
 
 void ToolBridge::client_gone(int client_fd) {
   if (subscriber_ == client_fd) subscriber_ = -1;

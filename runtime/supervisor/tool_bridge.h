@@ -68,7 +68,7 @@ class ToolBridge {
   // The callback backend: `client_fd` receives {"event": "tool_call", "call_id", "cell",
   // "helper", "args"} for each call from now on (a later subscriber replaces it), and any
   // client answers with answer(). A call unanswered after call_timeout_s is an error.
-  void subscribe(int client_fd);
+  Result<void> subscribe(int client_fd);  // refused unless the backend is callback
   void client_gone(int client_fd);
   Result<void> answer(const std::string& call_id, const protocol::Json& result, const protocol::Json& error);
   // The process goes, outstanding calls are dropped unanswered (their askers are going too).

@@ -304,7 +304,10 @@ def test_errors_are_exceptions_by_code(sock_client: nsbox.Client, sandbox: nsbox
     with pytest.raises(nsbox.NotFound):
         sock_client.json("GET", "/v1/nothing-here")
     with pytest.raises(nsbox.Unsupported):
+        sock_client.json("POST", "/v1/sandboxes/%s/snapshots" % sandbox.id)
+    with pytest.raises(nsbox.InvalidArgument) as not_callback:  # its tools are not a client's to serve
         sock_client.json("GET", "/v1/sandboxes/%s/events" % sandbox.id)
+    assert "callback" in not_callback.value.message
     assert all(issubclass(c, nsbox.NsboxError) for c in (nsbox.NotFound, nsbox.Timeout, nsbox.SandboxDisabled,
                                                           nsbox.QuotaExceeded, nsbox.Unauthorized))
 
