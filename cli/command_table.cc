@@ -10,6 +10,7 @@ const FlagHelp kNet{"net", "MODE", "none (the default: loopback only) or host (t
 const FlagHelp kEnv{"env", "K=V", "an environment variable (repeatable); values are never written to disk"};
 const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: composio (COMPOSIO_API_KEY), dir or replay (docs/tools.md)"};
 const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"};
+const FlagHelp kToolsConfig{"tools-config", "FILE", "tool settings and keys from a JSON file of yours, mode 0600 (or NSBOX_TOOLS_CONFIG)"};
 const FlagHelp kUserId{"user-id", "ID", "the user whose connected accounts the composio remote uses (default: default)"};
 const FlagHelp kTimeout{"timeout", "SECONDS", "the deadline (default 180); past it the command is killed, a cell interrupted"};
 
@@ -30,6 +31,7 @@ const std::vector<CommandHelp>& command_table() {
         {"manifest", "FILE", "bucket mounts from a JSON file (docs/semantics.md; repeatable)"},
         kTools,
         kToolsDir,
+        kToolsConfig,
         {"tools-replay", "FILE", "answer tool calls from a recording (offline, deterministic)"},
         {"tools-record", "FILE", "append each tool call and its answer to FILE (JSON lines)"},
         kUserId,
@@ -67,7 +69,7 @@ const std::vector<CommandHelp>& command_table() {
       {"rm", "ID... [--keep-files]", "stop and delete sandboxes",
        {{"keep-files", nullptr, "keep the files volume, as a named volume called by the sandbox's id"}}, cmd_rm},
       {"tools", "(ls | schema)", "the tool bridge's catalogue, and the workbench tools' definitions for a model",
-       {kTools, kToolsDir, kUserId,
+       {kTools, kToolsDir, kToolsConfig, kUserId,
         {"toolkit", "T", "ls: only this toolkit's tools"},
         {"search", "Q", "ls: only tools whose name or description holds Q"},
         {"format", "F", "schema: openai (the default) or anthropic"}},

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "cli/command_table.h"
+#include "runtime/create_options.h"
 
 namespace nsbox::cli {
 
@@ -55,6 +56,17 @@ nlohmann::json tools_document(const ParsedArgs& args) {
                                       {"llm-model", "llm_model", false}})
     if (args.values.count(flag)) tools[field] = is_path ? absolute(args.value(flag)) : args.value(flag);
   return tools;
+}
+
+bucket::Environment tools_environment(const ParsedArgs& args) {
+  bucket::Environment env = process_environment();
+  if (args.values.count("tools-config")) {
+    std::string path = args.value("tools-config");
+    char cwd[4096];
+    if (!path.empty() && path[0] != '/' && ::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
+    env.emplace_back("NSBOX_TOOLS_CONFIG", path);  // the last one counts
+  }
+  return env;
 }
 
 Result<double> timeout_flag(const ParsedArgs& args) {

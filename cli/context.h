@@ -27,5 +27,7 @@ Result<double> timeout_flag(const ParsedArgs& args);
 // The tool bridge's config (runtime/tools/tools_config.h) from --tools, --tools-dir,
 // --tools-replay, --tools-record, --user-id, --llm-url, --llm-model; paths made absolute.
 nlohmann::json tools_document(const ParsedArgs& args);
+// This command's environment, with --tools-config FILE as NSBOX_TOOLS_CONFIG.
+bucket::Environment tools_environment(const ParsedArgs& args);
 
 }  // namespace nsbox::cli

@@ -61,7 +61,7 @@ int cmd_create(const Invocation& inv) {
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "unexpected argument '" + ctx->args.positionals[0] + "'"));
   auto doc = create_document(ctx->args);
   if (!doc) return ctx->out.error(doc.error());
-  auto options = create_options_from_json(*doc, process_environment(), Caller::kLocal);
+  auto options = create_options_from_json(*doc, tools_environment(ctx->args), Caller::kLocal);
   if (!options) return ctx->out.error(options.error());
 
   auto info = ctx->runtime->create(*options);

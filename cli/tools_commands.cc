@@ -21,11 +21,12 @@ constexpr size_t kMaxCatalogue = 64u << 20;
 // The catalogue comes from nsbox-toolbridge --list (the HTTP client lives there, not in
 // this static binary), given the config and keys on its stdin as a sandbox's bridge is.
 Result<json> list_tools(const ParsedArgs& args) {
-  json doc = tools_document(args);
-  if (doc.empty())
+  // As a create would have it: the flags over the tools config file's defaults.
+  CreateOptions options = NSBOX_TRY(create_options_from_json({{"tools", tools_document(args)}}, tools_environment(args), Caller::kLocal));
+  ToolsConfig& config = options.tools;
+  ToolKeys& keys = options.tool_keys;
+  if (config.backend != ToolsBackend::kComposio && config.backend != ToolsBackend::kDir)
     return fail(make_error(ErrorCode::kInvalidArgument, "nsbox tools ls needs a catalogue: --tools composio or --tools-dir DIR"));
-  ToolsConfig config = NSBOX_TRY(ToolsConfig::from_json(doc));
-  ToolKeys keys = NSBOX_TRY(resolve_tool_keys(config, process_environment()));
   auto layout = NSBOX_TRY(InstallLayout::discover());
   std::string input = json{{"tools", config.to_json()}, {"keys", keys.to_json()}}.dump();
   keys.wipe();

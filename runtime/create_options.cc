@@ -211,10 +211,23 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
     NSBOX_CHECK(bucket::check_mount_paths(paths));
   }
   if (auto m = j.find("manifest"); m != j.end()) o.workspace = NSBOX_TRY(workspace_from_json(*m));
-  if (auto t = j.find("tools"); t != j.end()) {
-    o.tools = NSBOX_TRY(ToolsConfig::from_json(*t));
-    if (caller == Caller::kRemote) NSBOX_CHECK(check_remote_tool_paths(o.tools, env));
-    o.tool_keys = NSBOX_TRY(resolve_tool_keys(o.tools, env));
+  // The tools config file's fields are defaults under the document's; its keys serve
+  // when the environment has none.
+  ToolsConfigFile file;
+  for (const auto& [k, v] : env)
+    if (k == "NSBOX_TOOLS_CONFIG" && !v.empty()) file = NSBOX_TRY(load_tools_config_file(v));
+  auto t = j.find("tools");
+  if (t != j.end() || !file.defaults.empty()) {
+    Json merged = file.defaults;
+    if (t != j.end()) {
+      if (!t->is_object()) return fail(malformed("\"tools\" must be an object"));
+      // What a request names is checked against the tools root; the file's are the owner's.
+      if (caller == Caller::kRemote) NSBOX_CHECK(check_remote_tool_paths(NSBOX_TRY(ToolsConfig::from_json(*t)), env));
+      for (const auto& [k, v] : t->items()) merged[k] = v;
+    }
+    o.tools = NSBOX_TRY(ToolsConfig::from_json(merged));
+    o.tool_keys = NSBOX_TRY(resolve_tool_keys(o.tools, env, file.keys));
+    file.keys.wipe();
   }
   return o;
 }

@@ -1,10 +1,16 @@
 #include "runtime/tools/tools_config.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/unique_fd.h"
 
 namespace nsbox {
 namespace {
@@ -149,7 +155,36 @@ void ToolKeys::wipe() {
   }
 }
 
-Result<ToolKeys> resolve_tool_keys(ToolsConfig& config, const bucket::Environment& env) {
+Result<ToolsConfigFile> load_tools_config_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return fail(sys_error("open the tools config " + path));
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) return fail(sys_error("stat " + path));
+  if (!S_ISREG(st.st_mode)) return fail(make_error(ErrorCode::kInvalidArgument, "the tools config " + path + " is not a regular file"));
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+    return fail(make_error(ErrorCode::kPermissionDenied,
+                           "the tools config " + path + " may hold keys, so it must be yours and readable by you only",
+                           "chown it to yourself and chmod 600 " + path));
+  std::string text = NSBOX_TRY(files::read_file(path, 1 << 20));
+  Json j = Json::parse(text, nullptr, false);
+  ::explicit_bzero(text.data(), text.size());
+  if (!j.is_object()) return fail(make_error(ErrorCode::kInvalidArgument, "the tools config " + path + " is not a JSON object"));
+  ToolsConfigFile file;
+  for (auto& [key, value] : j.items()) {
+    if (key == "composio_api_key" || key == "llm_api_key") {
+      if (!value.is_string()) return fail(make_error(ErrorCode::kInvalidArgument, path + ": \"" + key + "\" must be a string"));
+      (key == "composio_api_key" ? file.keys.composio_api_key : file.keys.llm_api_key) = value.get<std::string>();
+    } else {
+      file.defaults[key] = value;
+    }
+  }
+  // Its other fields are a tools config's: checked now, so the file's mistakes are its own.
+  if (auto checked = ToolsConfig::from_json(file.defaults); !checked)
+    return fail(std::move(checked.error()).context(path));
+  return file;
+}
+
+Result<ToolKeys> resolve_tool_keys(ToolsConfig& config, const bucket::Environment& env, const ToolKeys& file_keys) {
   ToolKeys keys;
   if (config.backend == ToolsBackend::kComposio) {
     if (config.base_url.empty()) {
@@ -160,13 +195,16 @@ Result<ToolKeys> resolve_tool_keys(ToolsConfig& config, const bucket::Environmen
     }
     if (const std::string* key = lookup(env, "COMPOSIO_API_KEY")) keys.composio_api_key = *key;
     else if (const std::string* file = lookup(env, "COMPOSIO_API_KEY_FILE")) keys.composio_api_key = NSBOX_TRY(read_key_file(*file));
+    else if (!file_keys.composio_api_key.empty()) keys.composio_api_key = file_keys.composio_api_key;
     else
       return fail(make_error(ErrorCode::kInvalidArgument, "tools: the composio backend needs an API key",
-                             "set COMPOSIO_API_KEY (or COMPOSIO_API_KEY_FILE, a file holding it) where nsbox runs"));
+                             "set COMPOSIO_API_KEY (or COMPOSIO_API_KEY_FILE, a file holding it, or composio_api_key in the "
+                             "tools config file) where nsbox runs"));
   }
   if (!config.llm_url.empty()) {
     if (const std::string* key = lookup(env, "NSBOX_LLM_API_KEY")) keys.llm_api_key = *key;
     else if (const std::string* key = lookup(env, "OPENAI_API_KEY")) keys.llm_api_key = *key;
+    else keys.llm_api_key = file_keys.llm_api_key;
     // A local model server may need no key: then none is sent.
   }
   return keys;

@@ -71,8 +71,19 @@ struct ToolKeys {
   void wipe();
 };
 
-// The keys a config needs, from an environment; fills base_url from COMPOSIO_BASE_URL
-// when unset. A composio backend without a key is an error naming the variable.
-Result<ToolKeys> resolve_tool_keys(ToolsConfig& config, const bucket::Environment& env);
+// The keys a config needs, from an environment (else from `file_keys`); fills base_url
+// from COMPOSIO_BASE_URL when unset. A composio backend without a key is an error
+// naming the variable.
+Result<ToolKeys> resolve_tool_keys(ToolsConfig& config, const bucket::Environment& env, const ToolKeys& file_keys = {});
+
+// A tools config file (NSBOX_TOOLS_CONFIG, or `nsbox create --tools-config FILE`): the
+// fields of a tools config, as defaults under what a command or request says, and the
+// keys ("composio_api_key", "llm_api_key") for when the environment has none. It must be
+// a regular file of the user's own that no one else may read (0600): it may hold keys.
+struct ToolsConfigFile {
+  protocol::Json defaults = protocol::Json::object();
+  ToolKeys keys;
+};
+Result<ToolsConfigFile> load_tools_config_file(const std::string& path);
 
 }  // namespace nsbox

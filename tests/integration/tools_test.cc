@@ -543,3 +543,24 @@ TEST_CASE("a recording in front of a tools directory answers what it holds, and 
   CHECK(got[1] == json::array({json{{"a", 1}}, nullptr}));
   CHECK(got[2][1].get<std::string>().find("invoke_llm: not configured") != std::string::npos);
 }
+
+TEST_CASE("a tools config file of the user's own (0600) gives defaults and keys, and one others may read is refused", "[tools]") {
+  FakeRemote remote;
+  ToolsDir dir;  // holds the config file
+  std::string path = dir.path() + "/tools.json";
+  std::ofstream(path) << json{{"backend", "composio"}, {"base_url", remote.url()}, {"user_id", "from-file"},
+                              {"composio_api_key", kKey}}.dump();
+  TestRoot root;
+  ::chmod(path.c_str(), 0644);
+  auto refused = root.nsbox({"create", "--tools-config", path});
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("chmod 600") != std::string::npos);
+  ::chmod(path.c_str(), 0600);
+  auto id = root.create({"--tools-config", path, "--user-id", "from-flag"});  // a flag wins over the file
+  auto got = cell_json(root, id, "import json; print(json.dumps(run_composio_tool('ECHO', {})))");
+  CHECK(got[0]["user_id"] == "from-flag");
+  CHECK(remote.stats()["requests"][0]["api_key_ok"] == true);
+  // The key is in no saved form of the sandbox.
+  std::ifstream state(root.path() + "/run/sandboxes/" + id + "/state.json");
+  CHECK(std::string(std::istreambuf_iterator<char>(state), {}).find(kKey) == std::string::npos);
+}
