@@ -126,7 +126,10 @@ Result<void> add_entries(const Json& entries, const std::string& prefix, std::ve
     if (!e.is_object() || !e.contains("type") || !e["type"].is_string())
       return fail(malformed("manifest entry " + path + " needs a \"type\""));
     std::string type = e["type"].get<std::string>();
-    WorkspaceEntry w{path, type == "dir", {}, NSBOX_TRY(entry_mode(e))};
+    // The mode first: a NSBOX_TRY's return from inside a braced initializer would skip the
+    // destructor of the members already made (a leak the fuzzer found).
+    mode_t mode = NSBOX_TRY(entry_mode(e));
+    WorkspaceEntry w{path, type == "dir", {}, mode};
     if (type == "file") {
       if (e.contains("content") && e["content"].is_string()) w.content = e["content"].get<std::string>();
       else if (e.contains("content_b64") && e["content_b64"].is_string())
