@@ -28,7 +28,7 @@ using nsbox::api::Json;
 
 struct ServeArgs {
   std::optional<std::string> root;
-  std::optional<std::string> socket, listen, token_file, public_url, max_upload;
+  std::optional<std::string> socket, listen, token_file, public_url, max_upload, tools_config;
   bool allow_remote = false;
 };
 
@@ -42,11 +42,12 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
     }
     std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen
                                      : flag == "--token-file" ? &a.token_file : flag == "--public-url" ? &a.public_url
-                                     : flag == "--max-upload" ? &a.max_upload : nullptr;
+                                     : flag == "--max-upload" ? &a.max_upload
+                                     : flag == "--tools-config" ? &a.tools_config : nullptr;
     if (!slot || i + 1 >= argc)
       return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
                                            "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
-                                           "[--public-url URL] [--max-upload SIZE]"));
+                                           "[--public-url URL] [--max-upload SIZE] [--tools-config FILE]"));
     *slot = argv[++i];
   }
   return a;
@@ -65,6 +66,12 @@ int main(int argc, char** argv) {
   nsbox::log::set_program("nsbox-server");
   auto args = parse_args(argc, argv);
   if (!args) return fail_start(args.error());
+  if (args->tools_config) {
+    // The sandboxes this server makes get the file's tools (docs/tools.md): checked now,
+    // so that a wrong file stops the server rather than every create.
+    if (auto file = nsbox::load_tools_config_file(*args->tools_config); !file) return fail_start(file.error());
+    ::setenv("NSBOX_TOOLS_CONFIG", args->tools_config->c_str(), 1);
+  }
   auto runtime = nsbox::Runtime::open({args->root});
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();

@@ -85,7 +85,8 @@ const std::vector<CommandHelp>& command_table() {
         {"allow-remote", nullptr, "allow a --listen address that is not loopback"},
         {"token-file", "PATH", "the bearer token's file (made if missing)"},
         {"public-url", "URL", "the base of signed download links"},
-        {"max-upload", "SIZE", "the largest upload (default 100M)"}},
+        {"max-upload", "SIZE", "the largest upload (default 100M)"},
+        {"tools-config", "FILE", "the tools (and keys) of the sandboxes it makes: a 0600 JSON file (docs/tools.md)"}},
        cmd_serve, false, "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM."},
   };
   return table;
