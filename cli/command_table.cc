@@ -8,7 +8,7 @@ namespace {
 const FlagHelp kSize{"size", "SIZE", "standard (1 vCPU, 1 GiB; the default), medium (2, 2 GiB), large (4, 4 GiB), xlarge (8, 8 GiB)"};
 const FlagHelp kNet{"net", "MODE", "none (the default: loopback only) or host (the host's network: not isolation)"};
 const FlagHelp kEnv{"env", "K=V", "an environment variable (repeatable); values are never written to disk"};
-const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: composio (COMPOSIO_API_KEY), dir or replay (docs/tools.md)"};
+const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: composio (COMPOSIO_API_KEY), dir, replay or callback (docs/tools.md)"};
 const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"};
 const FlagHelp kToolsConfig{"tools-config", "FILE", "tool settings and keys from a JSON file of yours, mode 0600 (or NSBOX_TOOLS_CONFIG)"};
 const FlagHelp kUserId{"user-id", "ID", "the user whose connected accounts the composio remote uses (default: default)"};
