@@ -6,9 +6,12 @@
 
 #include "cli/context.h"
 #include "isolation/sys/program.h"
+#include "mounts/bucket/external_helpers.h"
 #include "runtime/create_options.h"
 #include "runtime/install_layout.h"
 #include "runtime/workbench_tools.h"
+
+extern char** environ;
 
 namespace nsbox::cli {
 namespace {
@@ -30,9 +33,11 @@ Result<json> list_tools(const ParsedArgs& args) {
   auto layout = NSBOX_TRY(InstallLayout::discover());
   std::string input = json{{"tools", config.to_json()}, {"keys", keys.to_json()}}.dump();
   keys.wipe();
-  std::vector<std::string> env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  for (const char* name : {"HOME", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"})
-    if (const char* v = std::getenv(name)) env.push_back(std::string(name) + "=" + v);
+  // The environment a sandbox's bridge gets (ToolBridge::spawn): the proxy settings, a
+  // PATH and HOME.
+  std::vector<std::string> env = bucket::proxy_settings(environ);
+  env.push_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
+  if (const char* home = std::getenv("HOME")) env.push_back(std::string("HOME=") + home);
   auto run = sys::run_program({layout.tool_bridge(), "--list", args.value("toolkit", ""), args.value("search", "")}, "",
                               env, input, kListTimeoutS, kMaxCatalogue, 64 << 10);
   ::explicit_bzero(input.data(), input.size());

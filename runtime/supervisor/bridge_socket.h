@@ -27,7 +27,6 @@ namespace nsbox {
 
 class BridgeSocket {
  public:
-  static constexpr const char* kInsidePath = "/run/nsbox/bridge.sock";
   static constexpr size_t kMaxConnections = 64;
   static constexpr size_t kMaxRequestFrame = 4u << 20;
   static constexpr size_t kMaxCallsPerConnection = 64;

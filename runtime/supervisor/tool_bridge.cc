@@ -40,9 +40,7 @@ bool ToolBridge::rate_allows() {
 }
 
 void ToolBridge::call(const std::string& helper, Json args, uint64_t cell, Reply reply) {
-  ++calls_;
   auto refuse = [&](const std::string& why) {
-    ++refused_;
     log::limited(log::Level::kWarn, "tool-call-refused", "refused a tool call (" + helper + "): " + why);
     reply(error_answer(helper + ": " + why));
   };
@@ -130,7 +128,6 @@ size_t ToolBridge::abandon(uint64_t cell) {
       ++it;
     }
   }
-  abandoned_ += replies.size();
   for (auto& r : replies) r(error_answer("abandoned: the cell reached its deadline before the tool answered"));
   return replies.size();
 }
@@ -269,11 +266,6 @@ void ToolBridge::stop() {
     pid_ = 0;
   }
   setup_.keys.wipe();
-}
-
-Json ToolBridge::status() const {
-  return {{"backend", tools_backend_name(setup_.config.backend)}, {"running", pid_ > 0}, {"calls", calls_},
-          {"in_flight", pending_.size()}, {"refused", refused_}, {"abandoned", abandoned_}};
 }
 
 }  // namespace nsbox

@@ -73,7 +73,6 @@ class ToolBridge {
   Result<void> answer(const std::string& call_id, const protocol::Json& result, const protocol::Json& error);
   // The process goes, outstanding calls are dropped unanswered (their askers are going too).
   void stop();
-  protocol::Json status() const;
 
  private:
   struct Pending {
@@ -102,7 +101,6 @@ class ToolBridge {
   std::map<uint64_t, Pending> pending_;
   uint64_t next_call_ = 1;
   int starts_ = 0;
-  uint64_t calls_ = 0, refused_ = 0, abandoned_ = 0;
   double tokens_ = kRateBurst;
   std::chrono::steady_clock::time_point refilled_ = std::chrono::steady_clock::now();
 };

@@ -1,5 +1,6 @@
 #include "runtime/tools/composio_remote.h"
 
+#include "mounts/bucket/sigv4.h"
 #include "runtime/tools/remote_call.h"
 
 namespace nsbox::tools {
@@ -58,7 +59,7 @@ ToolAnswer ComposioRemote::answer_of(const std::string& what, const Result<Remot
 
 ToolAnswer ComposioRemote::execute(const std::string& slug, const Json& arguments) {
   std::string path = config_.execute_path;
-  path.replace(path.find("{slug}"), 6, url_encode(slug));
+  path.replace(path.find("{slug}"), 6, bucket::uri_encode(slug));
   Json body = {{"arguments", arguments}, {"user_id", config_.user_id}};
   return answer_of(slug, call_remote(http_, "POST", base_of(config_) + path, headers(), body, config_.call_timeout_s));
 }
@@ -73,8 +74,8 @@ ToolAnswer ComposioRemote::proxy(const Json& request) {
 Result<Json> ComposioRemote::list(const std::string& toolkit, const std::string& search) {
   std::string url = base_of(config_) + config_.list_path;
   std::string sep = url.find('?') == std::string::npos ? "?" : "&";
-  if (!toolkit.empty()) url += std::exchange(sep, "&") + "toolkit_slug=" + url_encode(toolkit);
-  if (!search.empty()) url += sep + "search=" + url_encode(search);
+  if (!toolkit.empty()) url += std::exchange(sep, "&") + "toolkit_slug=" + bucket::uri_encode(toolkit);
+  if (!search.empty()) url += sep + "search=" + bucket::uri_encode(search);
   RemoteReply r = NSBOX_TRY(call_remote(http_, "GET", url, headers(), nullptr, config_.call_timeout_s));
   if (r.status < 200 || r.status > 299)
     return fail(make_error(ErrorCode::kRemote, "list the tools: the tool service answered HTTP " + std::to_string(r.status) +

@@ -72,16 +72,4 @@ std::string remote_message(const RemoteReply& reply) {
   return message;
 }
 
-std::string url_encode(std::string_view text) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-                c == '_' || c == '~';
-    if (keep) out += static_cast<char>(c);
-    else out += {'%', kHex[c >> 4], kHex[c & 15]};
-  }
-  return out;
-}
-
 }  // namespace nsbox::tools

@@ -29,7 +29,4 @@ Result<RemoteReply> call_remote(bucket::HttpClient& http, const std::string& met
 // start of its text.
 std::string remote_message(const RemoteReply& reply);
 
-// Percent-encodes a query value (ASCII letters, digits and -._~ are kept).
-std::string url_encode(std::string_view text);
-
 }  // namespace nsbox::tools
