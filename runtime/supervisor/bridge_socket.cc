@@ -17,7 +17,6 @@ using protocol::Json;
 namespace {
 
 bool is_bridge_helper(const std::string& name) {
-  if (name == "tool_schema") return true;
   for (const char* h : tools::kHelpers)
     if (name == h) return true;
   return false;

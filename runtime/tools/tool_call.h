@@ -9,8 +9,10 @@
 
 namespace nsbox::tools {
 
-// The helpers that reach the bridge (smart_file_extract runs inside the sandbox).
-inline constexpr const char* kHelpers[] = {"run_tool", "invoke_llm", "proxy_execute", "web_search", "upload_local_file"};
+// What reaches the bridge: the helpers (smart_file_extract runs inside the sandbox), and
+// tool_schema, which nsbox_helpers asks to correct argument names.
+inline constexpr const char* kHelpers[] = {"run_tool",          "invoke_llm", "proxy_execute", "web_search",
+                                           "upload_local_file", "tool_schema"};
 
 struct ToolCall {
   std::string helper;  // one of kHelpers
