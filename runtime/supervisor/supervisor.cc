@@ -175,16 +175,16 @@ Result<void> Supervisor::serve() {
   return result;
 }
 
-// The bucket servers first: a sandbox process in a FUSE request (an upload at close, a
-// download at open) waits in the kernel, beyond SIGKILL's reach, until its server answers
-// or the connection ends. Killing the sandbox first would wait on the remote, past the
-// bound of destroy() (the cgroup then outlives the supervisor); stopping the servers ends
-// every connection, and the sandbox dies at once.
 void Supervisor::tool_call(const std::string& helper, Json args, uint64_t cell, ToolBridge::Reply reply) {
   if (!tools_) return reply({{"result", nullptr}, {"error", helper + ": the tool bridge is not running"}});
   tools_->call(helper, std::move(args), cell, std::move(reply));
 }
 
+// The bucket servers first: a sandbox process in a FUSE request (an upload at close, a
+// download at open) waits in the kernel, beyond SIGKILL's reach, until its server answers
+// or the connection ends. Killing the sandbox first would wait on the remote, past the
+// bound of destroy() (the cgroup then outlives the supervisor); stopping the servers ends
+// every connection, and the sandbox dies at once.
 void Supervisor::stop_sandbox() {
   if (tools_) tools_->stop();
   for (int pidfd : buckets_.pidfds()) loop_->remove(pidfd);  // no exit report for a server we stop

@@ -9,10 +9,10 @@
 
 namespace nsbox::tools {
 
-// What reaches the bridge: the helpers (smart_file_extract runs inside the sandbox), and
-// tool_schema, which nsbox_helpers asks to correct argument names.
-inline constexpr const char* kHelpers[] = {"run_tool",          "invoke_llm", "proxy_execute", "web_search",
-                                           "upload_local_file", "tool_schema"};
+// What reaches the bridge: the helpers (smart_file_extract only for what it cannot read
+// inside the sandbox), and tool_schema, which nsbox_helpers asks to correct argument names.
+inline constexpr const char* kHelpers[] = {"run_tool",          "invoke_llm",  "proxy_execute",     "web_search",
+                                           "upload_local_file", "tool_schema", "smart_file_extract"};
 
 struct ToolCall {
   std::string helper;  // one of kHelpers

@@ -70,13 +70,21 @@ ToolAnswer ToolRouter::other_helper(const ToolCall& call) {
     if (remote_) return remote_->execute(config_.web_search_tool, {{"query", call.args.value("query", Json())}});
   } else if (h == "proxy_execute") {
     if (remote_) return remote_->proxy(call.args);
+  } else if (h == "smart_file_extract") {
+    if (remote_ && !config_.extract_tool.empty()) return remote_->execute(config_.extract_tool, call.args);
   } else {
     return ToolAnswer::failed(h + ": not a helper of the tool bridge");
   }
   if (local_ && local_->has(h)) return local_->run(h, call.args);
   std::string needs = h == "invoke_llm" ? "--llm-url (an OpenAI-compatible API), a composio remote with an llm_tool, "
                                           "or an executable invoke_llm in --tools-dir"
-                                        : "--tools composio, or an executable " + h + " in --tools-dir";
+                     : h == "smart_file_extract"
+                         ? "a composio remote with an extract_tool, or an executable smart_file_extract in --tools-dir"
+                         : "--tools composio, or an executable " + h + " in --tools-dir";
+  if (h == "smart_file_extract")
+    return ToolAnswer::failed("smart_file_extract: " + call.args.value("name", std::string("this file")) +
+                              " is not PDF, text, CSV or JSON, which the sandbox reads itself, and no extractor is "
+                              "configured (needs " + needs + "; docs/tools.md)");
   return ToolAnswer::failed(h + ": not configured for this sandbox (needs " + needs + "; docs/tools.md)");
 }
 

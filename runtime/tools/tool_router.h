@@ -5,6 +5,7 @@
 //   run_tool       replay | composio remote | tools dir         (meta-tools refused)
 //   invoke_llm     replay | llm_url | remote's llm_tool | DIR/invoke_llm
 //   web_search     replay | remote's web_search_tool | DIR/web_search
+//   smart_file_extract  replay | remote's extract_tool | DIR/smart_file_extract
 //   proxy_execute  replay | remote's proxy | DIR/proxy_execute
 //   tool_schema    the tool's input schema, for argument-name correction in the sandbox
 //   upload_local_file   always local (SharedFiles)

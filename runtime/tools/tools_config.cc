@@ -69,6 +69,7 @@ Json ToolsConfig::to_json() const {
   put("llm_url", llm_url);
   put("llm_model", llm_model);
   put("llm_tool", llm_tool);
+  put("extract_tool", extract_tool);
   if (backend == ToolsBackend::kComposio) {
     j["execute_path"] = execute_path;
     j["list_path"] = list_path;
@@ -101,6 +102,7 @@ Result<ToolsConfig> ToolsConfig::from_json(const Json& j) {
     else if (key == "llm_url") c.llm_url = NSBOX_TRY(text());
     else if (key == "llm_model") c.llm_model = NSBOX_TRY(text());
     else if (key == "llm_tool") c.llm_tool = NSBOX_TRY(text());
+    else if (key == "extract_tool") c.extract_tool = NSBOX_TRY(text());
     else if (key == "execute_path") c.execute_path = NSBOX_TRY(text());
     else if (key == "list_path") c.list_path = NSBOX_TRY(text());
     else if (key == "web_search_tool") c.web_search_tool = NSBOX_TRY(text());

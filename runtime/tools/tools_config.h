@@ -7,6 +7,7 @@
 //    "base_url": "https://backend.composio.dev", "tools_dir": "/srv/tools",
 //    "replay_file": "calls.jsonl", "record_file": "calls.jsonl",
 //    "llm_url": "http://127.0.0.1:8080/v1", "llm_model": "gpt-4o-mini",
+//    "llm_tool": "...", "extract_tool": "...", "web_search_tool": "COMPOSIO_SEARCH_WEB",
 //    "max_in_flight": 16, "call_timeout_s": 60}
 //
 // The keys (ToolKeys) are not part of it: they come from the environment of whoever
@@ -45,6 +46,7 @@ struct ToolsConfig {
   std::string list_path = "/api/v3/tools";
   std::string web_search_tool = "COMPOSIO_SEARCH_WEB";  // what web_search runs on the remote
   std::string llm_tool;  // run for invoke_llm when no llm_url is set (the remote's LLM tool)
+  std::string extract_tool;  // run for smart_file_extract of what the sandbox cannot read itself
   unsigned max_in_flight = kDefaultInFlight;
   double call_timeout_s = kDefaultCallTimeoutS;
 

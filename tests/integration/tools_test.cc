@@ -359,13 +359,45 @@ print(json.dumps({"pdftotext": shutil.which("pdftotext") is not None, "pdf": sma
                   "missing": smart_file_extract("/tmp/none.txt")}))
 )PY");
   CHECK(got["csv"] == json::array({"a,b\n1,2\n", nullptr}));
-  CHECK(got["png"][1].get<std::string>().find("cannot extract text from .png") != std::string::npos);
+  CHECK(got["png"][1].get<std::string>().find("img.png is not PDF, text, CSV or JSON") != std::string::npos);
+  CHECK(got["png"][1].get<std::string>().find("extract_tool") != std::string::npos);
   CHECK(got["missing"][1].get<std::string>().find("No such file") != std::string::npos);
   if (got["pdftotext"] == true) {
     CHECK(got["pdf"][0].get<std::string>().find("Quarterly revenue grew") != std::string::npos);
   } else {
     CHECK(got["pdf"][1].get<std::string>().find("poppler-utils") != std::string::npos);
     NSBOX_SKIP("pdftotext is not installed on this host (poppler-utils): the PDF's text was not checked");
+  }
+}
+
+TEST_CASE("smart_file_extract sends what the sandbox cannot read to the remote's extract_tool or a tools directory's extractor, up to 2 MiB", "[tools]") {
+  const std::string code = R"PY(import json
+open("/tmp/img.png", "wb").write(b"\x89PNG" + bytes((2 << 20) - 4))  # at the limit
+open("/tmp/big.docx", "wb").write(bytes(3 << 20))
+print(json.dumps({"png": smart_file_extract("/tmp/img.png"), "big": smart_file_extract("/tmp/big.docx")}))
+)PY";
+  SECTION("a Composio-style remote's tool, named by extract_tool in the tools config") {
+    FakeRemote remote;
+    ToolsDir dir;  // holds the config file
+    std::string path = dir.path() + "/tools.json";
+    std::ofstream(path) << json{{"backend", "composio"}, {"base_url", remote.url()}, {"extract_tool", "EXTRACT_TEXT"},
+                                {"composio_api_key", kKey}}.dump();
+    ::chmod(path.c_str(), 0600);
+    TestRoot root;
+    auto got = cell_json(root, root.create({"--tools-config", path}), code);
+    CHECK(got["png"] == json::array({"img.png (image/png, 2097152 bytes)", nullptr}));
+    CHECK(got["big"][1].get<std::string>().find("at most 2 MiB") != std::string::npos);
+    auto requests = remote.stats()["requests"];
+    REQUIRE(requests.size() == 1);  // the big file never left the sandbox
+    CHECK(requests[0]["slug"] == "EXTRACT_TEXT");
+  }
+  SECTION("an executable smart_file_extract in the tools directory") {
+    ToolsDir tools;
+    tools.add("smart_file_extract", "#!/usr/bin/python3.11\nimport base64, json, sys\na = json.load(sys.stdin)\n"
+                                    "print(json.dumps('%s: %d bytes' % (a['name'], len(base64.b64decode(a['content_base64'])))))\n");
+    TestRoot root;
+    auto got = cell_json(root, root.create({"--tools-dir", tools.path()}), code);
+    CHECK(got["png"] == json::array({"img.png: 2097152 bytes", nullptr}));
   }
 }
 

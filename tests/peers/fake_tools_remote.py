@@ -24,6 +24,7 @@ has a 30 s timeout; request bodies over 10 MiB get 413 without being read.
 """
 
 import argparse
+import base64
 import collections
 import hmac
 import http.server
@@ -46,6 +47,8 @@ TOOL_PROPERTIES = {
     "ECHO": {"message": {"type": "string"}, "repoName": {"type": "string"}},
     "FAIL": {}, "RATE_LIMITED_ONCE": {}, "ALWAYS_429": {}, "SERVER_ERROR": {},
     "INPUT_REQUIRED": {}, "SLOW": {"ms": {"type": "integer"}}, "GET_CONFIG": {},
+    "EXTRACT_TEXT": {"name": {"type": "string"}, "mime_type": {"type": "string"},
+                     "content_base64": {"type": "string"}},
 }
 CONFIG_DATA = {"api_key": "k-123", "user_name": "ada",
                "nested": {"created_at": 1, "items": [{"display_name": "x"}]}}
@@ -119,6 +122,16 @@ def matches(tool, toolkit, search):
         return False
     text = " ".join((tool["slug"], tool["name"], tool["description"])).lower()
     return not search or search.lower() in text
+
+
+def extract_answer(arguments):
+    """A stand-in text extractor: says what it was given (name, type, decoded size)."""
+    try:
+        content = base64.b64decode(arguments.get("content_base64", ""), validate=True)
+    except (ValueError, TypeError):
+        return 200, {"data": {}, "error": "content_base64 is not base64", "successful": False}
+    text = f"{arguments.get('name')} ({arguments.get('mime_type')}, {len(content)} bytes)"
+    return 200, {"data": {"text": text}, "error": None, "successful": True}
 
 
 def echo_answer(slug, arguments, user_id):
@@ -256,6 +269,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return (*echo_answer(slug, arguments, user_id), None)
         if slug == "SLOW":
             return (*self.slow(arguments, user_id), None)
+        if slug == "EXTRACT_TEXT":
+            return (*extract_answer(arguments), None)
         return 404, {"error": {"message": f"tool not found: {slug}"}}, None
 
     def slow(self, arguments, user_id):

@@ -26,12 +26,19 @@ TEST_CASE("a tools config names its backend, or a directory or recording says it
   CHECK(ToolsConfig::from_json({{"backend", "composio"}})->backend == ToolsBackend::kComposio);
   CHECK(!ToolsConfig().enabled());
   CHECK(ToolsConfig::from_json({{"llm_url", "http://127.0.0.1:1/v1"}})->enabled());
+  // What a sandbox is told to run on the remote survives the saved form.
+  auto remote = ToolsConfig::from_json({{"backend", "composio"}, {"llm_tool", "LLM_CHAT"}, {"extract_tool", "EXTRACT"}});
+  REQUIRE(remote);
+  auto again = ToolsConfig::from_json(remote->to_json());
+  REQUIRE(again);
+  CHECK(again->llm_tool == "LLM_CHAT");
+  CHECK(again->extract_tool == "EXTRACT");
 
   for (const json& bad : {json{{"backend", "magic"}}, json{{"tools_dir", "relative/dir"}}, json{{"backend", "dir"}},
                           json{{"backend", "replay"}}, json{{"llm_url", "file:///etc/passwd"}},
                           json{{"base_url", "gopher://x"}}, json{{"max_in_flight", 0}}, json{{"max_in_flight", 100000}},
                           json{{"call_timeout_s", -1}}, json{{"execute_path", "/no/slug/here"}}, json{{"api_key", "k"}},
-                          json{{"user_id", 7}}, json("composio")}) {
+                          json{{"user_id", 7}}, json{{"extract_tool", 1}}, json("composio")}) {
     INFO(bad.dump());
     auto parsed = ToolsConfig::from_json(bad);
     REQUIRE(!parsed);

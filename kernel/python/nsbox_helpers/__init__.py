@@ -97,6 +97,6 @@ def upload_local_file(*paths):
 
 def smart_file_extract(path):
     """The text of a file: PDF (pdftotext, run here in the sandbox), plain text, CSV, JSON
-    -> (text, error)."""
+    -> (text, error); other kinds through the tool bridge's extractor when one is set."""
     from .extract import extract_text  # only when used: it imports subprocess
-    return extract_text(path)
+    return extract_text(path, _call)
