@@ -6,7 +6,11 @@ namespace nsbox::cli {
 namespace {
 
 const FlagHelp kSize{"size", "SIZE", "standard (1 vCPU, 1 GiB; the default), medium (2, 2 GiB), large (4, 4 GiB), xlarge (8, 8 GiB)"};
-const FlagHelp kNet{"net", "MODE", "none (the default: loopback only) or host (the host's network: not isolation)"};
+const FlagHelp kNet{"net", "MODE",
+                    "none (the default: loopback only), allow=HOST[,*.DOMAIN,HOST:PORT...] (only those, through a proxy "
+                    "on the host side) or host (the host's network: not isolation)"};
+const FlagHelp kNetAllowPrivate{"net-allow-private", "HOST[,HOST...]",
+                                "hosts of the allowlist that may resolve to private or loopback addresses"};
 const FlagHelp kEnv{"env", "K=V", "an environment variable (repeatable); values are never written to disk"};
 const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: composio (COMPOSIO_API_KEY), dir, replay or callback (docs/tools.md)"};
 const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"};
@@ -22,6 +26,7 @@ const std::vector<CommandHelp>& command_table() {
        {kSize,
         {"name", "NAME", "a name to use instead of the id (1-63 of a-z 0-9 - _ .)"},
         kNet,
+        kNetAllowPrivate,
         kEnv,
         {"volume", "NAME", "a named files volume at /mnt/files (made if new; outlives the sandbox, shareable)"},
         {"files-quota", "SIZE", "the files volume's quota (default 10G, less on a small disk)"},
@@ -52,9 +57,14 @@ const std::vector<CommandHelp>& command_table() {
       {"restart", "ID", "a fresh Python interpreter (the state is lost)", {}, cmd_restart},
       {"sh", "ID [FLAGS] -- CMD...", "run a command in a sandbox (one argument: a bash command line)", {kTimeout, kEnv},
        cmd_sh, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
-      {"run", "[FLAGS] -- CMD...", "one-shot: create a sandbox, run the command, remove it", {kSize, kNet, kTimeout, kEnv},
+      {"run", "[FLAGS] -- CMD...", "one-shot: create a sandbox, run the command, remove it",
+       {kSize, {"net", "MODE", "none (the default) or host; allow= needs nsbox create"}, kTimeout, kEnv},
        cmd_run, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
       {"resize", "ID --size SIZE", "change a running sandbox's size (processes and state stay)", {kSize}, cmd_resize},
+      {"net", "ID --allow HOST[,...]", "replace the allowlist of a --net allow= sandbox, live",
+       {{"allow", "HOST[,*.DOMAIN,HOST:PORT...]", "the new allowlist (\"\" allows nothing)"},
+        {"allow-private", "HOST[,HOST...]", "hosts of it that may resolve to private or loopback addresses"}},
+       cmd_net},
       {"files", "ID (upload LOCAL [REMOTE] | ls [PATH] | download REMOTE [LOCAL] | rm PATH...)",
        "the sandbox's /mnt/files, from the host",
        {{"limit", "N", "ls: entries per page (default 1000, at most 100000)"},

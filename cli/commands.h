@@ -25,6 +25,7 @@ int cmd_inspect(const Invocation& inv);
 int cmd_sh(const Invocation& inv);
 int cmd_run(const Invocation& inv);
 int cmd_resize(const Invocation& inv);
+int cmd_net(const Invocation& inv);
 int cmd_rm(const Invocation& inv);
 int cmd_doctor(const Invocation& inv);
 int cmd_exec(const Invocation& inv);

@@ -28,8 +28,10 @@ Result<std::string> one_id(const ParsedArgs& args, const char* command) {
 // credentials file) and go to the supervisor, never to disk.
 Result<nlohmann::json> create_document(const ParsedArgs& args) {
   nlohmann::json doc = nlohmann::json::object();
-  for (const char* flag : {"size", "name", "net", "volume"})
+  for (const char* flag : {"size", "name", "volume"})
     if (args.values.count(flag)) doc[flag] = args.value(flag);
+  if (args.values.count("net") || args.values.count("net-allow-private"))
+    doc["net"] = NSBOX_TRY(net::NetPolicy::parse(args.value("net", "none"), args.value("net-allow-private", ""))).to_json();
   if (args.values.count("files-quota")) doc["files_quota"] = args.value("files-quota");
   if (auto it = args.values.find("env"); it != args.values.end()) {
     doc["env"] = nlohmann::json::object();
@@ -90,7 +92,7 @@ int cmd_ls(const Invocation& inv) {
   for (const auto& info : *list) {
     const auto& r = info.record;
     std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %s", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
-                  std::string(size_tier_name(r.size)).c_str(), std::string(network::mode_name(r.net)).c_str(),
+                  std::string(size_tier_name(r.size)).c_str(), std::string(network::mode_name(r.net.mode)).c_str(),
                   std::string(status_name(info.status)).c_str(), r.created_at.c_str());
     ctx->out.line(line);
   }
@@ -116,7 +118,7 @@ int cmd_inspect(const Invocation& inv) {
     << "status:      " << status_name(info->status) << "\n"
     << "size:        " << size_tier_name(r.size) << " (" << limits_text(r.size) << ")\n"
     << "limits:      " << enforcement_name(r.enforcement) << "\n"
-    << "network:     " << network::mode_name(r.net) << "\n"
+    << "network:     " << r.net.describe() << "\n"
     << "created:     " << r.created_at << "\n"
     << "files:       /mnt/files: " << (info->volume ? info->volume->name + (info->volume->named ? " (named volume)" : "") +
                                         (info->volume->quota_bytes ? ", quota " + format_bytes(info->volume->quota_bytes) : ", no quota")
@@ -128,7 +130,29 @@ int cmd_inspect(const Invocation& inv) {
     s << "\nenv:        ";
     for (const auto& n : r.env_names) s << " " << n;
   }
+  if (r.net.mode == network::Mode::kHost) s << "\nwarning:     --net host shares the host's network: no isolation of the network";
+  if (!info->net_denials.empty()) {
+    s << "\nrefused:     (the proxy's last " << info->net_denials.size() << ")";
+    for (const auto& d : info->net_denials) s << "\n  " << d.value("time", "") << "  " << d.value("reason", "");
+  }
   ctx->out.line(s.str());
+  return 0;
+}
+
+int cmd_net(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, code);
+  if (!ctx) return code;
+  auto id = one_id(ctx->args, "net");
+  if (!id) return ctx->out.error(id.error());
+  if (!ctx->args.values.count("allow"))
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox net needs --allow HOST[,...] (\"\" allows nothing)"));
+  auto allow = net::AllowList::parse(ctx->args.value("allow"), ctx->args.value("allow-private", ""));
+  if (!allow) return ctx->out.error(allow.error());
+  auto info = ctx->runtime->set_allowlist(*id, *allow);
+  if (!info) return ctx->out.error(info.error());
+  if (ctx->out.json) ctx->out.document(info->to_json());
+  else ctx->out.line(info->record.id + ": " + info->record.net.describe());
   return 0;
 }
 

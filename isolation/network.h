@@ -1,13 +1,20 @@
-// Network modes: `none` (a namespace of its own with only loopback, up) and `host`.
+// Network modes (docs/network.md): `none` (a namespace of its own with only loopback, up),
+// `allow` (the same namespace; the only way out is the host-side egress proxy, whose
+// listening socket is made inside it: listen_inside) and `host` (the host's network).
 #pragma once
 
 #include <string_view>
 
+#include <sys/types.h>
+
+#include <cstdint>
+
 #include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
 
 namespace nsbox::network {
 
-enum class Mode { kNone, kHost };
+enum class Mode { kNone, kHost, kAllow };
 
 Result<Mode> parse_mode(std::string_view name);
 std::string_view mode_name(Mode mode);
@@ -15,5 +22,11 @@ int clone_flags(Mode mode);
 
 // In the child, inside its new network namespace: brings `lo` up.
 Result<void> setup_in_child(Mode mode);
+
+// A TCP socket listening on 127.0.0.1:`port` inside the network namespace of
+// `sandbox_pid`, for a host-side process to accept on: connections to it come from the
+// sandbox, and what that process connects to is reached from the host's namespace. A
+// short-lived child joins the sandbox's user and network namespaces to make it.
+Result<UniqueFd> listen_inside(pid_t sandbox_pid, uint16_t port);
 
 }  // namespace nsbox::network

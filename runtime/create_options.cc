@@ -191,7 +191,7 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   if (j.contains("size")) o.size = NSBOX_TRY(parse_size_tier(NSBOX_TRY(string_field(j, "size"))));
   if (j.contains("name")) o.name = NSBOX_TRY(string_field(j, "name"));
   if (!o.name.empty()) NSBOX_CHECK(StateStore::validate_name(o.name));
-  if (j.contains("net")) o.net = NSBOX_TRY(network::parse_mode(NSBOX_TRY(string_field(j, "net"))));
+  if (j.contains("net")) o.net = NSBOX_TRY(net::NetPolicy::from_json(j["net"]));
   if (j.contains("volume")) o.volume = NSBOX_TRY(string_field(j, "volume"));
   if (auto e = j.find("env"); e != j.end()) {
     if (!e->is_object()) return fail(malformed("\"env\" must be an object of strings"));

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "isolation/network.h"
+#include "runtime/net/net_policy.h"
 #include "isolation/size_tier.h"
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/command.h"
@@ -36,7 +36,7 @@ struct WorkspaceEntry {
 struct CreateOptions {
   SizeTier size = SizeTier::kStandard;
   std::string name;
-  network::Mode net = network::Mode::kNone;
+  net::NetPolicy net;
   EnvList env;
   std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
   uint64_t files_quota = 0;  // 0: the default (10 GiB; half the free disk when less than 20 GiB is free)

@@ -27,6 +27,7 @@ struct InstallLayout {
   std::string sandbox_dir() const { return libexec_dir + "/sandbox"; }
   std::string bucket_server() const { return libexec_dir + "/nsbox-bucketfs"; }
   std::string tool_bridge() const { return libexec_dir + "/nsbox-toolbridge"; }
+  std::string net_proxy() const { return libexec_dir + "/nsbox-netproxy"; }
   std::string api_server() const { return libexec_dir + "/nsbox-server"; }
 };
 

@@ -22,6 +22,48 @@
 namespace nsbox {
 namespace {
 
+// The last lines of the proxy's denial log (at most 1 MiB, written by the proxy): its
+// final 64 KiB, at most 20 entries.
+std::vector<protocol::Json> recent_denials(const std::string& path) {
+  constexpr off_t kTail = 64 * 1024;
+  constexpr size_t kMaxEntries = 20;
+  std::vector<protocol::Json> out;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return out;
+  off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  off_t from = size > kTail ? size - kTail : 0;
+  std::string text(static_cast<size_t>(size - from), '\0');
+  ssize_t got = ::pread(fd.get(), text.data(), text.size(), from);
+  text.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  if (from > 0) text.erase(0, text.find('\n') + 1);  // a cut first line
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) break;
+    auto line = protocol::Json::parse(text.substr(at, end - at), nullptr, false);
+    if (line.is_object()) out.push_back(std::move(line));
+    at = end + 1;
+  }
+  if (out.size() > kMaxEntries) out.erase(out.begin(), out.end() - kMaxEntries);
+  return out;
+}
+
+// NSBOX_TEST_RESOLVE="name=address,...": names the egress proxy answers without DNS, so
+// that tests reach their own loopback servers by a name (docs/network.md). Host-side
+// only: nothing in a sandbox can set it.
+std::map<std::string, std::string> test_resolve_overrides() {
+  std::map<std::string, std::string> out;
+  const char* text = std::getenv("NSBOX_TEST_RESOLVE");
+  std::string_view rest = text ? text : "";
+  while (!rest.empty()) {
+    std::string_view item = rest.substr(0, rest.find(','));
+    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
+    if (size_t eq = item.find('='); eq != std::string_view::npos)
+      out[net::normalize_host(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+  }
+  return out;
+}
+
+
 using protocol::Json;
 
 constexpr int kRequestTimeoutMs = 15000;
@@ -75,6 +117,7 @@ Json SandboxInfo::to_json() const {
   if (memory_usage_bytes) j["memory_usage_bytes"] = *memory_usage_bytes;
   j["oom_kills"] = oom_kills;
   if (!warning.empty()) j["warning"] = warning;
+  if (record.net.mode == network::Mode::kAllow) j["net_denials"] = net_denials;
   return j;
 }
 
@@ -119,8 +162,8 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   auto drop_volume = [&] {
     if (!volume->named) (void)volumes.remove(*volume);
   };
-  SupervisorSpec spec{id, options.name, options.size, options.net, options.env, volume->name, options.mounts,
-                      options.tools, options.tool_keys};
+  SupervisorSpec spec{id, options.name, options.size, options.net, test_resolve_overrides(), options.env, volume->name,
+                      options.mounts, options.tools, options.tool_keys};
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
                                  kSupervisorStartMs + mounts_start_bound_ms(options.mounts));
   if (!report || !report->value("ok", false)) {
@@ -137,7 +180,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     (void)remove(id);  // nothing is left of a create that failed
     return fail(std::move(written.error()).context("create sandbox"));
   }
-  SandboxInfo info{record, *volume, SandboxStatus::kRunning, std::nullopt, 0, {}};
+  SandboxInfo info{record, *volume, SandboxStatus::kRunning, std::nullopt, 0, {}, {}};
   if (report->contains("warning")) {
     // Said once per state root, not at every create.
     std::string marker = store_.root().run_dir + "/.warned-limits-fallback";
@@ -226,7 +269,9 @@ Result<std::vector<SandboxInfo>> Runtime::list() const {
 }
 
 Result<SandboxInfo> Runtime::inspect(const std::string& id_or_name) const {
-  return info_for(NSBOX_TRY(store_.resolve(id_or_name)));
+  SandboxInfo info = NSBOX_TRY(info_for(NSBOX_TRY(store_.resolve(id_or_name))));
+  if (info.record.net.mode == network::Mode::kAllow) info.net_denials = recent_denials(store_.root().net_denials(info.record.id));
+  return info;
 }
 
 Result<CommandResult> Runtime::exec(const std::string& id_or_name, const CommandRequest& request,
@@ -355,6 +400,13 @@ Result<SandboxInfo> Runtime::resize(const std::string& id_or_name, SizeTier size
   if (!store_.supervisor_alive(id)) return fail(dead_error(id));
   NSBOX_CHECK(request(id, {{"op", "resize"}, {"size", size_tier_name(size)}}, kRequestTimeoutMs));
   return info_for(id);
+}
+
+Result<SandboxInfo> Runtime::set_allowlist(const std::string& id_or_name, const net::AllowList& allow) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  NSBOX_CHECK(request(id, {{"op", "net"}, {"allow", allow.to_json()}}, kRequestTimeoutMs));
+  return inspect(id);
 }
 
 void Runtime::stop_supervisor(const std::string& id) const {

@@ -40,6 +40,9 @@ struct SandboxInfo {
   std::optional<uint64_t> memory_usage_bytes;
   uint64_t oom_kills = 0;
   std::string warning;  // e.g. limits fall back to rlimits (given once per state root)
+  // The egress proxy's last refusals, oldest first ({"time", "host", "port", "status",
+  // "reason"}); inspect only.
+  std::vector<nlohmann::json> net_denials;
 
   nlohmann::json to_json() const;
 };
@@ -105,6 +108,8 @@ class Runtime {
   Result<void> interrupt(const std::string& id_or_name) const;  // the running cell
   Result<void> restart(const std::string& id_or_name) const;    // a fresh interpreter
   Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
+  // Replaces the allowlist of a `--net allow=` sandbox, live (docs/network.md).
+  Result<SandboxInfo> set_allowlist(const std::string& id_or_name, const net::AllowList& allow) const;
   // Stops the sandbox if it runs, removes its cgroup, state and files volume (kept, as a
   // named volume of the sandbox's id, with `keep_files`).
   Result<void> remove(const std::string& id_or_name, bool keep_files = false) const;

@@ -48,7 +48,7 @@ nlohmann::json SandboxRecord::to_json() const {
       {"id", id},
       {"name", name},
       {"size", size_tier_name(size)},
-      {"net", network::mode_name(net)},
+      {"net", net.to_json()},
       {"created_at", created_at},
       {"supervisor_pid", supervisor_pid},
       {"init_pid", init_pid},
@@ -85,7 +85,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     r.id = j.at("id").get<std::string>();
     r.name = j.value("name", "");
     r.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
-    r.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
+    r.net = NSBOX_TRY(net::NetPolicy::from_json(j.at("net")));
     r.created_at = j.value("created_at", "");
     r.supervisor_pid = NSBOX_TRY(pid_field(j, "supervisor_pid"));
     r.init_pid = NSBOX_TRY(pid_field(j, "init_pid"));

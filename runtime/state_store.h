@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "isolation/cgroup.h"
-#include "isolation/network.h"
+#include "runtime/net/net_policy.h"
 #include "isolation/size_tier.h"
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
@@ -43,6 +43,8 @@ struct StateRoot {
   std::string volume_mount(const std::string& id) const { return sandbox_dir(id) + "/volume"; }
   // upload_local_file's host copies (runtime/tools/shared_files.h); they go with the sandbox.
   std::string shared_dir(const std::string& id) const { return data_dir + "/shared/" + id; }
+  // What the egress proxy refused (runtime/net/egress_proxy.h), one JSON line each.
+  std::string net_denials(const std::string& id) const { return sandbox_dir(id) + "/net-denials.log"; }
 };
 
 // How the limits of a sandbox are enforced.
@@ -55,7 +57,7 @@ struct SandboxRecord {
   std::string id;
   std::string name;  // may be empty
   SizeTier size = SizeTier::kStandard;
-  network::Mode net = network::Mode::kNone;
+  net::NetPolicy net;  // its allowlist as it is now (`nsbox net` changes it)
   std::string created_at;  // RFC 3339, UTC
   pid_t supervisor_pid = 0;
   pid_t init_pid = 0;

@@ -9,7 +9,7 @@
 
 namespace nsbox::sys {
 
-bool arrange_child_fds(std::initializer_list<int> sources) {
+bool arrange_child_fds(std::span<const int> sources) {
   constexpr size_t kMax = 8;
   if (sources.size() > kMax) return false;
   int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -21,7 +21,7 @@ bool arrange_child_fds(std::initializer_list<int> sources) {
   return close_range(static_cast<unsigned>(count), ~0U, 0) == 0;
 }
 
-void prepare_child(pid_t parent, std::initializer_list<int> sources) {
+void prepare_child(pid_t parent, std::span<const int> sources) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // it died before the line above: no signal would come
   // Nothing of the parent's (the supervisor's liveness lock above all).

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <initializer_list>
+#include <span>
 
 namespace nsbox::sys {
 
@@ -11,12 +12,18 @@ namespace nsbox::sys {
 // first copied above the targets: a dup2 of an fd onto itself (a pipe end that already is
 // fd 0, or 3) would leave it O_CLOEXEC, and it would close at exec. False on a failure
 // (the child should _exit).
-bool arrange_child_fds(std::initializer_list<int> sources);
+bool arrange_child_fds(std::span<const int> sources);
+inline bool arrange_child_fds(std::initializer_list<int> sources) {
+  return arrange_child_fds(std::span<const int>(sources.begin(), sources.size()));
+}
 
 // In a child between fork and exec (async-signal-safe): dies with `parent`, the pid the
 // parent had before fork (and _exits at once if that parent is already gone, which
 // PR_SET_PDEATHSIG set after fork would never notice); puts `sources[i]` at fd i (-1:
 // /dev/null), at most 8 of them; closes every other fd; unblocks every signal.
-void prepare_child(pid_t parent, std::initializer_list<int> sources);
+void prepare_child(pid_t parent, std::span<const int> sources);
+inline void prepare_child(pid_t parent, std::initializer_list<int> sources) {
+  prepare_child(parent, std::span<const int>(sources.begin(), sources.size()));
+}
 
 }  // namespace nsbox::sys

@@ -9,8 +9,8 @@ Json SupervisorSpec::to_json() const {
   for (const auto& [k, v] : env) env_obj.push_back({k, v});
   Json mounts_arr = Json::array();
   for (const auto& m : mounts) mounts_arr.push_back({{"mount", m.mount.to_json()}, {"credentials", m.credentials.to_json()}});
-  return {{"id", id},         {"name", name}, {"size", size_tier_name(size)}, {"net", network::mode_name(net)},
-          {"env", env_obj},   {"volume", volume}, {"mounts", mounts_arr}, {"tools", tools.to_json()},
+  return {{"id", id},         {"name", name}, {"size", size_tier_name(size)}, {"net", net.to_json()},
+          {"net_resolve", net_resolve}, {"env", env_obj},   {"volume", volume}, {"mounts", mounts_arr}, {"tools", tools.to_json()},
           {"tool_keys", tool_keys.to_json()}};
 }
 
@@ -20,7 +20,8 @@ Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
     s.id = j.at("id").get<std::string>();
     s.name = j.value("name", "");
     s.size = NSBOX_TRY(parse_size_tier(j.at("size").get<std::string>()));
-    s.net = NSBOX_TRY(network::parse_mode(j.at("net").get<std::string>()));
+    s.net = NSBOX_TRY(net::NetPolicy::from_json(j.at("net")));
+    s.net_resolve = j.value("net_resolve", std::map<std::string, std::string>{});
     for (const auto& kv : j.value("env", Json::array())) s.env.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
     s.volume = j.at("volume").get<std::string>();
     for (const auto& m : j.value("mounts", Json::array()))

@@ -5,13 +5,14 @@
 // Never written to disk: env values and the mounts' credentials may be secrets.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
-#include "isolation/network.h"
 #include "isolation/size_tier.h"
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/command.h"
+#include "runtime/net/net_policy.h"
 #include "runtime/protocol/frame.h"
 #include "runtime/tools/tools_config.h"
 
@@ -21,7 +22,10 @@ struct SupervisorSpec {
   std::string id;
   std::string name;
   SizeTier size = SizeTier::kStandard;
-  network::Mode net = network::Mode::kNone;
+  net::NetPolicy net;
+  // Names the egress proxy answers without DNS: tests only (NSBOX_TEST_RESOLVE in the
+  // creating process's environment), to reach their own servers on loopback by a name.
+  std::map<std::string, std::string> net_resolve;
   EnvList env;
   std::string volume;  // the files volume's name (made by the caller)
   std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)

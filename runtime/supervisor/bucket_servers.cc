@@ -2,27 +2,19 @@
 
 #include <fcntl.h>
 #include <linux/mount.h>
-#include <poll.h>
-#include <signal.h>
-#include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "isolation/mount_injection.h"
 #include "isolation/userns.h"
-#include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
-#include "isolation/sys/syscall.h"
 #include "mounts/bucket/staging_budget.h"
 #include "runtime/protocol/supervisor_spec.h"
 #include "runtime/supervisor/helper_mount.h"
@@ -36,34 +28,6 @@ using nlohmann::json;
 // upload, which a stalled remote never lets it: past this it is killed.
 constexpr int kTermGraceMs = 2000;
 constexpr int kKillWaitMs = 1000;
-
-// Of the supervisor's environment (scrubbed already) the server gets the proxy settings;
-// besides them, a PATH.
-[[noreturn]] void exec_server(const std::string& path, bool probe_only, pid_t supervisor, int config_fd, int report_fd,
-                              int fuse_fd, char* const envp[]) {
-  // stdin: the config; stdout: nothing; stderr: the supervisor's log; fd 3: the report;
-  // fd 4: the mounted /dev/fuse, when the supervisor made the mount.
-  if (fuse_fd >= 0) sys::prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd, fuse_fd});
-  else sys::prepare_child(supervisor, {config_fd, -1, STDERR_FILENO, report_fd});
-  const char* argv[] = {"nsbox-bucketfs", probe_only ? "--probe" : nullptr, nullptr};
-  ::execve(path.c_str(), const_cast<char* const*>(argv), envp);
-  ::_exit(127);
-}
-
-Result<std::string> read_report(int fd, const std::string& what) {
-  std::string line;
-  char buf[4096];
-  while (line.find('\n') == std::string::npos) {
-    pollfd p{fd, POLLIN, 0};
-    int n = sys::retry_eintr([&] { return ::poll(&p, 1, kBucketServerReadyMs); });
-    if (n == 0) return fail(make_error(ErrorCode::kTimeout, what + ": its server did not mount within " +
-                                                                std::to_string(kBucketServerReadyMs / 1000) + " s"));
-    ssize_t got = sys::retry_eintr([&] { return ::read(fd, buf, sizeof buf); });
-    if (got <= 0) break;
-    line.append(buf, static_cast<size_t>(got));
-  }
-  return line;
-}
 
 // What the external tools may keep on the staging disk, as it is now.
 void bound_tool_cache(bucket::HelperPaths& paths, const std::string& staging_dir) {
@@ -108,51 +72,36 @@ Result<BucketServers> BucketServers::start(const std::vector<bucket::MountReques
 
 // nsbox-bucketfs with the mount's config on stdin: it checks the bucket, then serves it
 // (or, with --probe, only checks). Its one-line report is the result.
-Result<pid_t> BucketServers::run_bucketfs(const std::string& path, const json& config, bool probe_only,
-                                          const std::string& what, int fuse) {
+Result<HelperProcess> BucketServers::run_bucketfs(const std::string& path, const json& config, bool probe_only,
+                                                  const std::string& what, int fuse) {
   int config_pipe[2], report_pipe[2];
   if (::pipe2(config_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd config_r(config_pipe[0]), config_w(config_pipe[1]);
   if (::pipe2(report_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd report_r(report_pipe[0]), report_w(report_pipe[1]);
-  // Built before fork: the child only calls what is async-signal-safe.
-  std::vector<std::string> environment = bucket::proxy_settings(environ);
-  environment.push_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
-  std::vector<char*> envp;
-  for (auto& e : environment) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t supervisor = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) return fail(sys_error("fork the server").context(what));
-  if (pid == 0) exec_server(path, probe_only, supervisor, config_r.get(), report_w.get(), fuse, envp.data());
+  // stdin: the config; stdout: nothing; stderr: the supervisor's log; fd 3: the report;
+  // fd 4: the mounted /dev/fuse, when the supervisor made the mount.
+  std::vector<int> fds = {config_r.get(), -1, STDERR_FILENO, report_w.get()};
+  if (fuse >= 0) fds.push_back(fuse);
+  std::vector<std::string> argv = {"nsbox-bucketfs"};
+  if (probe_only) argv.push_back("--probe");
+  auto server = NSBOX_TRY(HelperProcess::start({path, argv, fds, helper_environment(), what}));
   config_r.reset();
   report_w.reset();
-  struct sigaction ignore{}, previous{};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ignore, &previous);
   std::string text = config.dump();
-  (void)files::write_all(config_w.get(), text, "the bucket server's stdin");
-  ::explicit_bzero(text.data(), text.size());  // it holds the credentials
-  ::sigaction(SIGPIPE, &previous, nullptr);
-  config_w.reset();
+  (void)send_config(std::move(config_w), text, "the bucket server");  // it holds the credentials
 
-  auto line = read_report(report_r.get(), what);
+  auto line = read_report(report_r.get(), kBucketServerReadyMs, what + ": its server");
   json answer = line ? json::parse(*line, nullptr, false) : json();
-  Result<pid_t> result = pid;
-  if (!line) {
-    result = fail(std::move(line.error()));
-  } else if (answer.is_discarded() || !answer.is_object()) {
-    result = fail(make_error(ErrorCode::kInternal, what + ": its server exited without a report (see the supervisor log)"));
-  } else if (!answer.value("ok", false)) {
+  if (!line) return fail(std::move(line.error()));  // `server` is killed as it goes
+  if (answer.is_discarded() || !answer.is_object())
+    return fail(make_error(ErrorCode::kInternal, what + ": its server exited without a report (see the supervisor log)"));
+  if (!answer.value("ok", false)) {
     const json& e = answer["error"];
-    result = fail(make_error(error_code_from_name(e.value("code", "internal")), e.value("message", what + ": failed"),
-                             e.value("hint", "")));
+    return fail(make_error(error_code_from_name(e.value("code", "internal")), e.value("message", what + ": failed"),
+                           e.value("hint", "")));
   }
-  if (!result || probe_only) {
-    ::kill(pid, SIGKILL);  // a probe is done; a failed server is of no use
-    ::waitpid(pid, nullptr, 0);
-  }
-  return result;
+  return server;  // a probe's is done: it goes when the caller drops it
 }
 
 Result<void> BucketServers::start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index,
@@ -160,7 +109,6 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
   const bucket::BucketMount& mount = request.mount;
   std::string what = "mount " + mount.describe();
   Server server;
-  server.what = what;
   json config = {{"mount", mount.to_json()}, {"credentials", request.credentials.to_json()},
                  {"staging_dir", paths.staging_dir}, {"uid", uid}, {"gid", gid}};
   // A serving builtin server logs to a file of its own, rotated like the supervisor's
@@ -178,8 +126,7 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
     config["log_file"] = server_log;
     config["uid"] = userns::kSandboxUid;
     config["gid"] = userns::kSandboxGid;
-    server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what, fuse->get()));
-    server.pidfd.reset(sys::pidfd_open(server.pid, 0));
+    server.process = NSBOX_TRY(run_bucketfs(paths.server, config, false, what, fuse->get()));
     servers_.push_back(std::move(server));
     return {};
   }
@@ -189,7 +136,7 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
   config["mountpoint"] = base;
   if (mount.strategy == bucket::MountStrategy::kBuiltin) {
     config["log_file"] = server_log;
-    server.pid = NSBOX_TRY(run_bucketfs(paths.server, config, false, what));
+    server.process = NSBOX_TRY(run_bucketfs(paths.server, config, false, what));
   } else {
     // <data>/staging/<sandbox id>-N: `nsbox rm` removes what a killed supervisor left there.
     bucket::HelperPaths helper_paths{base, base + ".secrets", paths.staging_dir + "/" + paths.sandbox_id + "-" + std::to_string(index),
@@ -201,19 +148,18 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
     if (!command) return fail(std::move(command.error()).context(what));
     // The same check as the builtin strategy's first, so that a missing bucket or a refused
     // key reads the same whichever tool serves the mount.
-    NSBOX_CHECK(run_bucketfs(paths.server, config, true, what));
+    NSBOX_CHECK(run_bucketfs(paths.server, config, true, what));  // the probe is killed at once
     server.cache_dir = helper_paths.cache_dir;
     NSBOX_CHECK(files::ensure_private_dir(helper_paths.secrets_dir));
     NSBOX_CHECK(files::ensure_private_dir(helper_paths.cache_dir));
-    auto pid = start_helper_mount(*command, server_log, base, request.credentials, what);
+    auto helper = start_helper_mount(*command, server_log, base, request.credentials, what);
     ::rmdir(helper_paths.secrets_dir.c_str());
-    if (!pid) {
+    if (!helper) {
       (void)files::remove_tree(server.cache_dir);
-      return fail(std::move(pid.error()));
+      return fail(std::move(helper.error()));
     }
-    server.pid = *pid;
+    server.process = std::move(*helper);
   }
-  server.pidfd.reset(sys::pidfd_open(server.pid, 0));
   servers_.push_back(std::move(server));
   unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (mount.read_only ? MOUNT_ATTR_RDONLY : 0);
   auto attached = mount_injection::inject(base, init_pid, mount.mount_path, attrs);
@@ -223,69 +169,34 @@ Result<void> BucketServers::start_one(const bucket::MountRequest& request, const
 
 std::vector<pid_t> BucketServers::pids() const {
   std::vector<pid_t> out;
-  for (const auto& s : servers_) out.push_back(s.pid);
+  for (const auto& s : servers_) out.push_back(s.process.pid());
   return out;
 }
 
 std::vector<int> BucketServers::pidfds() const {
   std::vector<int> out;
-  for (const auto& s : servers_) out.push_back(s.pidfd.get());
+  for (const auto& s : servers_) out.push_back(s.process.pidfd());
   return out;
 }
 
 void BucketServers::on_exit(int pidfd) {
   for (auto& s : servers_) {
-    if (s.pidfd.get() != pidfd || s.gone) continue;
-    int status = 0;
-    ::waitpid(s.pid, &status, 0);
-    s.gone = true;
-    log::warn("the server of " + s.what + (WIFSIGNALED(status) ? " was killed by signal " : " exited with status ") +
-              std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status)) + "; the mount answers ENOTCONN");
-  }
-}
-
-bool BucketServers::reap_within(int timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    std::vector<pollfd> waiting;
-    bool without_pidfd = false;
-    for (auto& s : servers_) {
-      if (s.gone) continue;
-      pid_t reaped = ::waitpid(s.pid, nullptr, WNOHANG);
-      if (reaped == s.pid || (reaped < 0 && errno == ECHILD)) {
-        s.gone = true;  // never signalled again: its pid may be someone else's now
-        continue;
-      }
-      if (s.pidfd) waiting.push_back({s.pidfd.get(), POLLIN, 0});
-      else without_pidfd = true;
-    }
-    if (waiting.empty() && !without_pidfd) return true;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) return false;
-    // A pidfd is readable once its process has exited; one without (pidfd_open failed) is
-    // looked at again every 20 ms.
-    int wait_ms = static_cast<int>(without_pidfd ? std::min<int64_t>(left, 20) : left);
-    (void)sys::retry_eintr([&] { return ::poll(waiting.data(), waiting.size(), wait_ms); });
+    if (s.process.pidfd() != pidfd) continue;
+    if (std::string how = s.process.reap(); !how.empty())
+      log::warn("the server of " + s.process.what() + " " + how + "; the mount answers ENOTCONN");
   }
 }
 
 // Every server at once, so that the bound is that of one. nsbox-bucketfs ends its FUSE
-// session at SIGTERM and unmounts (rootless, the mount is the sandbox's and goes with it); rclone and s3fs unmount at
-// SIGTERM too. A server still there after the grace is killed: its /dev/fuse closes and
-// the kernel aborts the connection, failing every request in flight at once.
+// session at SIGTERM and unmounts (rootless, the mount is the sandbox's and goes with it);
+// rclone and s3fs unmount at SIGTERM too. A server still there after the grace is killed:
+// its /dev/fuse closes and the kernel aborts the connection, failing every request in
+// flight at once.
 void BucketServers::stop() {
   if (servers_.empty()) return;
-  for (auto& s : servers_)
-    if (!s.gone) ::kill(s.pid, SIGTERM);  // not reaped yet, so the pid is still this server's
-  if (!reap_within(kTermGraceMs)) {
-    for (auto& s : servers_)
-      if (!s.gone) ::kill(s.pid, SIGKILL);
-    if (!reap_within(kKillWaitMs))
-      for (auto& s : servers_)
-        if (!s.gone)
-          log::error("the server of " + s.what + " (pid " + std::to_string(s.pid) + ") survived SIGKILL for " +
-                     std::to_string(kKillWaitMs) + " ms; left unreaped");
-  }
+  std::vector<HelperProcess*> processes;
+  for (auto& s : servers_) processes.push_back(&s.process);
+  HelperProcess::stop_all(processes, kTermGraceMs, kKillWaitMs);
   for (auto& s : servers_) {
     if (!s.host_mountpoint.empty()) {  // rootless mounts are in the sandbox only: they go with it
       ::umount2(s.host_mountpoint.c_str(), MNT_DETACH);  // a killed server left it mounted

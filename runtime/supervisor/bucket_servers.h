@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "isolation/sys/unique_fd.h"
 #include "mounts/bucket/mount_spec.h"
+#include "runtime/supervisor/helper_process.h"
 
 namespace nsbox {
 
@@ -55,18 +55,13 @@ class BucketServers {
 
  private:
   struct Server {
-    pid_t pid = 0;
-    UniqueFd pidfd;
+    HelperProcess process;  // its what(): "mount s3://... at /data (read-write)"
     std::string host_mountpoint;
-    std::string what;  // "mount s3://... at /data (read-write)"
     std::string cache_dir;  // an external tool's; removed at stop
-    bool gone = false;
   };
-  // Reaps the servers that exit within `timeout_ms`; false if some are still running.
-  bool reap_within(int timeout_ms);
   // `fuse`: a /dev/fuse already mounted, passed as fd 4 (the config's mountpoint says
   // "/dev/fd/4"); -1: the server mounts at the config's mountpoint itself.
-  Result<pid_t> run_bucketfs(const std::string& path, const nlohmann::json& config, bool probe_only, const std::string& what,
+  Result<HelperProcess> run_bucketfs(const std::string& path, const nlohmann::json& config, bool probe_only, const std::string& what,
                              int fuse = -1);
   Result<void> start_one(const bucket::MountRequest& request, const BucketServerPaths& paths, size_t index, pid_t init_pid,
                          uid_t uid, gid_t gid);

@@ -53,7 +53,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
   const StateRoot& root = store.root();
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
-  InstanceOptions options{spec.id, spec.size, spec.net, volume.image ? "" : volume.path, volume.image, {},
+  InstanceOptions options{spec.id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
                           layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", {}};
   // Listening before the sandbox is built: its directory is bound in then.
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
@@ -70,6 +70,14 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
       self->instance_->init_pid(), ids.uid, ids.gid));
   // The servers have the credentials now; we never need them again.
   for (auto& m : self->spec_.mounts) m.credentials.wipe();
+  if (spec.net.mode == network::Mode::kAllow) {
+    self->net_proxy_ = NSBOX_TRY(NetProxy::start({spec.id, layout.net_proxy(), root.net_denials(spec.id),
+                                                  self->instance_->init_pid(), spec.net.allow, spec.net_resolve}));
+    NSBOX_CHECK(self->loop_->add(self->net_proxy_.pidfd(), EPOLLIN, [s = self.get()](uint32_t) {
+      s->net_proxy_.on_exit();
+      s->loop_->remove(s->net_proxy_.pidfd());
+    }));
+  }
   self->tools_ = std::make_unique<ToolBridge>(
       *self->loop_, ToolBridgeSetup{spec.id, layout.tool_bridge(), root.sandbox_dir(spec.id) + "/tools.log", root.shared_dir(spec.id),
                                     self->instance_->init_pid(), ids.uid, ids.gid, spec.tools, spec.tool_keys},
@@ -187,6 +195,8 @@ void Supervisor::tool_call(const std::string& helper, Json args, uint64_t cell, 
 // every connection, and the sandbox dies at once.
 void Supervisor::stop_sandbox() {
   if (tools_) tools_->stop();
+  if (net_proxy_.pidfd() >= 0) loop_->remove(net_proxy_.pidfd());
+  net_proxy_.stop();
   for (int pidfd : buckets_.pidfds()) loop_->remove(pidfd);  // no exit report for a server we stop
   buckets_.stop();
   (void)instance_->destroy();
@@ -281,6 +291,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
     return reply(client, {{"ok", true}, {"record", record_.to_json()}});
   }
   if (op == "shutdown") return shutdown(&client);
+  if (op == "net") return change_allowlist(client, frame.message);
   if (op == "tool_events") {  // this client serves the sandbox's tool calls from now on
     auto subscribed = tools_->subscribe(client.fd.get());
     return subscribed ? reply(client, {{"ok", true}}) : reply_error(client, subscribed.error());
@@ -293,8 +304,31 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
     return done ? reply(client, {{"ok", true}}) : reply_error(client, done.error());
   }
   reply_error(client, make_error(ErrorCode::kInvalidArgument, "unknown request \"" + op + "\"",
-                                 "requests are exec, execute, interrupt, restart, status, resize, shutdown, ping, "
+                                 "requests are exec, execute, interrupt, restart, status, resize, net, shutdown, ping, "
                                  "tool_events and tool_answer"));
+}
+
+// The allowlist is the proxy's state, not the sandbox's: replaced live, no restart.
+void Supervisor::change_allowlist(Client& client, const Json& request) {
+  if (record_.net.mode != network::Mode::kAllow)
+    return reply_error(client, make_error(ErrorCode::kInvalidArgument,
+                                          "sandbox " + record_.id + " has --net " + std::string(network::mode_name(record_.net.mode)) +
+                                              ": only a sandbox made with --net allow=... has an allowlist to change",
+                                          "create it with --net allow=HOST[,...] (an empty list allows nothing)"));
+  auto allow = net::AllowList::from_json(request.value("allow", Json::object()));
+  if (!allow) return reply_error(client, allow.error());
+  if (auto set = net_proxy_.set_allow(*allow); !set) return reply_error(client, set.error());
+  record_.net.allow = std::move(*allow);
+  if (auto saved = store_.save(record_); !saved) return reply_error(client, saved.error());
+  log::info("allowlist changed to " + record_.net.allow.describe());
+  reply(client, {{"ok", true}, {"record", record_.to_json()}});
+}
+
+EnvList Supervisor::sandbox_env() const {
+  EnvList env;
+  if (spec_.net.mode == network::Mode::kAllow) env = net::proxy_environment();
+  env.insert(env.end(), spec_.env.begin(), spec_.env.end());
+  return env;
 }
 
 void Supervisor::reply(Client& client, const Json& message) {
@@ -391,7 +425,7 @@ void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   fds.push_back(err_w.get());
   names.push_back("stderr");
   Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", request->argv},
-                {"env", command_environment(spec_.env, request->env)}, {"cwd", request->cwd}, {"fds", names}};
+                {"env", command_environment(sandbox_env(), request->env)}, {"cwd", request->cwd}, {"fds", names}};
   if (auto r = protocol::send_frame(instance_->control_fd(), spawn, fds); !r)
     return reply_error(client, std::move(r.error()).context("ask the sandbox's init to start the command"));
 
@@ -567,7 +601,7 @@ Result<uint64_t> Supervisor::spawn_in_sandbox(const std::vector<std::string>& ar
     names.push_back(name);
     raw.push_back(fd);
   }
-  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(spec_.env, {})},
+  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), {})},
                 {"cwd", "/home/user"}, {"fds", names}};
   NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, raw));
   return id;

@@ -26,6 +26,7 @@
 #include "runtime/supervisor/bucket_servers.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/kernel_session.h"
+#include "runtime/supervisor/net_proxy.h"
 #include "runtime/supervisor/output_capture.h"
 #include "runtime/supervisor/tool_bridge.h"
 
@@ -98,6 +99,8 @@ class Supervisor final : private KernelHost {
   void on_seccomp_violation();
   void shutdown(Client* requester);
   void stop_sandbox();  // bucket servers, then the sandbox; idempotent
+  EnvList sandbox_env() const;  // every process's: the egress proxy's settings, then --env
+  void change_allowlist(Client& client, const protocol::Json& request);
 
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
@@ -117,6 +120,7 @@ class Supervisor final : private KernelHost {
   SandboxRecord record_;
   std::unique_ptr<SandboxInstance> instance_;
   BucketServers buckets_;  // stopped before instance_ goes (members go in reverse)
+  NetProxy net_proxy_;      // `--net allow=` only
   std::unique_ptr<EventLoop> loop_;
   // After the loop (they leave it as they go), before the kernel session (whose calls
   // they hold: stopped first, they drop them unanswered).

@@ -1,23 +1,14 @@
 #include "runtime/supervisor/tool_bridge.h"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "isolation/sys/child_fds.h"
-#include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
-#include "isolation/sys/syscall.h"
-#include "mounts/bucket/external_helpers.h"
-
-extern char** environ;
 
 namespace nsbox {
 
@@ -143,39 +134,20 @@ Result<void> ToolBridge::spawn() {
   std::string proc_root = "/proc/" + std::to_string(setup_.init_pid) + "/root";
   UniqueFd root(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return fail(sys_error("open " + proc_root));
-  // Built before fork: the child only calls what is async-signal-safe.
-  std::vector<std::string> environment = bucket::proxy_settings(environ);
-  environment.push_back("PATH=/usr/sbin:/usr/bin:/sbin:/bin");
-  if (const char* home = std::getenv("HOME")) environment.push_back(std::string("HOME=") + home);
-  std::vector<char*> envp;
-  for (auto& e : environment) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const char* argv[] = {"nsbox-toolbridge", nullptr};
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) return fail(sys_error("fork the tool bridge"));
-  if (pid == 0) {
-    // stdin: the config; stdout: nothing; stderr: our log; fd 3: the channel; fd 4: the root.
-    sys::prepare_child(parent, {config_r.get(), -1, STDERR_FILENO, theirs.get(), root.get()});
-    ::execve(setup_.program.c_str(), const_cast<char* const*>(argv), envp.data());
-    ::_exit(127);
-  }
-  pid_ = pid;
-  pidfd_.reset(sys::pidfd_open(pid, 0));
+  std::vector<std::string> extra;
+  if (const char* home = std::getenv("HOME")) extra.push_back(std::string("HOME=") + home);
+  // stdin: the config; stdout: nothing; stderr: our log; fd 3: the channel; fd 4: the root.
+  process_ = NSBOX_TRY(HelperProcess::start({setup_.program, {"nsbox-toolbridge"},
+                                             {config_r.get(), -1, STDERR_FILENO, theirs.get(), root.get()},
+                                             helper_environment(std::move(extra)), "the tool bridge"}));
   config_r.reset();
   theirs.reset();
   Json config = {{"sandbox_id", setup_.sandbox_id}, {"tools", setup_.config.to_json()}, {"keys", setup_.keys.to_json()},
                  {"shared_dir", setup_.shared_dir},
                  {"uid", setup_.uid}, {"gid", setup_.gid}, {"log_file", setup_.log_file}};
-  std::string text = config.dump();
-  struct sigaction ignore{}, previous{};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGPIPE, &ignore, &previous);
-  auto written = files::write_all(config_w.get(), text, "the tool bridge's stdin");
-  ::sigaction(SIGPIPE, &previous, nullptr);
-  ::explicit_bzero(text.data(), text.size());  // it holds the keys
-  config_w.reset();
-  if (!written) log::warn("the tool bridge did not take its config: " + written.error().message);
+  std::string text = config.dump();  // it holds the keys: send_config wipes it
+  if (auto sent = send_config(std::move(config_w), text, "the tool bridge"); !sent)
+    log::warn("the tool bridge did not take its config: " + sent.error().message);
   ::fcntl(ours.get(), F_SETFL, O_NONBLOCK);
   channel_ = std::move(ours);
   reader_ = protocol::FrameReader(protocol::kMaxClientFrame);
@@ -183,8 +155,8 @@ Result<void> ToolBridge::spawn() {
     if (events & EPOLLOUT) flush();
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable();
   }));
-  if (pidfd_) NSBOX_CHECK(loop_.add(pidfd_.get(), EPOLLIN, [this](uint32_t) { on_exit(); }));
-  log::info("started the tool bridge (pid " + std::to_string(pid) + ", backend " +
+  if (process_.pidfd() >= 0) NSBOX_CHECK(loop_.add(process_.pidfd(), EPOLLIN, [this](uint32_t) { on_exit(); }));
+  log::info("started the tool bridge (pid " + std::to_string(process_.pid()) + ", backend " +
             std::string(tools_backend_name(setup_.config.backend)) + ")");
   return {};
 }
@@ -221,14 +193,10 @@ void ToolBridge::on_readable() {
 }
 
 void ToolBridge::on_exit() {
-  int status = 0;
-  if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
-    log::warn("the tool bridge (pid " + std::to_string(pid_) + ") exited: " +
-              (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "status " + std::to_string(WEXITSTATUS(status))));
-    pid_ = 0;
-  }
-  loop_.remove(pidfd_.get());
-  pidfd_.reset();
+  pid_t pid = process_.pid();
+  if (std::string how = process_.reap(); !how.empty()) log::warn("the tool bridge (pid " + std::to_string(pid) + ") " + how);
+  loop_.remove(process_.pidfd());
+  process_ = HelperProcess();
   if (channel_) {
     loop_.remove(channel_.get());
     channel_.reset();
@@ -256,15 +224,8 @@ void ToolBridge::stop() {
     loop_.remove(channel_.get());
     channel_.reset();
   }
-  if (pidfd_) {
-    loop_.remove(pidfd_.get());
-    pidfd_.reset();
-  }
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = 0;
-  }
+  if (process_.pidfd() >= 0) loop_.remove(process_.pidfd());
+  process_.stop(0);  // it holds no state worth a grace: calls in flight are dropped anyway
   setup_.keys.wipe();
 }
 

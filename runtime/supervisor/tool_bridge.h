@@ -26,6 +26,7 @@
 #include "isolation/sys/unique_fd.h"
 #include "runtime/protocol/frame.h"
 #include "runtime/supervisor/event_loop.h"
+#include "runtime/supervisor/helper_process.h"
 #include "runtime/tools/tools_config.h"
 
 namespace nsbox {
@@ -94,8 +95,8 @@ class ToolBridge {
   ToolBridgeSetup setup_;
   SendToClient send_;
   int subscriber_ = -1;
-  pid_t pid_ = 0;
-  UniqueFd pidfd_, channel_;
+  HelperProcess process_;
+  UniqueFd channel_;
   protocol::FrameReader reader_{protocol::kMaxClientFrame};
   std::string out_;  // frames not yet taken by the bridge
   std::map<uint64_t, Pending> pending_;

@@ -73,7 +73,7 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   SandboxRecord rec;
   rec.id = "sbx-abcdef";
   rec.size = SizeTier::kXlarge;
-  rec.net = network::Mode::kHost;
+  rec.net = *net::NetPolicy::parse("allow=pypi.org,*.example.com:8443,[::1]:9000", "pypi.org");
   rec.enforcement = Enforcement::kCgroupV1;
   rec.cgroup = {"v1", {"/sys/fs/cgroup/memory/nsbox/sbx-abcdef"}, {"memory"}};
   rec.env_names = {"API_KEY"};
@@ -91,7 +91,9 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);
   CHECK(back->size == SizeTier::kXlarge);
-  CHECK(back->net == network::Mode::kHost);
+  CHECK(back->net.mode == network::Mode::kAllow);
+  CHECK(back->net.to_json() == rec.net.to_json());
+  CHECK(back->net.allow.match("files.example.com", 8443) != nullptr);
   CHECK(back->cgroup.dirs == rec.cgroup.dirs);
   CHECK(back->env_names == rec.env_names);
   CHECK_FALSE(SandboxRecord::from_json({{"id", "x"}}));

@@ -1,0 +1,54 @@
+#include "isolation/namespace_child.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "isolation/sys/child_fds.h"
+#include "isolation/sys/fd_passing.h"
+#include "isolation/sys/syscall.h"
+
+namespace nsbox::namespace_child {
+
+Result<UniqueFd> make_fd(pid_t sandbox_pid, std::initializer_list<const char*> namespaces,
+                         std::span<const char* const> steps, const Body& body, const std::string& what) {
+  std::string proc = "/proc/" + std::to_string(sandbox_pid) + "/ns/";
+  std::vector<UniqueFd> opened;
+  for (const char* ns : namespaces) {
+    opened.emplace_back(::open((proc + ns).c_str(), O_RDONLY | O_CLOEXEC));
+    if (!opened.back()) return fail(sys_error("open " + proc + ns).context(what));
+  }
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair").context(what));
+  UniqueFd ours(pair[0]), theirs(pair[1]);
+  std::vector<int> child_fds;  // the namespaces as fds 0.., the socket after them
+  for (auto& fd : opened) child_fds.push_back(fd.get());
+  child_fds.push_back(theirs.get());
+  const int socket_fd = static_cast<int>(opened.size());
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!sys::arrange_child_fds(std::span<const int>(child_fds))) ::_exit(127);
+    Report r;
+    int fd = body(r);
+    if (fd >= 0) r.step = -1;
+    else r.err = errno;
+    (void)sys::send_with_fd(socket_fd, &r, sizeof r, fd);
+    ::_exit(fd >= 0 ? 0 : 1);
+  }
+  theirs.reset();
+  if (pid < 0) return fail(sys_error("fork").context(what));
+  Report r{-2, 0};
+  UniqueFd made;
+  ssize_t n = sys::retry_eintr([&] { return sys::recv_with_fd(ours.get(), &r, sizeof r, made); });
+  (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
+  if (n == sizeof r && r.step == -1 && made) return made;
+  if (n == sizeof r && r.step >= 0 && static_cast<size_t>(r.step) < steps.size())
+    return fail(sys_error(steps[static_cast<size_t>(r.step)], r.err).context(what));
+  return fail(make_error(ErrorCode::kSystem, what + ": the helper failed"));
+}
+
+}  // namespace nsbox::namespace_child

@@ -1,0 +1,37 @@
+// Getting a descriptor that only a process inside a running sandbox's namespaces can
+// make: a FUSE mount's /dev/fuse (mount_injection), a socket listening in its network
+// namespace (network::listen_inside). A short-lived child of the caller, holding nothing
+// of the caller's but the namespaces it is to join and one socket, does the steps and
+// hands the descriptor back; the caller's own namespaces are untouched.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <initializer_list>
+#include <span>
+#include <string>
+
+#include "isolation/sys/error.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::namespace_child {
+
+// What the child did last: an index into the caller's step names, and its errno.
+struct Report {
+  int step = 0;
+  int err = 0;
+};
+
+// Runs in the child (single-threaded, as setns into a user namespace wants): fd i is the
+// namespace `namespaces[i]` of the sandbox ("user", "mnt", "net"), to setns into; sets
+// report.step before each step and returns the descriptor to hand back, or -1 with errno
+// set. Only system calls: no allocation.
+using Body = std::function<int(Report& report)>;
+
+// The descriptor `body` made in a child with the sandbox's `namespaces` open; a failed
+// step is an error naming `steps[report.step]`, its errno and `what`.
+Result<UniqueFd> make_fd(pid_t sandbox_pid, std::initializer_list<const char*> namespaces,
+                         std::span<const char* const> steps, const Body& body, const std::string& what);
+
+}  // namespace nsbox::namespace_child
