@@ -177,12 +177,29 @@ void ApiService::list_sandboxes(Exchange& x) {
 void ApiService::patch_sandbox(Exchange& x, const std::string& sandbox) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
-  if (auto ok = only_fields(*body, {"size"}); !ok) return respond_error(x, ok.error());
-  if (!body->contains("size") || !(*body)["size"].is_string())
-    return respond_error(x, make_error(ErrorCode::kMalformedRequest, "PATCH takes {\"size\": \"large\"}"));
-  auto size = parse_size_tier((*body)["size"].get<std::string>());
-  if (!size) return respond_error(x, size.error());
-  auto info = runtime_.resize(sandbox, *size);
+  if (auto ok = only_fields(*body, {"size", "net"}); !ok) return respond_error(x, ok.error());
+  const bool has_size = body->contains("size"), has_net = body->contains("net");
+  if ((!has_size && !has_net) || (has_size && !(*body)["size"].is_string()) || (has_net && !(*body)["net"].is_object()))
+    return respond_error(x, make_error(ErrorCode::kMalformedRequest,
+                                       "PATCH takes {\"size\": \"large\"} and/or {\"net\": {\"allow\": [...], \"allow_private\": [...]}}"));
+  // Both checked before either is applied.
+  std::optional<SizeTier> size;
+  if (has_size) {
+    auto parsed = parse_size_tier((*body)["size"].get<std::string>());
+    if (!parsed) return respond_error(x, parsed.error());
+    size = *parsed;
+  }
+  std::optional<net::AllowList> allow;
+  if (has_net) {
+    auto parsed = net::AllowList::from_json((*body)["net"]);
+    if (!parsed) return respond_error(x, parsed.error());
+    allow = std::move(*parsed);
+  }
+  if (size)
+    if (auto resized = runtime_.resize(sandbox, *size); !resized) return respond_error(x, resized.error());
+  if (allow)
+    if (auto changed = runtime_.set_allowlist(sandbox, *allow); !changed) return respond_error(x, changed.error());
+  auto info = runtime_.inspect(sandbox);
   if (!info) return respond_error(x, info.error());
   x.respond(200, info->to_json());
 }

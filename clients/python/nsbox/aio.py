@@ -306,6 +306,9 @@ class AsyncSandbox(_AsyncWorkbench):
     async def resize(self, size: str) -> SandboxInfo:
         return await _thread(self.sync.resize, size)
 
+    async def set_allowlist(self, allow: Sequence[str], allow_private: Sequence[str] = ()) -> SandboxInfo:
+        return await _thread(self.sync.set_allowlist, allow, allow_private)
+
     async def remove(self, *, keep_files: bool = False) -> List[str]:
         return await _thread(self.sync.remove, keep_files=keep_files)
 

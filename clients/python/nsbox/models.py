@@ -362,7 +362,15 @@ class SandboxInfo(_Record):
         self.id: str = _opt_str(doc, "id") or ""
         self.name: str = _opt_str(doc, "name") or ""
         self.size: str = _opt_str(doc, "size") or ""
-        self.net: str = _opt_str(doc, "net") or ""
+        net = doc.get("net")
+        # "none", "host", or "allow" with its list (docs/network.md).
+        self.net: str = "allow" if isinstance(net, dict) else (net if isinstance(net, str) else "")
+        allow = net.get("allow") if isinstance(net, dict) else None
+        self.allowlist: List[str] = [str(x) for x in allow] if isinstance(allow, list) else []
+        private = net.get("allow_private") if isinstance(net, dict) else None
+        self.allow_private: List[str] = [str(x) for x in private] if isinstance(private, list) else []
+        denials = doc.get("net_denials")
+        self.net_denials: List[Dict[str, Any]] = [d for d in denials if isinstance(d, dict)] if isinstance(denials, list) else []
         self.status: str = _opt_str(doc, "status") or ""
         self.created_at: str = _opt_str(doc, "created_at") or ""
         env_names = doc.get("env_names")

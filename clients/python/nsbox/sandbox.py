@@ -164,7 +164,7 @@ class Sandbox(_Workbench):
         size: Optional[str] = None,
         name: Optional[str] = None,
         env: Optional[Mapping[str, str]] = None,
-        net: Optional[str] = None,
+        net: Union[None, str, Mapping[str, Any]] = None,
         mounts: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
         files_quota: Union[None, int, str] = None,
         volume: Optional[str] = None,
@@ -181,7 +181,8 @@ class Sandbox(_Workbench):
         """Creates a sandbox and returns once it is up (``nsbox create``).
 
         ``size`` standard|medium|large|xlarge; ``env`` its environment (never echoed);
-        ``net`` none|host; ``mounts`` bucket mounts (``"s3://b/p:/data:rw"`` strings or
+        ``net`` "none", "host", "allow=pypi.org,*.github.com" or {"allow": [...],
+        "allow_private": [...]} (docs/network.md); ``mounts`` bucket mounts (``"s3://b/p:/data:rw"`` strings or
         objects with ``credentials``); ``files_quota`` bytes or ``"10G"``; ``volume`` a
         named files volume; ``manifest`` files to make in /home/user first; ``tools``
         the tool bridge ({"backend": "composio" | "dir" | "replay", "tools_dir", ...};
@@ -192,7 +193,7 @@ class Sandbox(_Workbench):
         body: Dict[str, Any] = {}
         for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota)):
             if value is not None:
-                body[key] = value
+                body[key] = dict(value) if isinstance(value, Mapping) else value
         if env is not None:
             body["env"] = {str(k): str(v) for k, v in env.items()}
         if mounts is not None:
@@ -258,6 +259,13 @@ class Sandbox(_Workbench):
     def resize(self, size: str) -> SandboxInfo:
         """Changes the size live: processes, files and the kernel's state stay."""
         self._info = SandboxInfo(self._client.json("PATCH", self._base, json_body={"size": size}))
+        return self._info
+
+    def set_allowlist(self, allow: Sequence[str], allow_private: Sequence[str] = ()) -> SandboxInfo:
+        """Replaces the allowlist of a sandbox made with ``net={"allow": [...]}``, live
+        (``nsbox net ID --allow``): hosts, ``*.domain`` or ``host:port``."""
+        body = {"net": {"allow": list(allow), "allow_private": list(allow_private)}}
+        self._info = SandboxInfo(self._client.json("PATCH", self._base, json_body=body))
         return self._info
 
     def remove(self, *, keep_files: bool = False) -> List[str]:
