@@ -80,6 +80,7 @@ bench: build
 	@bench/api
 	@bench/files
 	@bench/buckets
+	@bench/network
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(ASAN_BUILD)

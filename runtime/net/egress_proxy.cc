@@ -28,7 +28,7 @@ namespace {
 
 using protocol::Json;
 
-constexpr size_t kRelayBuffer = 256 * 1024;
+constexpr size_t kRelayBuffer = 1024 * 1024;  // a pipe of this size where /proc/sys/fs/pipe-max-size allows
 
 void set_timeout(int fd, int seconds) {
   timeval tv{seconds, 0};
@@ -110,25 +110,44 @@ Result<UniqueFd> connect_to(const sockaddr_storage& address, int timeout_s) {
   return s;
 }
 
-// Both ways until both sides have ended, or nothing moved for `idle_s`.
+// Both ways until both sides have ended, or nothing moved for `idle_s`. The bytes go
+// through a pipe per direction with splice(): they never come up to this process.
 void relay(int a, int b, int idle_s) {
-  std::vector<char> buffer(kRelayBuffer);
-  bool a_open = true, b_open = true;  // still reading from it
-  while (a_open || b_open) {
-    pollfd p[2] = {{a, static_cast<short>(a_open ? POLLIN : 0), 0}, {b, static_cast<short>(b_open ? POLLIN : 0), 0}};
+  struct Direction {
+    int from, to;
+    UniqueFd pipe_r, pipe_w;
+    bool open = true;  // still reading from `from`
+  };
+  Direction way[2] = {{a, b, {}, {}}, {b, a, {}, {}}};
+  for (auto& d : way) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return;
+    d.pipe_r.reset(p[0]);
+    d.pipe_w.reset(p[1]);
+    (void)::fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(kRelayBuffer));  // a bigger step where allowed
+  }
+  while (way[0].open || way[1].open) {
+    pollfd p[2] = {{a, static_cast<short>(way[0].open ? POLLIN : 0), 0}, {b, static_cast<short>(way[1].open ? POLLIN : 0), 0}};
     int n = sys::retry_eintr([&] { return ::poll(p, 2, idle_s * 1000); });
     if (n <= 0) return;
     for (int i = 0; i < 2; ++i) {
       if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      int from = i == 0 ? a : b, to = i == 0 ? b : a;
-      ssize_t got = sys::retry_eintr([&] { return ::recv(from, buffer.data(), buffer.size(), 0); });
+      Direction& d = way[i];
+      ssize_t got = sys::retry_eintr(
+          [&] { return ::splice(d.from, nullptr, d.pipe_w.get(), nullptr, kRelayBuffer, SPLICE_F_MOVE | SPLICE_F_NONBLOCK); });
+      if (got < 0 && errno == EAGAIN) continue;
       if (got <= 0) {
-        (i == 0 ? a_open : b_open) = false;
-        ::shutdown(to, SHUT_WR);
+        d.open = false;
+        ::shutdown(d.to, SHUT_WR);
         if (got < 0) return;
         continue;
       }
-      if (!send_all(to, std::string_view(buffer.data(), static_cast<size_t>(got)))) return;
+      // All of it on to the other side (a blocking socket, its send timeout the bound).
+      for (size_t left = static_cast<size_t>(got); left > 0;) {
+        ssize_t put = sys::retry_eintr([&] { return ::splice(d.pipe_r.get(), nullptr, d.to, nullptr, left, SPLICE_F_MOVE); });
+        if (put <= 0) return;
+        left -= static_cast<size_t>(put);
+      }
     }
   }
 }

@@ -87,7 +87,7 @@ std::string normalize_host(std::string_view host) {
     if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == ':') out.push_back(static_cast<char>(std::tolower(u)));
     else return "";
   }
-  if (out.front() == '.' || out.find("..") != std::string::npos) return "";
+  if (out.front() == '.' || out.back() == '.' || out.find("..") != std::string::npos) return "";
   return out;
 }
 

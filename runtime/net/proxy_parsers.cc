@@ -95,6 +95,7 @@ std::optional<RequestHead> parse_request_head(std::string_view head, std::string
     if (end == std::string_view::npos) break;
     std::string_view h = headers.substr(0, end + 2);
     headers.remove_prefix(end + 2);
+    if (h == "\r\n") break;  // the end of the head: nothing after it is a header
     size_t colon = h.find(':');
     std::string_view name = colon == std::string_view::npos ? std::string_view() : h.substr(0, colon);
     if (iequals(name, "Proxy-Connection") || iequals(name, "Proxy-Authorization")) continue;

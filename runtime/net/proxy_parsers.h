@@ -23,8 +23,8 @@ struct RequestHead {
   std::string upstream_head;
 };
 
-// `head` ends with "\r\n\r\n". nullopt with `error` set when it is not a request the
-// proxy serves.
+// `head` ends with "\r\n\r\n" (what follows its first blank line is not read). nullopt
+// with `error` set when it is not a request the proxy serves.
 std::optional<RequestHead> parse_request_head(std::string_view head, std::string& error);
 
 enum class HelloStatus { kNeedMore, kDone, kNotTls, kMalformed };

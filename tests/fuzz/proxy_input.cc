@@ -21,8 +21,8 @@ namespace {
 using namespace nsbox::net;
 
 void request_head(std::string_view text) {
-  std::string head(text);
-  if (!head.ends_with("\r\n\r\n")) head += "\r\n\r\n";
+  std::string head(text.substr(0, text.find("\r\n\r\n")));  // as the proxy reads a head
+  head += "\r\n\r\n";
   std::string error;
   auto r = parse_request_head(head, error);
   if (!r) {

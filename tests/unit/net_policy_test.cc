@@ -78,7 +78,7 @@ TEST_CASE("an allowlist holds hosts, wildcards and ports, and matches names as D
   CHECK(NetPolicy::from_json("host")->mode == network::Mode::kHost);
   CHECK(NetPolicy::from_json("allow=a.io")->allow.match("a.io", 443));
 
-  for (const char* bad : {"allow=*.com", "allow=a.io:0", "allow=a.io:70000", "allow=a b.io", "allow=[::1", "allow", "public"}) {
+  for (const char* bad : {"allow=*.com", "allow=a.io..", "allow=a.io:0", "allow=a.io:70000", "allow=a b.io", "allow=[::1", "allow", "public"}) {
     INFO(bad);
     auto r = NetPolicy::parse(bad, "");
     REQUIRE(!r);
