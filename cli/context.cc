@@ -43,29 +43,26 @@ Result<EnvList> env_flags(const ParsedArgs& args) {
   return env;
 }
 
+std::string absolute_path(std::string path) {
+  char cwd[4096];
+  if (!path.empty() && path[0] != '/' && ::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
+  return path;
+}
+
 nlohmann::json tools_document(const ParsedArgs& args) {
   nlohmann::json tools = nlohmann::json::object();
-  auto absolute = [](std::string path) {
-    char cwd[4096];
-    if (!path.empty() && path[0] != '/' && ::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
-    return path;
-  };
   for (auto [flag, field, is_path] : {std::tuple{"tools", "backend", false}, {"tools-dir", "tools_dir", true},
                                       {"tools-replay", "replay_file", true}, {"tools-record", "record_file", true},
                                       {"user-id", "user_id", false}, {"llm-url", "llm_url", false},
                                       {"llm-model", "llm_model", false}})
-    if (args.values.count(flag)) tools[field] = is_path ? absolute(args.value(flag)) : args.value(flag);
+    if (args.values.count(flag)) tools[field] = is_path ? absolute_path(args.value(flag)) : args.value(flag);
   return tools;
 }
 
 bucket::Environment tools_environment(const ParsedArgs& args) {
   bucket::Environment env = process_environment();
-  if (args.values.count("tools-config")) {
-    std::string path = args.value("tools-config");
-    char cwd[4096];
-    if (!path.empty() && path[0] != '/' && ::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
-    env.emplace_back("NSBOX_TOOLS_CONFIG", path);  // the last one counts
-  }
+  if (args.values.count("tools-config"))
+    env.emplace_back("NSBOX_TOOLS_CONFIG", absolute_path(args.value("tools-config")));  // the last one counts
   return env;
 }
 

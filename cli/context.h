@@ -24,6 +24,8 @@ std::optional<CommandContext> prepare(const Invocation& inv, int& exit_code, boo
 Result<EnvList> env_flags(const ParsedArgs& args);
 // Reads --timeout S (seconds, > 0).
 Result<double> timeout_flag(const ParsedArgs& args);
+// `path` made absolute against the working directory (flags naming host paths).
+std::string absolute_path(std::string path);
 // The tool bridge's config (runtime/tools/tools_config.h) from --tools, --tools-dir,
 // --tools-replay, --tools-record, --user-id, --llm-url, --llm-model; paths made absolute.
 nlohmann::json tools_document(const ParsedArgs& args);

@@ -30,8 +30,39 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
   nlohmann::json doc = nlohmann::json::object();
   for (const char* flag : {"size", "name", "volume"})
     if (args.values.count(flag)) doc[flag] = args.value(flag);
-  if (args.values.count("net") || args.values.count("net-allow-private"))
-    doc["net"] = NSBOX_TRY(net::NetPolicy::parse(args.value("net", "none"), args.value("net-allow-private", ""))).to_json();
+  // The policy itself is made with the packages' index (create_options.cc), which may
+  // add a host that --net-allow-private names.
+  if (args.values.count("net") || args.values.count("net-allow-private")) {
+    std::string mode = args.value("net", "none");
+    nlohmann::json net = mode;
+    if (mode.starts_with("allow=")) net = NSBOX_TRY(net::NetPolicy::parse(mode, "")).to_json();
+    if (args.values.count("net-allow-private")) {
+      if (!net.is_object()) {
+        if (mode != "none")
+          return fail(make_error(ErrorCode::kInvalidArgument, "--net-allow-private needs --net allow=... (or --pip-index)"));
+        net = {{"allow", nlohmann::json::array()}};
+      }
+      net["allow_private"] = nlohmann::json::array();
+      const std::string names = args.value("net-allow-private");  // split_list's views point into it
+      for (auto name : net::split_list(names)) net["allow_private"].push_back(std::string(name));
+    }
+    doc["net"] = std::move(net);
+  }
+  nlohmann::json packages = nlohmann::json::object();
+  if (args.values.count("pip-index")) packages["pip_index"] = args.value("pip-index");
+  if (args.values.count("wheelhouse")) packages["wheelhouse"] = absolute_path(args.value("wheelhouse"));
+  if (args.values.count("packages-allow")) {
+    packages["allow"] = nlohmann::json::array();
+    const std::string dists = args.value("packages-allow");  // split_list's views point into it
+    for (auto d : net::split_list(dists)) packages["allow"].push_back(std::string(d));
+  }
+  if (args.values.count("auto-install")) {
+    std::string v = args.value("auto-install");
+    if (v != "on" && v != "off")
+      return fail(make_error(ErrorCode::kInvalidArgument, "--auto-install takes on or off, not '" + v + "'"));
+    packages["auto_install"] = v == "on";
+  }
+  if (!packages.empty()) doc["packages"] = std::move(packages);
   if (args.values.count("files-quota")) doc["files_quota"] = args.value("files-quota");
   if (auto it = args.values.find("env"); it != args.values.end()) {
     doc["env"] = nlohmann::json::object();

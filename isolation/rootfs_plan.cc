@@ -130,6 +130,9 @@ std::vector<Step> plan(const Spec& spec) {
   // The tool bridge's socket: connecting needs no write access to the mount.
   if (!spec.bridge_dir.empty())
     steps.push_back({StepKind::kBindTree, spec.bridge_dir, "/run/nsbox", {}, kReadOnly | MOUNT_ATTR_NOEXEC});
+  // pip's offline source (--wheelhouse): read by pip only.
+  if (!spec.wheelhouse.empty())
+    steps.push_back({StepKind::kBindTree, spec.wheelhouse, "/opt/wheelhouse", {}, kReadOnly | MOUNT_ATTR_NOEXEC});
   add_proc(steps);
   add_sys(spec, steps);
   return steps;

@@ -184,14 +184,24 @@ Result<void> check_remote_tool_paths(const ToolsConfig& tools, const bucket::Env
 
 Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Environment& env, Caller caller) {
   if (!j.is_object()) return fail(malformed("a sandbox's options are a JSON object"));
-  static const std::set<std::string> kFields = {"size", "name", "env", "net", "volume", "files_quota", "mounts", "manifest", "tools"};
+  static const std::set<std::string> kFields = {"size", "name", "env", "net", "packages", "volume", "files_quota", "mounts", "manifest", "tools"};
   for (const auto& [key, value] : j.items())
     if (!kFields.count(key)) return fail(malformed("unknown field \"" + key + "\""));
   CreateOptions o;
   if (j.contains("size")) o.size = NSBOX_TRY(parse_size_tier(NSBOX_TRY(string_field(j, "size"))));
   if (j.contains("name")) o.name = NSBOX_TRY(string_field(j, "name"));
   if (!o.name.empty()) NSBOX_CHECK(StateStore::validate_name(o.name));
-  if (j.contains("net")) o.net = NSBOX_TRY(net::NetPolicy::from_json(j["net"]));
+  if (auto p = j.find("packages"); p != j.end()) {
+    o.packages = NSBOX_TRY(PackageSources::from_json(*p));
+    // A wheelhouse is bound into the sandbox: a remote caller names one only under the
+    // server's root for host paths, as it names a tools directory.
+    if (caller == Caller::kRemote && !o.packages.wheelhouse.empty()) {
+      ToolsConfig as_paths;
+      as_paths.tools_dir = o.packages.wheelhouse;
+      NSBOX_CHECK(check_remote_tool_paths(as_paths, env));
+    }
+  }
+  o.net = NSBOX_TRY(o.packages.network_policy(j.value("net", Json("none"))));
   if (j.contains("volume")) o.volume = NSBOX_TRY(string_field(j, "volume"));
   if (auto e = j.find("env"); e != j.end()) {
     if (!e->is_object()) return fail(malformed("\"env\" must be an object of strings"));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/net/net_policy.h"
+#include "runtime/packages/package_sources.h"
 #include "isolation/size_tier.h"
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/command.h"
@@ -37,6 +38,7 @@ struct CreateOptions {
   SizeTier size = SizeTier::kStandard;
   std::string name;
   net::NetPolicy net;
+  PackageSources packages;  // pip's sources and auto-install (docs/network.md)
   EnvList env;
   std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
   uint64_t files_quota = 0;  // 0: the default (10 GiB; half the free disk when less than 20 GiB is free)

@@ -162,8 +162,8 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   auto drop_volume = [&] {
     if (!volume->named) (void)volumes.remove(*volume);
   };
-  SupervisorSpec spec{id, options.name, options.size, options.net, test_resolve_overrides(), options.env, volume->name,
-                      options.mounts, options.tools, options.tool_keys};
+  SupervisorSpec spec{id,           options.name,  options.size,  options.net,       test_resolve_overrides(),
+                      options.packages, options.env, volume->name, options.mounts, options.tools, options.tool_keys};
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
                                  kSupervisorStartMs + mounts_start_bound_ms(options.mounts));
   if (!report || !report->value("ok", false)) {

@@ -65,6 +65,7 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   spec.rootfs.mount_points = options.mount_points;
   spec.rootfs.sandbox_libexec = options.sandbox_libexec;
   spec.rootfs.bridge_dir = options.bridge_dir;
+  spec.rootfs.wheelhouse = options.wheelhouse;
   if (self->cgroup_) spec.rootfs.cgroup_views = self->cgroup_->views();
   spec.net = options.net;
   spec.limits = limits;

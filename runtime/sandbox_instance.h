@@ -31,6 +31,7 @@ struct InstanceOptions {
   std::string sandbox_libexec;  // bound at /opt/nsbox
   std::string cache_dir;        // compiled seccomp program
   std::string bridge_dir;       // bound at /run/nsbox (the tool bridge's socket); empty: none
+  std::string wheelhouse;       // bound at /opt/wheelhouse (pip's offline source); empty: none
   // One-shot: pid 1 runs this command itself (no init, no control channel); its
   // command_pid1::Report structs arrive on reports_fd().
   std::optional<command_pid1::Command> command;

@@ -59,6 +59,7 @@ nlohmann::json SandboxRecord::to_json() const {
       {"mounts", mounts_json},
       {"mount_servers", mount_servers},
       {"tools", tools},
+      {"packages", packages},
   };
 }
 
@@ -101,6 +102,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     for (const auto& m : j.value("mounts", nlohmann::json::array())) r.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
     for (const auto& pid : j.value("mount_servers", nlohmann::json::array())) r.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
     r.tools = j.value("tools", nlohmann::json());
+    r.packages = j.value("packages", nlohmann::json());
     return r;
   } catch (const nlohmann::json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));

@@ -68,6 +68,7 @@ struct SandboxRecord {
   std::vector<bucket::BucketMount> mounts;  // never their credentials
   std::vector<pid_t> mount_servers;         // a FUSE server's pid per mount
   nlohmann::json tools;  // the tool bridge's config (runtime/tools/tools_config.h), never a key; null: none
+  nlohmann::json packages;  // runtime/packages/package_sources.h; null: none configured
 
   nlohmann::json to_json() const;
   static Result<SandboxRecord> from_json(const nlohmann::json& j);

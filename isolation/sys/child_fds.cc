@@ -1,6 +1,7 @@
 #include "isolation/sys/child_fds.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -26,9 +27,24 @@ void prepare_child(pid_t parent, std::span<const int> sources) {
   if (::getppid() != parent) ::_exit(127);  // it died before the line above: no signal would come
   // Nothing of the parent's (the supervisor's liveness lock above all).
   if (!arrange_child_fds(sources)) ::_exit(127);
+  // The parent's handlers would run here until exec: a signal that comes first (a stop
+  // right after the start) must do what it does to the program, not the parent's work.
+  struct sigaction default_action{};
+  default_action.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &default_action, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+pid_t fork_child() {
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pid_t pid = ::fork();
+  if (pid != 0) ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return pid;
 }
 
 }  // namespace nsbox::sys

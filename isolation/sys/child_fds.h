@@ -20,8 +20,15 @@ inline bool arrange_child_fds(std::initializer_list<int> sources) {
 // In a child between fork and exec (async-signal-safe): dies with `parent`, the pid the
 // parent had before fork (and _exits at once if that parent is already gone, which
 // PR_SET_PDEATHSIG set after fork would never notice); puts `sources[i]` at fd i (-1:
-// /dev/null), at most 8 of them; closes every other fd; unblocks every signal.
+// /dev/null), at most 8 of them; closes every other fd; gives every signal its default
+// action and unblocks it.
 void prepare_child(pid_t parent, std::span<const int> sources);
+
+// fork() with every signal blocked across it, as posix_spawn does; the parent's mask is
+// restored in the parent, and the child keeps them blocked until prepare_child has given
+// them their default actions: a signal that comes at once (a stop right after a start)
+// never runs a handler of the parent's in the child.
+pid_t fork_child();
 inline void prepare_child(pid_t parent, std::initializer_list<int> sources) {
   prepare_child(parent, std::span<const int>(sources.begin(), sources.size()));
 }

@@ -50,7 +50,7 @@ ProgramRun run_program(const std::vector<std::string>& argv, const std::string& 
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  pid_t pid = fork_child();
   if (pid < 0) {
     run.err = "fork: " + std::string(std::strerror(errno));
     return run;

@@ -16,7 +16,7 @@ Error invalid(const std::string& message, const std::string& hint = "") {
                     hint.empty() ? "--net allow=HOST[,*.DOMAIN,HOST:PORT...] (docs/network.md)" : hint);
 }
 
-std::vector<std::string_view> split_commas(std::string_view text) {
+std::vector<std::string_view> split_list_impl(std::string_view text) {
   std::vector<std::string_view> out;
   while (!text.empty()) {
     size_t comma = text.find(',');
@@ -48,6 +48,8 @@ Result<AllowEntry> parse_entry(std::string_view text) {
 }
 
 }  // namespace
+
+std::vector<std::string_view> split_list(std::string_view text) { return split_list_impl(text); }
 
 bool split_authority(std::string_view authority, uint16_t default_port, std::string& host, uint16_t& port) {
   std::string_view h = authority, p;
@@ -160,8 +162,8 @@ Result<AllowList> AllowList::from_json(const Json& j) {
 
 Result<AllowList> AllowList::parse(std::string_view entries, std::string_view private_names) {
   Json j = {{"allow", Json::array()}, {"allow_private", Json::array()}};
-  for (auto e : split_commas(entries)) j["allow"].push_back(std::string(e));
-  for (auto p : split_commas(private_names)) j["allow_private"].push_back(std::string(p));
+  for (auto e : split_list_impl(entries)) j["allow"].push_back(std::string(e));
+  for (auto p : split_list_impl(private_names)) j["allow_private"].push_back(std::string(p));
   return from_json(j);
 }
 

@@ -61,6 +61,9 @@ struct NetPolicy {
 inline constexpr uint16_t kProxyPort = 3128;
 std::vector<std::pair<std::string, std::string>> proxy_environment();
 
+// "a, b,,c" -> {"a", "b", "c"}: a comma-separated flag's items, trimmed, empty ones dropped.
+std::vector<std::string_view> split_list(std::string_view text);
+
 // Splits "host:port", "[v6]:port" or "host" (then `default_port`; 0: a port is required).
 bool split_authority(std::string_view authority, uint16_t default_port, std::string& host, uint16_t& port);
 

@@ -13,6 +13,7 @@
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/command.h"
 #include "runtime/net/net_policy.h"
+#include "runtime/packages/package_sources.h"
 #include "runtime/protocol/frame.h"
 #include "runtime/tools/tools_config.h"
 
@@ -26,6 +27,7 @@ struct SupervisorSpec {
   // Names the egress proxy answers without DNS: tests only (NSBOX_TEST_RESOLVE in the
   // creating process's environment), to reach their own servers on loopback by a name.
   std::map<std::string, std::string> net_resolve;
+  PackageSources packages;
   EnvList env;
   std::string volume;  // the files volume's name (made by the caller)
   std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)

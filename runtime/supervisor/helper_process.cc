@@ -43,7 +43,7 @@ Result<HelperProcess> HelperProcess::start(const HelperLaunch& launch) {
   for (const auto& e : launch.environment) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  pid_t pid = sys::fork_child();
   if (pid < 0) return fail(sys_error("fork " + launch.program).context(launch.what));
   if (pid == 0) {
     sys::prepare_child(parent, std::span<const int>(launch.fds.data(), launch.fds.size()));

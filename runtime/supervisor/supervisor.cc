@@ -54,7 +54,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   const StateRoot& root = store.root();
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
   InstanceOptions options{spec.id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
-                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", {}};
+                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", spec.packages.wheelhouse, {}};
   // Listening before the sandbox is built: its directory is bound in then.
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
   for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount.mount_path);
@@ -107,6 +107,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
   r.mount_servers = self->buckets_.pids();
   if (spec.tools.enabled()) r.tools = spec.tools.to_json();
+  if (spec.packages.any_source() || !spec.packages.auto_install) r.packages = spec.packages.to_json();
   NSBOX_CHECK(store.save(r));
   return self;
 }
@@ -327,6 +328,7 @@ void Supervisor::change_allowlist(Client& client, const Json& request) {
 EnvList Supervisor::sandbox_env() const {
   EnvList env;
   if (spec_.net.mode == network::Mode::kAllow) env = net::proxy_environment();
+  for (auto& kv : spec_.packages.environment()) env.push_back(std::move(kv));
   env.insert(env.end(), spec_.env.begin(), spec_.env.end());
   return env;
 }

@@ -99,7 +99,7 @@ class Supervisor final : private KernelHost {
   void on_seccomp_violation();
   void shutdown(Client* requester);
   void stop_sandbox();  // bucket servers, then the sandbox; idempotent
-  EnvList sandbox_env() const;  // every process's: the egress proxy's settings, then --env
+  EnvList sandbox_env() const;  // every process's: the egress proxy's and pip's settings, then --env
   void change_allowlist(Client& client, const protocol::Json& request);
 
   // KernelHost: what the kernel session asks of us.

@@ -170,6 +170,7 @@ class Sandbox(_Workbench):
         volume: Optional[str] = None,
         manifest: Optional[Mapping[str, Any]] = None,
         tools: Optional[Mapping[str, Any]] = None,
+        packages: Optional[Mapping[str, Any]] = None,
         *,
         client: Optional[Client] = None,
         url: Optional[str] = None,
@@ -186,7 +187,9 @@ class Sandbox(_Workbench):
         objects with ``credentials``); ``files_quota`` bytes or ``"10G"``; ``volume`` a
         named files volume; ``manifest`` files to make in /home/user first; ``tools``
         the tool bridge ({"backend": "composio" | "dir" | "replay", "tools_dir", ...};
-        its keys come from the server's environment, never from here: docs/tools.md).
+        its keys come from the server's environment, never from here: docs/tools.md);
+        ``packages`` pip's sources and auto-install ({"pip_index": URL, "wheelhouse":
+        DIR, "allow": [...], "auto_install": True}: docs/network.md).
         The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
@@ -202,6 +205,8 @@ class Sandbox(_Workbench):
             body["manifest"] = dict(manifest)
         if tools is not None:
             body["tools"] = dict(tools)
+        if packages is not None:
+            body["packages"] = dict(packages)
         # Creating waits for the sandbox (30 s, plus 60 s per bucket mount at most).
         wait = max(c.timeout, 60.0 + 60.0 * len(mounts or ()))
         doc = c.json("POST", "/v1/sandboxes", json_body=body, timeout=wait)

@@ -5,7 +5,7 @@ import os
 import signal
 import sys
 
-from . import cell, display
+from . import cell, display, packages
 from .channel import Channel
 from .helpers import Helpers
 
@@ -25,7 +25,9 @@ def serve(fd):
     channel = Channel(fd)
     running = {"cell": 0}
     namespace = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
-    Helpers(channel, lambda: running["cell"]).install(namespace)
+    helpers = Helpers(channel, lambda: running["cell"])
+    helpers.install(namespace)
+    packages.install(helpers.set_progress)
     builtins.input = _no_input
     sys.argv = [""]
     os.environ.setdefault("MPLBACKEND", "module://nsbox_kernel.mpl_backend")
