@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -180,4 +181,35 @@ TEST_CASE("the egress proxy is a child of the supervisor that goes with the sand
   REQUIRE(proxies.size() == 1);
   REQUIRE(root.nsbox({"rm", id}).exit_code == 0);
   CHECK(::kill(proxies[0], 0) != 0);
+}
+
+TEST_CASE("a flood of connections gets 503 past the proxy's bound, an endless head gets 400, and the sandbox goes on", "[net]") {
+  Upstream up;
+  TestRoot root;
+  auto id = root.create({"--net", "allow=good.test:" + port(up.http), "--net-allow-private", "good.test"}, resolving());
+  const std::string script = R"PY(import socket
+held = [socket.create_connection(("127.0.0.1", 3128), timeout=20) for _ in range(300)]
+refused = 0
+for s in held[256:]:
+    s.settimeout(10)
+    try:
+        refused += s.recv(64).startswith(b"HTTP/1.1 503")
+    except OSError:
+        pass
+for s in held:
+    s.close()
+big = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+big.sendall(b"GET http://good.test/ HTTP/1.1\r\nX: " + b"a" * 70000)
+print(refused, big.recv(64).split(b"\r\n")[0].decode())
+)PY";
+  auto r = root.sh(id, "cat > /tmp/flood.py && python3 /tmp/flood.py", {}, {.stdin_data = script});
+  CHECK(r.out == "44 HTTP/1.1 400 Bad Request\n");
+  // The held connections are gone once closed: the proxy serves again.
+  bool served = false;
+  for (int i = 0; i < 50 && !served; ++i) {
+    served = curl(root, id, "http://good.test:" + port(up.http) + "/").starts_with("200 ");
+    if (!served) ::usleep(200 * 1000);
+  }
+  CHECK(served);
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "running");
 }
