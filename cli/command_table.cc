@@ -8,7 +8,7 @@ namespace {
 const FlagHelp kSize{"size", "SIZE", "standard (1 vCPU, 1 GiB; the default), medium (2, 2 GiB), large (4, 4 GiB), xlarge (8, 8 GiB)"};
 const FlagHelp kNet{"net", "MODE",
                     "none (the default: loopback only), allow=HOST[,*.DOMAIN,HOST:PORT...] (only those, through a proxy "
-                    "on the host side) or host (the host's network: not isolation)"};
+                    "on the host side), internet (NAT; private ranges refused) or host (the host's network: not isolation)"};
 const FlagHelp kNetAllowPrivate{"net-allow-private", "HOST[,HOST...]",
                                 "hosts of the allowlist that may resolve to private or loopback addresses"};
 const FlagHelp kEnv{"env", "K=V", "an environment variable (repeatable); values are never written to disk"};

@@ -47,6 +47,21 @@ preflight::Check bucket_mounts_check() {
   return {name, preflight::Level::kOk, "strategies: " + detail, ""};
 }
 
+// Network modes beyond none and host: the egress proxy ships with nsbox; `internet`
+// needs slirp4netns and nft from the host.
+preflight::Check network_modes_check() {
+  const std::string name = "network modes";
+  auto layout = InstallLayout::discover();
+  std::string modes = "none, host";
+  if (layout && ::access(layout->net_proxy().c_str(), X_OK) == 0) modes += ", allow=";
+  std::string missing;
+  for (auto [path, package] : {std::pair{"/usr/bin/slirp4netns", "slirp4netns"}, std::pair{"/usr/sbin/nft", "nftables"}})
+    if (::access(path, X_OK) != 0) missing += (missing.empty() ? "" : " ") + std::string(package);
+  if (!missing.empty())
+    return {name, preflight::Level::kOk, modes + " (internet needs " + missing + ")", "apt-get install " + missing};
+  return {name, preflight::Level::kOk, modes + ", internet", ""};
+}
+
 }  // namespace
 
 int cmd_doctor(const Invocation& inv) {
@@ -56,6 +71,7 @@ int cmd_doctor(const Invocation& inv) {
   auto checks = preflight::run_all();
   checks.push_back(files_quota_check());
   checks.push_back(bucket_mounts_check());
+  checks.push_back(network_modes_check());
   bool failed = false;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& c : checks) {

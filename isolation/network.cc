@@ -18,14 +18,17 @@ Result<Mode> parse_mode(std::string_view name) {
   if (name == "none") return Mode::kNone;
   if (name == "host") return Mode::kHost;
   if (name == "allow") return Mode::kAllow;
+  if (name == "internet") return Mode::kInternet;
   return fail(make_error(ErrorCode::kInvalidArgument, "unknown network mode '" + std::string(name) + "'",
-                         "use --net none (loopback only, the default), --net allow=DOMAIN[,DOMAIN...] or --net host"));
+                         "use --net none (loopback only, the default), --net allow=DOMAIN[,DOMAIN...], --net internet "
+                         "or --net host"));
 }
 
 std::string_view mode_name(Mode mode) {
   switch (mode) {
     case Mode::kHost: return "host";
     case Mode::kAllow: return "allow";
+    case Mode::kInternet: return "internet";
     case Mode::kNone: break;
   }
   return "none";

@@ -1,6 +1,8 @@
 // Network modes (docs/network.md): `none` (a namespace of its own with only loopback, up),
 // `allow` (the same namespace; the only way out is the host-side egress proxy, whose
-// listening socket is made inside it: listen_inside) and `host` (the host's network).
+// listening socket is made inside it: listen_inside), `internet` (the same namespace,
+// with a tap device a user-mode NAT helper serves, and rules that refuse private ranges)
+// and `host` (the host's network).
 #pragma once
 
 #include <string_view>
@@ -14,7 +16,7 @@
 
 namespace nsbox::network {
 
-enum class Mode { kNone, kHost, kAllow };
+enum class Mode { kNone, kHost, kAllow, kInternet };
 
 Result<Mode> parse_mode(std::string_view name);
 std::string_view mode_name(Mode mode);

@@ -55,6 +55,7 @@ struct Spec {
   std::string machine_id = random_machine_id();  // the sandbox's own /etc/machine-id
   std::string bridge_dir;  // host directory bound read-only at /run/nsbox (the tool bridge's socket); empty: none
   std::string wheelhouse;  // host directory of wheels bound read-only at /opt/wheelhouse; empty: none
+  std::string resolv_conf;  // the sandbox's own /etc/resolv.conf; empty: the host's
 };
 
 std::vector<Step> plan(const Spec& spec);

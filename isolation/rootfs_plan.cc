@@ -73,6 +73,9 @@ void add_etc_masks(const Spec& spec, std::vector<Step>& steps) {
   // its own, in the same format (32 lowercase hex digits, a newline). /var, where
   // D-Bus keeps its copy, is not in the sandbox at all.
   steps.push_back({StepKind::kGeneratedFile, {}, "/etc/machine-id", spec.machine_id + "\n", kReadOnly, true});
+  // A NATed sandbox asks its NAT helper's resolver, not the host's (often 127.0.0.53).
+  if (!spec.resolv_conf.empty())
+    steps.push_back({StepKind::kGeneratedFile, {}, "/etc/resolv.conf", spec.resolv_conf, kReadOnly, true});
 }
 
 void add_dev(const Spec& spec, std::vector<Step>& steps) {

@@ -162,8 +162,10 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   auto drop_volume = [&] {
     if (!volume->named) (void)volumes.remove(*volume);
   };
+  const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");  // tests only (nat_helper.h)
   SupervisorSpec spec{id,           options.name,  options.size,  options.net,       test_resolve_overrides(),
-                      options.packages, options.env, volume->name, options.mounts, options.tools, options.tool_keys};
+                      nat_netns ? nat_netns : "", options.packages, options.env, volume->name, options.mounts,
+                      options.tools, options.tool_keys};
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
                                  kSupervisorStartMs + mounts_start_bound_ms(options.mounts));
   if (!report || !report->value("ok", false)) {

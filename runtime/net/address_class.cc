@@ -25,16 +25,23 @@ bool starts_with_bytes(const in6_addr& a, std::initializer_list<uint8_t> prefix)
 
 }  // namespace
 
+const V4Range kBlockedV4[11] = {
+    {v4(0, 0, 0, 0), 8, AddressClass::kUnspecified},   {v4(127, 0, 0, 0), 8, AddressClass::kLoopback},
+    {v4(10, 0, 0, 0), 8, AddressClass::kPrivate},      {v4(172, 16, 0, 0), 12, AddressClass::kPrivate},
+    {v4(192, 168, 0, 0), 16, AddressClass::kPrivate},  {v4(169, 254, 0, 0), 16, AddressClass::kLinkLocal},
+    {v4(100, 64, 0, 0), 10, AddressClass::kCgnat},     {v4(224, 0, 0, 0), 4, AddressClass::kMulticast},
+    {v4(192, 0, 0, 0), 24, AddressClass::kReserved},   {v4(198, 18, 0, 0), 15, AddressClass::kReserved},
+    {v4(240, 0, 0, 0), 4, AddressClass::kReserved},  // holds 255.255.255.255
+};
+
+std::string v4_range_text(const V4Range& r) {
+  return std::to_string(r.network >> 24) + "." + std::to_string(r.network >> 16 & 0xff) + "." +
+         std::to_string(r.network >> 8 & 0xff) + "." + std::to_string(r.network & 0xff) + "/" + std::to_string(r.prefix);
+}
+
 AddressClass classify_v4(uint32_t a) {
-  if (in_v4(a, v4(0, 0, 0, 0), 8)) return AddressClass::kUnspecified;
-  if (in_v4(a, v4(127, 0, 0, 0), 8)) return AddressClass::kLoopback;
-  if (in_v4(a, v4(10, 0, 0, 0), 8) || in_v4(a, v4(172, 16, 0, 0), 12) || in_v4(a, v4(192, 168, 0, 0), 16))
-    return AddressClass::kPrivate;
-  if (in_v4(a, v4(169, 254, 0, 0), 16)) return AddressClass::kLinkLocal;
-  if (in_v4(a, v4(100, 64, 0, 0), 10)) return AddressClass::kCgnat;
-  if (in_v4(a, v4(224, 0, 0, 0), 4)) return AddressClass::kMulticast;
-  if (in_v4(a, v4(192, 0, 0, 0), 24) || in_v4(a, v4(198, 18, 0, 0), 15) || in_v4(a, v4(240, 0, 0, 0), 4))
-    return AddressClass::kReserved;  // 240/4 holds 255.255.255.255
+  for (const auto& r : kBlockedV4)
+    if (in_v4(a, r.network, r.prefix)) return r.what;
   return AddressClass::kPublic;
 }
 

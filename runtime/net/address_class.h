@@ -25,6 +25,16 @@ enum class AddressClass {
   kReserved,     // 192.0.0/24, 198.18/15 (benchmarking), 240/4 and broadcast, and IPv6 without a meaning here
 };
 
+// The IPv4 ranges that are not public, with their class: what classify_v4 answers from,
+// and what `--net internet`'s packet filter refuses (nat_helper.cc writes it from this).
+struct V4Range {
+  uint32_t network;  // host byte order
+  int prefix;
+  AddressClass what;
+};
+extern const V4Range kBlockedV4[11];
+std::string v4_range_text(const V4Range& r);  // "10.0.0.0/8"
+
 // The class of an IPv4 address in host byte order.
 AddressClass classify_v4(uint32_t address);
 // The class of an IPv6 address; an IPv4-mapped (::ffff:0:0/96), NAT64 (64:ff9b::/96) or

@@ -215,6 +215,8 @@ Json NetPolicy::to_json() const {
 std::string NetPolicy::describe() const {
   if (mode == network::Mode::kAllow) return "allow: " + allow.describe();
   if (mode == network::Mode::kHost) return "host (the host's network: not isolation)";
+  if (mode == network::Mode::kInternet)
+    return "internet (NAT; loopback, private, link-local/metadata, CGNAT and multicast refused)";
   return std::string(network::mode_name(mode));
 }
 

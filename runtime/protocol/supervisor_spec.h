@@ -27,6 +27,9 @@ struct SupervisorSpec {
   // Names the egress proxy answers without DNS: tests only (NSBOX_TEST_RESOLVE in the
   // creating process's environment), to reach their own servers on loopback by a name.
   std::map<std::string, std::string> net_resolve;
+  // `--net internet`'s NAT helper runs in this network namespace: tests only
+  // (NSBOX_TEST_NAT_NETNS), so that nothing the sandbox sends can leave the machine.
+  std::string nat_netns;
   PackageSources packages;
   EnvList env;
   std::string volume;  // the files volume's name (made by the caller)

@@ -1,6 +1,10 @@
 #include "runtime/supervisor/helper_process.h"
 
+#include <linux/capability.h>
 #include <poll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -25,6 +29,18 @@ std::string how_it_ended(int status) {
                              : "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
+// In the child (raw system calls only): each of `caps` made inheritable, then ambient.
+bool keep_ambient(const std::vector<int>& caps) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  for (int cap : caps) data[cap >> 5].inheritable |= 1u << (cap & 31);
+  if (::syscall(SYS_capset, &header, data) != 0) return false;
+  for (int cap : caps)
+    if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<std::string> helper_environment(std::vector<std::string> extra) {
@@ -46,6 +62,9 @@ Result<HelperProcess> HelperProcess::start(const HelperLaunch& launch) {
   pid_t pid = sys::fork_child();
   if (pid < 0) return fail(sys_error("fork " + launch.program).context(launch.what));
   if (pid == 0) {
+    for (const auto& [fd, type] : launch.join)
+      if (::setns(fd, type) != 0) ::_exit(126);
+    if (!launch.ambient.empty() && !keep_ambient(launch.ambient)) ::_exit(126);
     sys::prepare_child(parent, std::span<const int>(launch.fds.data(), launch.fds.size()));
     ::execve(launch.program.c_str(), argv.data(), envp.data());
     ::_exit(127);

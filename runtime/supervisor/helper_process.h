@@ -31,6 +31,12 @@ struct HelperLaunch {
   std::vector<int> fds;                  // the child's fds 0..n-1 (-1: /dev/null), at most 8
   std::vector<std::string> environment;  // the whole environment (helper_environment)
   std::string what;                      // "the tool bridge": for errors and logs
+  // Namespaces joined before exec, in order: (an open /proc/PID/ns/* fd, CLONE_NEW*). A
+  // user namespace first gives the capabilities the others need.
+  std::vector<std::pair<int, int>> join = {};
+  // Capabilities kept across exec as ambient ones (CAP_*): what joining a user namespace
+  // gave is otherwise lost at exec by a uid that is not root there.
+  std::vector<int> ambient = {};
 };
 
 // The supervisor's proxy settings (its environment is scrubbed already), a PATH, and `extra`.

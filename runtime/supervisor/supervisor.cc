@@ -70,6 +70,13 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
       self->instance_->init_pid(), ids.uid, ids.gid));
   // The servers have the credentials now; we never need them again.
   for (auto& m : self->spec_.mounts) m.credentials.wipe();
+  if (spec.net.mode == network::Mode::kInternet) {
+    self->nat_ = NSBOX_TRY(NatHelper::start({self->instance_->init_pid(), spec.nat_netns}));
+    NSBOX_CHECK(self->loop_->add(self->nat_.pidfd(), EPOLLIN, [s = self.get()](uint32_t) {
+      s->nat_.on_exit();
+      s->loop_->remove(s->nat_.pidfd());
+    }));
+  }
   if (spec.net.mode == network::Mode::kAllow) {
     self->net_proxy_ = NSBOX_TRY(NetProxy::start({spec.id, layout.net_proxy(), root.net_denials(spec.id),
                                                   self->instance_->init_pid(), spec.net.allow, spec.net_resolve}));
@@ -198,6 +205,8 @@ void Supervisor::stop_sandbox() {
   if (tools_) tools_->stop();
   if (net_proxy_.pidfd() >= 0) loop_->remove(net_proxy_.pidfd());
   net_proxy_.stop();
+  if (nat_.pidfd() >= 0) loop_->remove(nat_.pidfd());
+  nat_.stop();
   for (int pidfd : buckets_.pidfds()) loop_->remove(pidfd);  // no exit report for a server we stop
   buckets_.stop();
   (void)instance_->destroy();

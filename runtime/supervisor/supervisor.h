@@ -26,6 +26,7 @@
 #include "runtime/supervisor/bucket_servers.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/kernel_session.h"
+#include "runtime/supervisor/nat_helper.h"
 #include "runtime/supervisor/net_proxy.h"
 #include "runtime/supervisor/output_capture.h"
 #include "runtime/supervisor/tool_bridge.h"
@@ -121,6 +122,7 @@ class Supervisor final : private KernelHost {
   std::unique_ptr<SandboxInstance> instance_;
   BucketServers buckets_;  // stopped before instance_ goes (members go in reverse)
   NetProxy net_proxy_;      // `--net allow=` only
+  NatHelper nat_;           // `--net internet` only
   std::unique_ptr<EventLoop> loop_;
   // After the loop (they leave it as they go), before the kernel session (whose calls
   // they hold: stopped first, they drop them unanswered).

@@ -182,7 +182,7 @@ class Sandbox(_Workbench):
         """Creates a sandbox and returns once it is up (``nsbox create``).
 
         ``size`` standard|medium|large|xlarge; ``env`` its environment (never echoed);
-        ``net`` "none", "host", "allow=pypi.org,*.github.com" or {"allow": [...],
+        ``net`` "none", "host", "internet", "allow=pypi.org,*.github.com" or {"allow": [...],
         "allow_private": [...]} (docs/network.md); ``mounts`` bucket mounts (``"s3://b/p:/data:rw"`` strings or
         objects with ``credentials``); ``files_quota`` bytes or ``"10G"``; ``volume`` a
         named files volume; ``manifest`` files to make in /home/user first; ``tools``
