@@ -41,8 +41,25 @@ class TestInternet {
     REQUIRE(server_->wait_for_output("port ", 30));
     std::string out = server_->output();
     port = std::stoi(out.substr(out.find("port ") + 5));
+    // The NAT helper forwards DNS to the host's resolver: the namespace answers for it
+    // (every name is the public test host), when that resolver is an IPv4 address.
+    auto resolver = run_process({"/bin/sh", "-c", "awk '/^nameserver [0-9.]+$/ {print $2; exit}' /etc/resolv.conf"});
+    std::string ns = resolver.out.substr(0, resolver.out.find('\n'));
+    if (!ns.empty() && (ns.rfind("127.", 0) == 0 ||
+                        run_process({"/usr/bin/nsenter", "--net=" + netns, "/bin/ip", "addr", "add", ns + "/32", "dev", "lo"}).exit_code == 0)) {
+      dns_ = std::make_unique<BackgroundProcess>(
+          std::vector<std::string>{"/usr/bin/nsenter", "--net=" + netns, "/usr/bin/python3.11",
+                                   std::string(NSBOX_SOURCE_DIR) + "/tests/peers/fake_dns.py", "--listen", ns, "--answer",
+                                   "198.51.100.10"},
+          ProcessOptions{.stdin_is_null = false});
+      has_dns = dns_->wait_for_output("ready", 30);
+    }
   }
   ~TestInternet() {
+    if (dns_) {
+      dns_->close_stdin();
+      (void)dns_->wait(30);
+    }
     if (server_) {
       server_->signal(SIGTERM);
       (void)server_->wait(30);
@@ -52,10 +69,11 @@ class TestInternet {
   }
   std::string netns;
   int port = 0;
+  bool has_dns = false;  // names resolve (to 198.51.100.10) through the NAT helper
 
  private:
   BackgroundProcess holder_;
-  std::unique_ptr<BackgroundProcess> server_;
+  std::unique_ptr<BackgroundProcess> server_, dns_;
 };
 
 bool has_nat_tools() { return ::access("/usr/bin/slirp4netns", X_OK) == 0 && ::access("/usr/sbin/nft", X_OK) == 0; }
@@ -86,6 +104,11 @@ TEST_CASE("internet: a public address is reached through NAT; private ranges, th
   CHECK(root.sh(id, "cat /etc/resolv.conf").out == "nameserver 10.0.2.3\n");
   CHECK(root.sh(id, "nft flush ruleset 2>/dev/null; echo $?").out != "0\n");
   CHECK(curl("http://10.9.9.9:" + port + "/") == "000 7\n");
+  // DNS works inside, through the NAT helper's forwarder.
+  if (world.has_dns)
+    CHECK(curl("http://upstream.example:" + port + "/") == "200 0\n");
+  else
+    WARN("the host's resolver is not an IPv4 address: DNS through the NAT helper was not checked");
   auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
   CHECK(info["net"] == "internet");
   REQUIRE(root.nsbox({"rm", id}).exit_code == 0);
