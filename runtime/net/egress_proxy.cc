@@ -46,12 +46,15 @@ bool send_all(int fd, std::string_view data) {
   return true;
 }
 
-// Reads until `done(buffer)` or `limit` bytes; false at EOF, a timeout or the limit.
+// Reads until `done(buffer)` or `limit` bytes, within `seconds` in all (a client that
+// trickles a byte at a time does not hold its slot longer); false at EOF, the deadline
+// or the limit. Each recv is bounded by the socket's receive timeout too.
 template <class Done>
-bool read_until(int fd, std::string& buffer, size_t limit, Done done) {
+bool read_until(int fd, std::string& buffer, size_t limit, int seconds, Done done) {
   char chunk[16384];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (!done(buffer)) {
-    if (buffer.size() >= limit) return false;
+    if (buffer.size() >= limit || std::chrono::steady_clock::now() > deadline) return false;
     ssize_t n = ::recv(fd, chunk, std::min(sizeof chunk, limit - buffer.size()), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
@@ -229,7 +232,8 @@ void EgressProxy::deny(int client, int status, const std::string& host, uint16_t
 void EgressProxy::handle(int client) {
   set_timeout(client, kHeadTimeoutS);
   std::string head;
-  if (!read_until(client, head, kMaxRequestHead, [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; })) {
+  if (!read_until(client, head, kMaxRequestHead, kHeadTimeoutS,
+                  [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; })) {
     if (head.size() >= kMaxRequestHead) (void)send_all(client, http_answer(400, "nsbox: the request head is over 64 KiB"));
     return;
   }
@@ -283,7 +287,7 @@ void EgressProxy::handle(int client) {
     // The ClientHello names the server the client means: it must be the host allowed.
     std::string hello = early, server_name;
     HelloStatus status = HelloStatus::kNeedMore;
-    (void)read_until(client, hello, kMaxClientHello + 5, [&](const std::string& b) {
+    (void)read_until(client, hello, kMaxClientHello + 5, kHeadTimeoutS, [&](const std::string& b) {
       status = parse_client_hello(b, server_name);
       return status != HelloStatus::kNeedMore;
     });

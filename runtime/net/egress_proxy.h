@@ -2,7 +2,7 @@
 // the host side whose listening socket lives in the sandbox's network namespace
 // (network::listen_inside), the sandbox's only way out. Per connection:
 //
-//   1. read the request head (kMaxRequestHead, within kHeadTimeoutS);
+//   1. read the request head (kMaxRequestHead, within kHeadTimeoutS in all);
 //   2. check host:port against the allowlist, before any DNS query;
 //   3. resolve the name itself and drop every address of a blocked class (loopback,
 //      private, link-local/metadata, CGNAT, multicast, reserved) unless the name is
