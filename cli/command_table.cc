@@ -62,7 +62,7 @@ const std::vector<CommandHelp>& command_table() {
       {"sh", "ID [FLAGS] -- CMD...", "run a command in a sandbox (one argument: a bash command line)", {kTimeout, kEnv},
        cmd_sh, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
       {"run", "[FLAGS] -- CMD...", "one-shot: create a sandbox, run the command, remove it",
-       {kSize, {"net", "MODE", "none (the default) or host; allow= needs nsbox create"}, kTimeout, kEnv},
+       {kSize, {"net", "MODE", "none (the default) or host; allow= and internet need nsbox create"}, kTimeout, kEnv},
        cmd_run, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
       {"resize", "ID --size SIZE", "change a running sandbox's size (processes and state stay)", {kSize}, cmd_resize},
       {"net", "ID --allow HOST[,...]", "replace the allowlist of a --net allow= sandbox, live",

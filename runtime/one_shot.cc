@@ -96,6 +96,13 @@ bool apply_report(const Report& r, CommandEnd& end) {
 
 Result<CommandResult> Runtime::run(const RunOptions& o) const {
   if (o.command.argv.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no command to run"));
+  // Those modes have a helper of the supervisor's (the proxy, the NAT), which a one-shot
+  // run has not: it would get a network namespace with no way out and no error.
+  if (o.net == network::Mode::kAllow || o.net == network::Mode::kInternet)
+    return fail(make_error(ErrorCode::kUnsupported,
+                           "a one-shot run has no egress proxy or NAT helper: --net " +
+                               std::string(network::mode_name(o.net)) + " needs a sandbox",
+                           "nsbox create --net ..., then nsbox sh ID -- CMD"));
   NSBOX_CHECK(files::ensure_private_dir(store_.root().run_dir));
   NSBOX_CHECK(files::ensure_private_dir(store_.root().cache_dir()));
   cgroup::remove_orphans("run-");
