@@ -80,7 +80,7 @@ bool has_nat_tools() { return ::access("/usr/bin/slirp4netns", X_OK) == 0 && ::a
 
 }  // namespace
 
-TEST_CASE("internet: a public address is reached through NAT; private ranges, the gateway and the host's loopback are refused",
+TEST_CASE("internet: a public address is reached through NAT, and private ranges, the gateway and the host's loopback are refused",
           "[net]") {
   if (::geteuid() != 0) NSBOX_SKIP("the test's network namespace needs root (unshare -n)");
   if (!has_nat_tools()) NSBOX_SKIP("slirp4netns or nft is not installed (scripts/install-deps installs them)");
