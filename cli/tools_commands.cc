@@ -10,6 +10,7 @@
 #include "runtime/create_options.h"
 #include "runtime/install_layout.h"
 #include "runtime/workbench_tools.h"
+#include "isolation/sys/secret.h"
 
 extern char** environ;
 
@@ -40,7 +41,7 @@ Result<json> list_tools(const ParsedArgs& args) {
   if (const char* home = std::getenv("HOME")) env.push_back(std::string("HOME=") + home);
   auto run = sys::run_program({layout.tool_bridge(), "--list", args.value("toolkit", ""), args.value("search", "")}, "",
                               env, input, kListTimeoutS, kMaxCatalogue, 64 << 10);
-  ::explicit_bzero(input.data(), input.size());
+  sys::wipe(input);
   json answer = json::parse(run.out, nullptr, false);
   if (!answer.is_object()) {
     std::string why = run.timed_out ? "it did not answer within 120 s" : run.err.empty() ? "no answer" : run.err;

@@ -8,6 +8,8 @@
 #include <span>
 #include <sstream>
 
+#include "isolation/sys/secret.h"
+
 namespace nsbox::bucket {
 namespace {
 
@@ -443,11 +445,7 @@ BucketCredentials BucketCredentials::from_json(const json& j) {
 }
 
 void BucketCredentials::wipe() {
-  for (auto* s : {&access_key_id, &secret_access_key, &session_token, &azure_key, &azure_sas}) {
-    ::explicit_bzero(s->data(), s->size());  // not optimised away, though the memory is freed next
-    s->clear();
-    s->shrink_to_fit();
-  }
+  for (auto* s : {&access_key_id, &secret_access_key, &session_token, &azure_key, &azure_sas}) sys::wipe(*s);
 }
 
 std::string redact(std::string text, const BucketCredentials& credentials) {

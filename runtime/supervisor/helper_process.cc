@@ -2,11 +2,11 @@
 
 #include <linux/capability.h>
 #include <poll.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +16,7 @@
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
+#include "isolation/sys/secret.h"
 #include "isolation/sys/syscall.h"
 #include "mounts/bucket/external_helpers.h"
 
@@ -147,8 +148,7 @@ Result<void> send_config(UniqueFd fd, std::string& text, const std::string& what
   ::sigaction(SIGPIPE, &ignore, &previous);
   auto written = files::write_all(fd.get(), text, what + "'s stdin");
   ::sigaction(SIGPIPE, &previous, nullptr);
-  ::explicit_bzero(text.data(), text.size());
-  text.clear();
+  sys::wipe(text);
   return written;
 }
 

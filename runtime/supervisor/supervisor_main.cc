@@ -20,6 +20,7 @@
 #include "isolation/sys/log.h"
 #include "runtime/install_layout.h"
 #include "runtime/supervisor/supervisor.h"
+#include "isolation/sys/secret.h"
 
 namespace {
 
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   auto spec = nsbox::SupervisorSpec::from_json(j);
   // The spec's text and its JSON hold the mounts' credentials: only `spec` keeps them, and
   // only until the servers have them (Supervisor::start wipes them there).
-  ::explicit_bzero(input.data(), input.size());
+  nsbox::sys::wipe(input);
   j = Json();
   if (!spec) return fail_start(spec.error());
 

@@ -32,6 +32,7 @@
 #include "isolation/sys/log.h"
 #include "runtime/protocol/frame.h"
 #include "runtime/tools/tool_router.h"
+#include "isolation/sys/secret.h"
 
 namespace {
 
@@ -135,7 +136,7 @@ struct Config {
 Result<Config> read_config() {
   std::string input(std::istreambuf_iterator<char>(std::cin), {});
   Json j = Json::parse(input, nullptr, false);
-  ::explicit_bzero(input.data(), input.size());
+  sys::wipe(input);
   if (!j.is_object()) return fail(make_error(ErrorCode::kProtocol, "nsbox-toolbridge: stdin is not a JSON object"));
   Config c;
   c.tools = NSBOX_TRY(ToolsConfig::from_json(j.value("tools", Json::object())));

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "isolation/sys/files.h"
+#include "isolation/sys/secret.h"
 #include "isolation/sys/unique_fd.h"
 
 namespace nsbox {
@@ -151,10 +152,7 @@ ToolKeys ToolKeys::from_json(const Json& j) {
 }
 
 void ToolKeys::wipe() {
-  for (std::string* s : {&composio_api_key, &llm_api_key, &link_key}) {
-    ::explicit_bzero(s->data(), s->size());
-    s->clear();
-  }
+  for (std::string* s : {&composio_api_key, &llm_api_key, &link_key}) sys::wipe(*s);
 }
 
 Result<ToolsConfigFile> load_tools_config_file(const std::string& path) {
@@ -169,7 +167,7 @@ Result<ToolsConfigFile> load_tools_config_file(const std::string& path) {
                            "chown it to yourself and chmod 600 " + path));
   std::string text = NSBOX_TRY(files::read_file(path, 1 << 20));
   Json j = Json::parse(text, nullptr, false);
-  ::explicit_bzero(text.data(), text.size());
+  sys::wipe(text);
   if (!j.is_object()) return fail(make_error(ErrorCode::kInvalidArgument, "the tools config " + path + " is not a JSON object"));
   ToolsConfigFile file;
   for (auto& [key, value] : j.items()) {
