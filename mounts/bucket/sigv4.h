@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "isolation/sys/uri.h"
+
 namespace nsbox::bucket {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
@@ -38,9 +40,9 @@ struct SigV4Scope {
   std::string service = "s3";
 };
 
-// RFC 3986 encoding as SigV4 wants it: everything but A-Z a-z 0-9 - _ . ~ (and '/' in
-// paths, which S3 keeps as is; dot segments are not normalised).
-std::string uri_encode(std::string_view s, bool keep_slash = false);
+// RFC 3986 encoding as SigV4 wants it (isolation/sys/uri.h): everything but A-Z a-z 0-9
+// - _ . ~ (and '/' in paths, which S3 keeps as is; dot segments are not normalised).
+using sys::uri_encode;
 // The inverse, for names a listing returns encoded (S3's encoding-type=url, where '+' is a
 // space too; Azure's Encoded="true", where it is not). Malformed escapes stay as they are.
 std::string uri_decode(std::string_view s, bool plus_is_space);

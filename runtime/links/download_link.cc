@@ -5,6 +5,8 @@
 
 #include <ctime>
 
+#include "isolation/sys/uri.h"
+
 namespace nsbox::links {
 
 std::string base64url(std::string_view bytes) {
@@ -49,20 +51,8 @@ bool LinkSigner::verify(std::string_view sandbox_id, std::string_view path, int6
 }
 
 std::string LinkSigner::link(std::string_view sandbox_id, std::string_view path, int64_t expires) const {
-  return "/v1/sandboxes/" + std::string(sandbox_id) + "/files?path=" + percent_encode(path) + "&expires=" +
+  return "/v1/sandboxes/" + std::string(sandbox_id) + "/files?path=" + sys::uri_encode(path, true) + "&expires=" +
          std::to_string(expires) + "&signature=" + sign(sandbox_id, path, expires);
-}
-
-std::string percent_encode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-                 c == '.' || c == '~' || c == '/';
-    if (plain) out += static_cast<char>(c);
-    else out += {'%', kHex[c >> 4], kHex[c & 15]};
-  }
-  return out;
 }
 
 std::string rfc3339(int64_t t) {

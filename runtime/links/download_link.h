@@ -36,8 +36,6 @@ class LinkSigner {
 // Equal, in time that depends only on the length of `b`.
 bool constant_time_equal(std::string_view a, std::string_view b);
 std::string base64url(std::string_view bytes);
-// A query value: letters, digits, - _ . ~ / kept; every other byte %XX.
-std::string percent_encode(std::string_view s);
 // "2026-12-01T18:00:00Z".
 std::string rfc3339(int64_t unix_seconds);
 
