@@ -16,19 +16,6 @@ Error invalid(const std::string& message, const std::string& hint = "") {
                     hint.empty() ? "--net allow=HOST[,*.DOMAIN,HOST:PORT...] (docs/network.md)" : hint);
 }
 
-std::vector<std::string_view> split_list_impl(std::string_view text) {
-  std::vector<std::string_view> out;
-  while (!text.empty()) {
-    size_t comma = text.find(',');
-    std::string_view part = text.substr(0, comma);
-    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
-    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
-    if (!part.empty()) out.push_back(part);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  return out;
-}
 
 Result<AllowEntry> parse_entry(std::string_view text) {
   AllowEntry e;
@@ -49,7 +36,19 @@ Result<AllowEntry> parse_entry(std::string_view text) {
 
 }  // namespace
 
-std::vector<std::string_view> split_list(std::string_view text) { return split_list_impl(text); }
+std::vector<std::string_view> split_list(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view part = text.substr(0, comma);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    if (!part.empty()) out.push_back(part);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
 
 bool split_authority(std::string_view authority, uint16_t default_port, std::string& host, uint16_t& port) {
   std::string_view h = authority, p;
@@ -162,8 +161,8 @@ Result<AllowList> AllowList::from_json(const Json& j) {
 
 Result<AllowList> AllowList::parse(std::string_view entries, std::string_view private_names) {
   Json j = {{"allow", Json::array()}, {"allow_private", Json::array()}};
-  for (auto e : split_list_impl(entries)) j["allow"].push_back(std::string(e));
-  for (auto p : split_list_impl(private_names)) j["allow_private"].push_back(std::string(p));
+  for (auto e : split_list(entries)) j["allow"].push_back(std::string(e));
+  for (auto p : split_list(private_names)) j["allow_private"].push_back(std::string(p));
   return from_json(j);
 }
 
