@@ -77,6 +77,9 @@ std::string NatHelper::ruleset() {
 Result<NatHelper> NatHelper::start(const NatSetup& setup) {
   if (::access(kNft, X_OK) != 0) return fail(missing("nft", "nftables"));
   if (::access(kSlirp, X_OK) != 0) return fail(missing("slirp4netns", "slirp4netns"));
+  if (::access("/dev/net/tun", F_OK) != 0)
+    return fail(make_error(ErrorCode::kUnsupported, "--net internet needs /dev/net/tun, which this host does not have",
+                           "modprobe tun (the NAT helper makes the sandbox's tap device through it)"));
   NSBOX_CHECK_CTX(apply_rules(setup.init_pid), "--net internet");
 
   std::string proc = "/proc/" + std::to_string(setup.init_pid) + "/ns/";

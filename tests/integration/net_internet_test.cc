@@ -76,14 +76,16 @@ class TestInternet {
   std::unique_ptr<BackgroundProcess> server_, dns_;
 };
 
-bool has_nat_tools() { return ::access("/usr/bin/slirp4netns", X_OK) == 0 && ::access("/usr/sbin/nft", X_OK) == 0; }
+bool has_nat_tools() {
+  return ::access("/usr/bin/slirp4netns", X_OK) == 0 && ::access("/usr/sbin/nft", X_OK) == 0 && ::access("/dev/net/tun", F_OK) == 0;
+}
 
 }  // namespace
 
 TEST_CASE("internet: a public address is reached through NAT, and private ranges, the gateway and the host's loopback are refused",
           "[net]") {
   if (::geteuid() != 0) NSBOX_SKIP("the test's network namespace needs root (unshare -n)");
-  if (!has_nat_tools()) NSBOX_SKIP("slirp4netns or nft is not installed (scripts/install-deps installs them)");
+  if (!has_nat_tools()) NSBOX_SKIP("slirp4netns or nft is not installed (scripts/install-deps installs them), or there is no /dev/net/tun");
   TestInternet world;
   TestRoot root;
   auto id = root.create({"--net", "internet"}, {.extra_env = {"NSBOX_TEST_NAT_NETNS=" + world.netns}});
