@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "api/api_service.h"
+#include "isolation/sys/rfc3339.h"
 #include "runtime/protocol/frame.h"
 
 namespace nsbox::api {
@@ -157,7 +158,7 @@ void ApiService::sign_file(Exchange& x, const std::string& sandbox) {
   std::string path = r.query_value("path");
   int64_t expires = unix_now() + seconds;
   std::string link = signer_.link(info->record.id, path, expires);
-  x.respond(200, {{"download_url", config_.public_url + link}, {"download_path", link}, {"expires_at", links::rfc3339(expires)}});
+  x.respond(200, {{"download_url", config_.public_url + link}, {"download_path", link}, {"expires_at", sys::rfc3339(expires)}});
 }
 
 void ApiService::fs_route(Exchange& x, const std::string& sandbox, const std::string& verb) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "isolation/sys/files.h"
+#include "isolation/sys/rfc3339.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 #include "runtime/state_store.h"
@@ -73,7 +74,7 @@ Result<Session> SessionStore::create(const json& body) const {
     return fail(malformed("give \"sandbox\" or its alias \"workbench\", not both"));
   Session s;
   s.id = new_session_id();
-  s.created_at = now_rfc3339();
+  s.created_at = sys::now_rfc3339();
   if (auto u = body.find("user_id"); u != body.end()) {
     if (!u->is_string()) return fail(malformed("\"user_id\" must be a string"));
     s.user_id = u->get<std::string>();

@@ -103,6 +103,4 @@ class StateStore {
   StateRoot root_;
 };
 
-std::string now_rfc3339();
-
 }  // namespace nsbox

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "isolation/sys/files.h"
+#include "isolation/sys/rfc3339.h"
 #include "isolation/userns.h"
 #include "mounts/volume_image.h"
 
@@ -100,7 +101,7 @@ Result<Volume> VolumeStore::create(const std::string& name, bool named, uint64_t
   NSBOX_CHECK(files::ensure_private_dir(dir()));
   if (files::exists(meta_path(name)))
     return fail(make_error(ErrorCode::kAlreadyExists, "a volume named '" + name + "' already exists"));
-  Volume v{name, named, quotas_supported(), 0, {}, now_rfc3339()};
+  Volume v{name, named, quotas_supported(), 0, {}, sys::now_rfc3339()};
   auto ids = userns::host_ids();
   if (v.image) {
     v.path = image_path(name);

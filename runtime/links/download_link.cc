@@ -3,7 +3,6 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include <ctime>
 
 #include "isolation/sys/uri.h"
 
@@ -55,13 +54,5 @@ std::string LinkSigner::link(std::string_view sandbox_id, std::string_view path,
          std::to_string(expires) + "&signature=" + sign(sandbox_id, path, expires);
 }
 
-std::string rfc3339(int64_t t) {
-  std::time_t tt = t;
-  std::tm tm{};
-  ::gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 }  // namespace nsbox::links

@@ -36,7 +36,5 @@ class LinkSigner {
 // Equal, in time that depends only on the length of `b`.
 bool constant_time_equal(std::string_view a, std::string_view b);
 std::string base64url(std::string_view bytes);
-// "2026-12-01T18:00:00Z".
-std::string rfc3339(int64_t unix_seconds);
 
 }  // namespace nsbox::links

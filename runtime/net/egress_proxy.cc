@@ -11,12 +11,12 @@
 
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <thread>
 #include <vector>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
+#include "isolation/sys/rfc3339.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 #include "runtime/net/address_class.h"
@@ -155,14 +155,6 @@ void relay(int a, int b, int idle_s) {
   }
 }
 
-std::string now_text() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 }  // namespace
 
@@ -217,7 +209,7 @@ void EgressProxy::serve(int listen_fd) {
 void EgressProxy::deny(int client, int status, const std::string& host, uint16_t port, const std::string& reason) {
   log::limited(log::Level::kWarn, "net-denied", "denied " + host + ":" + std::to_string(port) + ": " + reason);
   if (!config_.denial_log.empty()) {
-    std::string line = Json{{"time", now_text()}, {"host", host}, {"port", port}, {"status", status}, {"reason", reason}}
+    std::string line = Json{{"time", sys::now_rfc3339()}, {"host", host}, {"port", port}, {"status", status}, {"reason", reason}}
                            .dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
     std::lock_guard lock(mutex_);
     struct stat st{};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "isolation/sys/log.h"
+#include "isolation/sys/rfc3339.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/mount_injection.h"
 #include "isolation/userns.h"
@@ -104,7 +105,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.name = spec.name;
   r.size = spec.size;
   r.net = spec.net;
-  r.created_at = now_rfc3339();
+  r.created_at = sys::now_rfc3339();
   r.supervisor_pid = ::getpid();
   r.init_pid = self->instance_->init_pid();
   r.enforcement = self->instance_->enforcement();

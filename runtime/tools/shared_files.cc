@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "isolation/sys/files.h"
+#include "isolation/sys/rfc3339.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox::tools {
@@ -43,7 +44,7 @@ Result<Json> SharedFiles::upload_one(const std::string& given) {
   if (links_.signer) {
     int64_t expires = static_cast<int64_t>(std::time(nullptr)) + kLinkSeconds;
     return Json{{"url", links_.link_base + links_.signer->link(links_.sandbox_id, relative, expires)},
-                {"expires_at", links::rfc3339(expires)}, {"mount_relative_path", relative},
+                {"expires_at", sys::rfc3339(expires)}, {"mount_relative_path", relative},
                 {"sandbox_path", kVolume + relative}, {"size", size}};
   }
   return host_copy(path, relative, std::move(shared), size);

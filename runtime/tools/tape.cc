@@ -4,11 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <ctime>
 #include <fstream>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
+#include "isolation/sys/rfc3339.h"
 
 namespace nsbox::tools {
 namespace {
@@ -21,14 +21,6 @@ std::string key(const std::string& helper, const Json& args) {
   return helper + " " + args.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-std::string now_utc() {
-  char buf[32];
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 }  // namespace
 
@@ -42,7 +34,7 @@ Result<Recorder> Recorder::open(const std::string& path) {
 
 void Recorder::append(const ToolCall& call, const ToolAnswer& answer) {
   Json line = {{"helper", call.helper}, {"args", call.args}, {"result", answer.result},
-               {"error", answer.error.empty() ? Json() : Json(answer.error)}, {"at", now_utc()}};
+               {"error", answer.error.empty() ? Json() : Json(answer.error)}, {"at", sys::now_rfc3339()}};
   std::string text = line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   std::lock_guard lock(*mutex_);
   if (text.size() > kMaxLine || size_ + text.size() > kMaxBytes) {
