@@ -35,27 +35,21 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
   if (args.values.count("net") || args.values.count("net-allow-private")) {
     std::string mode = args.value("net", "none");
     nlohmann::json net = mode;
-    if (mode.starts_with("allow=")) net = NSBOX_TRY(net::NetPolicy::parse(mode, "")).to_json();
+    if (mode.starts_with("allow=")) net = NSBOX_TRY(net::NetPolicy::parse(mode)).to_json();
     if (args.values.count("net-allow-private")) {
       if (!net.is_object()) {
         if (mode != "none")
           return fail(make_error(ErrorCode::kInvalidArgument, "--net-allow-private needs --net allow=... (or --pip-index)"));
         net = {{"allow", nlohmann::json::array()}};
       }
-      net["allow_private"] = nlohmann::json::array();
-      const std::string names = args.value("net-allow-private");  // split_list's views point into it
-      for (auto name : net::split_list(names)) net["allow_private"].push_back(std::string(name));
+      net["allow_private"] = net::split_list(args.value("net-allow-private"));
     }
     doc["net"] = std::move(net);
   }
   nlohmann::json packages = nlohmann::json::object();
   if (args.values.count("pip-index")) packages["pip_index"] = args.value("pip-index");
   if (args.values.count("wheelhouse")) packages["wheelhouse"] = absolute_path(args.value("wheelhouse"));
-  if (args.values.count("packages-allow")) {
-    packages["allow"] = nlohmann::json::array();
-    const std::string dists = args.value("packages-allow");  // split_list's views point into it
-    for (auto d : net::split_list(dists)) packages["allow"].push_back(std::string(d));
-  }
+  if (args.values.count("packages-allow")) packages["allow"] = net::split_list(args.value("packages-allow"));
   if (args.values.count("auto-install")) {
     std::string v = args.value("auto-install");
     if (v != "on" && v != "off")

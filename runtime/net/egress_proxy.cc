@@ -36,16 +36,6 @@ void set_timeout(int fd, int seconds) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-bool send_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Reads until `done(buffer)` or `limit` bytes, within `seconds` in all (a client that
 // trickles a byte at a time does not hold its slot longer); false at EOF, the deadline
 // or the limit. Each recv is bounded by the socket's receive timeout too.
@@ -192,8 +182,8 @@ void EgressProxy::serve(int listen_fd) {
     }
     if (!room) {
       set_timeout(client, 1);
-      (void)send_all(client, http_answer(503, "nsbox: this sandbox has " + std::to_string(kMaxConnections) +
-                                                  " connections open through its proxy already"));
+      (void)files::write_all(client, http_answer(503, "nsbox: this sandbox has " + std::to_string(kMaxConnections) +
+                                                  " connections open through its proxy already"), "the client");
       ::close(client);
       continue;
     }
@@ -218,7 +208,7 @@ void EgressProxy::deny(int client, int status, const std::string& host, uint16_t
     UniqueFd fd(::open(config_.denial_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (fd) (void)files::write_all(fd.get(), line, config_.denial_log);
   }
-  if (status) (void)send_all(client, http_answer(status, "nsbox: " + reason));
+  if (status) (void)files::write_all(client, http_answer(status, "nsbox: " + reason), "the client");
 }
 
 void EgressProxy::handle(int client) {
@@ -226,7 +216,7 @@ void EgressProxy::handle(int client) {
   std::string head;
   if (!read_until(client, head, kMaxRequestHead, kHeadTimeoutS,
                   [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; })) {
-    if (head.size() >= kMaxRequestHead) (void)send_all(client, http_answer(400, "nsbox: the request head is over 64 KiB"));
+    if (head.size() >= kMaxRequestHead) (void)files::write_all(client, http_answer(400, "nsbox: the request head is over 64 KiB"), "the client");
     return;
   }
   size_t head_end = head.find("\r\n\r\n") + 4;
@@ -234,7 +224,7 @@ void EgressProxy::handle(int client) {
   head.resize(head_end);
   std::string error;
   auto request = parse_request_head(head, error);
-  if (!request) return (void)send_all(client, http_answer(400, "nsbox proxy: " + error));
+  if (!request) return (void)files::write_all(client, http_answer(400, "nsbox proxy: " + error), "the client");
   const std::string host = normalize_host(request->host);
   const uint16_t port = request->port;
   if (host.empty()) return deny(client, 400, request->host, port, "'" + request->host + "' is not a host name");
@@ -275,7 +265,7 @@ void EgressProxy::handle(int client) {
   }
 
   if (request->connect) {
-    if (!send_all(client, "HTTP/1.1 200 Connection established\r\n\r\n")) return;
+    if (!files::write_all(client, "HTTP/1.1 200 Connection established\r\n\r\n", "the client")) return;
     // The ClientHello names the server the client means: it must be the host allowed.
     std::string hello = early, server_name;
     HelloStatus status = HelloStatus::kNeedMore;
@@ -296,7 +286,7 @@ void EgressProxy::handle(int client) {
   // A peer that stops reading stalls a send at most this long, as silence does a read.
   set_timeout(client, kIdleTimeoutS);
   set_timeout(upstream.get(), kIdleTimeoutS);
-  if (!send_all(upstream.get(), early)) return;
+  if (!files::write_all(upstream.get(), early, "the upstream")) return;
   relay(client, upstream.get(), kIdleTimeoutS);
 }
 

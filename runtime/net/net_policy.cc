@@ -36,14 +36,14 @@ Result<AllowEntry> parse_entry(std::string_view text) {
 
 }  // namespace
 
-std::vector<std::string_view> split_list(std::string_view text) {
-  std::vector<std::string_view> out;
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
   while (!text.empty()) {
     size_t comma = text.find(',');
     std::string_view part = text.substr(0, comma);
     while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
     while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
-    if (!part.empty()) out.push_back(part);
+    if (!part.empty()) out.emplace_back(part);
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
   }
@@ -92,7 +92,7 @@ std::string normalize_host(std::string_view host) {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> proxy_environment() {
+EnvList proxy_environment() {
   const std::string url = "http://127.0.0.1:" + std::to_string(kProxyPort);
   const std::string local = "localhost,127.0.0.1,::1";
   return {{"HTTP_PROXY", url}, {"HTTPS_PROXY", url}, {"http_proxy", url}, {"https_proxy", url},
@@ -160,10 +160,7 @@ Result<AllowList> AllowList::from_json(const Json& j) {
 }
 
 Result<AllowList> AllowList::parse(std::string_view entries, std::string_view private_names) {
-  Json j = {{"allow", Json::array()}, {"allow_private", Json::array()}};
-  for (auto e : split_list(entries)) j["allow"].push_back(std::string(e));
-  for (auto p : split_list(private_names)) j["allow_private"].push_back(std::string(p));
-  return from_json(j);
+  return from_json({{"allow", split_list(entries)}, {"allow_private", split_list(private_names)}});
 }
 
 std::string AllowList::describe() const {
@@ -181,26 +178,20 @@ std::string AllowList::describe() const {
 Result<NetPolicy> NetPolicy::from_json(const Json& net) {
   NetPolicy p;
   if (net.is_string()) {
-    std::string text = net.get<std::string>();
-    if (text.starts_with("allow=")) return parse(text, "");
-    if (text == "allow") return fail(invalid("\"allow\" needs its list: {\"allow\": [\"pypi.org\"]}"));
-    p.mode = NSBOX_TRY(network::parse_mode(text));
-    return p;
+    return parse(net.get<std::string>());
   }
   p.mode = network::Mode::kAllow;
   p.allow = NSBOX_TRY(AllowList::from_json(net));
   return p;
 }
 
-Result<NetPolicy> NetPolicy::parse(std::string_view net, std::string_view allow_private) {
+Result<NetPolicy> NetPolicy::parse(std::string_view net) {
   NetPolicy p;
   if (net.starts_with("allow=")) {
     p.mode = network::Mode::kAllow;
-    p.allow = NSBOX_TRY(AllowList::parse(net.substr(6), allow_private));
+    p.allow = NSBOX_TRY(AllowList::parse(net.substr(6), ""));
     return p;
   }
-  if (!allow_private.empty())
-    return fail(invalid("--net-allow-private needs --net allow=...", "list the names with --net allow= first"));
   if (net == "allow") return fail(invalid("--net allow needs its list: --net allow=pypi.org,*.pythonhosted.org"));
   p.mode = NSBOX_TRY(network::parse_mode(net.empty() ? "none" : net));
   return p;

@@ -16,6 +16,7 @@
 
 #include "isolation/network.h"
 #include "isolation/sys/error.h"
+#include "runtime/command.h"  // EnvList
 #include "runtime/protocol/frame.h"
 
 namespace nsbox::net {
@@ -50,8 +51,10 @@ struct NetPolicy {
 
   // The API's "net" (a string, or an {"allow", "allow_private"} object).
   static Result<NetPolicy> from_json(const protocol::Json& net);
-  // The CLI's --net and --net-allow-private ("" when absent).
-  static Result<NetPolicy> parse(std::string_view net, std::string_view allow_private);
+  // The CLI's --net ("none", "host", "internet", "allow=ENTRY,..."). Private names come
+  // with the allowlist's JSON (AllowList), checked where the index may add to it
+  // (PackageSources::network_policy).
+  static Result<NetPolicy> parse(std::string_view net);
   protocol::Json to_json() const;  // a string, or the object for allow
   std::string describe() const;    // "allow: pypi.org, *.github.com"
 };
@@ -59,10 +62,10 @@ struct NetPolicy {
 // Where the egress proxy listens inside a sandbox, and the environment that points every
 // process of the sandbox at it (pip, curl, requests and urllib read these).
 inline constexpr uint16_t kProxyPort = 3128;
-std::vector<std::pair<std::string, std::string>> proxy_environment();
+EnvList proxy_environment();
 
 // "a, b,,c" -> {"a", "b", "c"}: a comma-separated flag's items, trimmed, empty ones dropped.
-std::vector<std::string_view> split_list(std::string_view text);
+std::vector<std::string> split_list(std::string_view text);
 
 // Splits "host:port", "[v6]:port" or "host" (then `default_port`; 0: a port is required).
 bool split_authority(std::string_view authority, uint16_t default_port, std::string& host, uint16_t& port);

@@ -79,8 +79,8 @@ Result<PackageSources> PackageSources::from_json(const Json& j) {
   return p;
 }
 
-std::vector<std::pair<std::string, std::string>> PackageSources::environment() const {
-  std::vector<std::pair<std::string, std::string>> env = {
+EnvList PackageSources::environment() const {
+  EnvList env = {
       {"PYTHONUSERBASE", "/home/user/.local"},
       // Debian's Python refuses `pip install --user` without it (PEP 668); the user site is
       // the sandbox's own, so nothing of the system's can break.

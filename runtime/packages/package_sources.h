@@ -10,7 +10,6 @@
 #pragma once
 
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "isolation/sys/error.h"
@@ -32,7 +31,7 @@ struct PackageSources {
   static Result<PackageSources> from_json(const protocol::Json& j);
   // The variables every process of the sandbox gets: the user site, pip's sources and
   // settings, and what the kernel's auto-install reads.
-  std::vector<std::pair<std::string, std::string>> environment() const;
+  EnvList environment() const;
   // The sandbox's network policy from the create document's "net" (a string or an
   // {"allow", "allow_private"} object): the index's host joins the allowlist (a sandbox
   // without network gets the proxy with exactly that host allowed) before the private

@@ -49,8 +49,13 @@ void client_hello(std::string_view bytes) {
 
 void allowlist(std::string_view text) {
   size_t bar = text.find('|');
-  auto policy = NetPolicy::parse(text.substr(0, bar), bar == std::string_view::npos ? "" : text.substr(bar + 1));
+  auto policy = NetPolicy::parse(text.substr(0, bar));
   if (!policy) return;
+  if (bar != std::string_view::npos && policy->mode == nsbox::network::Mode::kAllow) {
+    auto with_private = AllowList::parse(text.substr(6, bar - 6), text.substr(bar + 1));
+    if (!with_private) return;
+    policy->allow = *with_private;
+  }
   auto again = NetPolicy::from_json(policy->to_json());
   FUZZ_CHECK(again.has_value());
   FUZZ_CHECK(again->to_json() == policy->to_json());

@@ -1,6 +1,6 @@
 // The network policy's pure parts (docs/network.md): the address classifier, with literal
-// addresses only (nothing connects), the allowlist's syntax and matching, and the parsers
-// of what a sandbox sends its egress proxy.
+// addresses only (nothing connects), the allowlist's syntax and matching (and a package
+// index's place in it), and the parsers of what a sandbox sends its egress proxy.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -8,6 +8,7 @@
 #include "runtime/net/address_class.h"
 #include "runtime/net/net_policy.h"
 #include "runtime/net/proxy_parsers.h"
+#include "runtime/packages/package_sources.h"
 
 using namespace nsbox;
 using namespace nsbox::net;
@@ -54,9 +55,13 @@ TEST_CASE("the address classifier blocks every range that reaches the host, its 
 }
 
 TEST_CASE("an allowlist holds hosts, wildcards and ports, and matches names as DNS compares them") {
-  auto p = NetPolicy::parse("allow=PyPI.org,*.pythonhosted.org, api.example.com:8443,[::1]:9000,10.0.0.5", "10.0.0.5");
+  auto p = NetPolicy::parse("allow=PyPI.org,*.pythonhosted.org, api.example.com:8443,[::1]:9000,10.0.0.5");
   REQUIRE(p);
   CHECK(p->mode == network::Mode::kAllow);
+  auto listed = AllowList::parse("PyPI.org,*.pythonhosted.org, api.example.com:8443,[::1]:9000,10.0.0.5", "10.0.0.5");
+  REQUIRE(listed);
+  CHECK(listed->entries.size() == p->allow.entries.size());
+  p->allow = *listed;
   const AllowList& a = p->allow;
   CHECK(a.match("pypi.org", 443) != nullptr);
   CHECK(a.match("PYPI.ORG.", 80) != nullptr);
@@ -80,14 +85,13 @@ TEST_CASE("an allowlist holds hosts, wildcards and ports, and matches names as D
 
   for (const char* bad : {"allow=*.com", "allow=a.io..", "allow=a.io:0", "allow=a.io:70000", "allow=a b.io", "allow=[::1", "allow", "public"}) {
     INFO(bad);
-    auto r = NetPolicy::parse(bad, "");
+    auto r = NetPolicy::parse(bad);
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::kInvalidArgument);
   }
-  auto not_listed = NetPolicy::parse("allow=a.io", "b.io");
+  auto not_listed = AllowList::parse("a.io", "b.io");
   REQUIRE(!not_listed);
   CHECK(not_listed.error().message.find("not a host of the allowlist") != std::string::npos);
-  CHECK(!NetPolicy::parse("none", "a.io"));  // private names without an allowlist
   CHECK(!NetPolicy::from_json(nlohmann::json{{"allow", "a.io"}}));
   CHECK(!NetPolicy::from_json(nlohmann::json{{"allow", {"a.io"}}, {"deny", {"b.io"}}}));
 }
@@ -168,4 +172,28 @@ TEST_CASE("the proxy finds the server name of a TLS ClientHello, across records 
   std::string lying = client_hello("a.io");
   lying[lying.size() - 6] = '\x7f';  // the name's length past its end
   CHECK(parse_client_hello(lying, name) != HelloStatus::kDone);
+}
+
+TEST_CASE("a package index opens the network for exactly its host, and may be one of the private names") {
+  PackageSources index;
+  index.pip_index = "http://pypi.test:8080/simple";
+  auto none = index.network_policy("none");
+  REQUIRE(none);
+  CHECK(none->mode == network::Mode::kAllow);
+  CHECK(none->allow.to_json()["allow"] == nlohmann::json::array({"pypi.test:8080"}));
+  auto with_private = index.network_policy({{"allow", nlohmann::json::array()}, {"allow_private", {"pypi.test"}}});
+  REQUIRE(with_private);
+  CHECK(with_private->allow.private_allowed("pypi.test"));
+  auto grown = index.network_policy("allow=files.example.com");
+  REQUIRE(grown);
+  CHECK(grown->allow.entries.size() == 2);
+  CHECK(index.network_policy("host")->mode == network::Mode::kHost);  // host reaches it already
+  // Without an index, a private name must be a host of the list.
+  PackageSources offline;
+  auto refused = offline.network_policy({{"allow", nlohmann::json::array()}, {"allow_private", {"pypi.test"}}});
+  REQUIRE(!refused);
+  CHECK(refused.error().message.find("not a host of the allowlist") != std::string::npos);
+  CHECK(offline.network_policy("none")->mode == network::Mode::kNone);
+  CHECK(!PackageSources::from_json({{"pip_index", "http://user:pw@pypi.test/simple"}}));
+  CHECK(!PackageSources::from_json({{"pip_index", "ftp://pypi.test/simple"}}));
 }

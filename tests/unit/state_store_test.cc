@@ -73,7 +73,7 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   SandboxRecord rec;
   rec.id = "sbx-abcdef";
   rec.size = SizeTier::kXlarge;
-  rec.net = *net::NetPolicy::parse("allow=pypi.org,*.example.com:8443,[::1]:9000", "pypi.org");
+  rec.net = {network::Mode::kAllow, *net::AllowList::parse("pypi.org,*.example.com:8443,[::1]:9000", "pypi.org")};
   rec.enforcement = Enforcement::kCgroupV1;
   rec.cgroup = {"v1", {"/sys/fs/cgroup/memory/nsbox/sbx-abcdef"}, {"memory"}};
   rec.env_names = {"API_KEY"};
