@@ -13,14 +13,21 @@
 
 namespace nsbox::namespace_child {
 
-Result<UniqueFd> make_fd(pid_t sandbox_pid, std::initializer_list<const char*> namespaces,
-                         std::span<const char* const> steps, const Body& body, const std::string& what) {
+Result<std::vector<UniqueFd>> open_namespaces(pid_t sandbox_pid, std::initializer_list<const char*> namespaces) {
   std::string proc = "/proc/" + std::to_string(sandbox_pid) + "/ns/";
   std::vector<UniqueFd> opened;
   for (const char* ns : namespaces) {
     opened.emplace_back(::open((proc + ns).c_str(), O_RDONLY | O_CLOEXEC));
-    if (!opened.back()) return fail(sys_error("open " + proc + ns).context(what));
+    if (!opened.back()) return fail(sys_error("open " + proc + ns));
   }
+  return opened;
+}
+
+Result<UniqueFd> make_fd(pid_t sandbox_pid, std::initializer_list<const char*> namespaces,
+                         std::span<const char* const> steps, const Body& body, const std::string& what) {
+  auto namespace_fds = open_namespaces(sandbox_pid, namespaces);
+  if (!namespace_fds) return fail(std::move(namespace_fds.error()).context(what));
+  std::vector<UniqueFd> opened = std::move(*namespace_fds);
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair").context(what));
   UniqueFd ours(pair[0]), theirs(pair[1]);

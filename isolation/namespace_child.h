@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
@@ -28,6 +29,10 @@ struct Report {
 // report.step before each step and returns the descriptor to hand back, or -1 with errno
 // set. Only system calls: no allocation.
 using Body = std::function<int(Report& report)>;
+
+// /proc/<sandbox_pid>/ns/<name> for each of `namespaces` ("user", "net", ...), open, in
+// that order: what a child joins with setns().
+Result<std::vector<UniqueFd>> open_namespaces(pid_t sandbox_pid, std::initializer_list<const char*> namespaces);
 
 // The descriptor `body` made in a child with the sandbox's `namespaces` open; a failed
 // step is an error naming `steps[report.step]`, its errno and `what`.

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include "isolation/namespace_child.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "runtime/net/address_class.h"
@@ -21,24 +22,14 @@ Error missing(const char* program, const char* package) {
                     std::string("apt-get install ") + package + " (scripts/install-deps installs it)");
 }
 
-// The sandbox's /proc/PID/ns/{user,net}, open.
-Result<std::pair<UniqueFd, UniqueFd>> sandbox_namespaces(pid_t init_pid) {
-  std::string proc = "/proc/" + std::to_string(init_pid) + "/ns/";
-  UniqueFd user(::open((proc + "user").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!user) return fail(sys_error("open " + proc + "user"));
-  UniqueFd net(::open((proc + "net").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!net) return fail(sys_error("open " + proc + "net"));
-  return std::pair{std::move(user), std::move(net)};
-}
-
 // `nft -f -` in the sandbox's user and network namespaces, the rules on its stdin.
 Result<void> apply_rules(pid_t init_pid) {
-  auto [user, net] = NSBOX_TRY(sandbox_namespaces(init_pid));
+  auto ns = NSBOX_TRY(namespace_child::open_namespaces(init_pid, {"user", "net"}));
   int in[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd in_r(in[0]), in_w(in[1]), err_r(err[0]), err_w(err[1]);
   auto nft = NSBOX_TRY(HelperProcess::start({kNft, {"nft", "-f", "-"}, {in_r.get(), -1, err_w.get()}, helper_environment(),
-                                             "nft (the sandbox's egress rules)", {{user.get(), CLONE_NEWUSER}, {net.get(), CLONE_NEWNET}},
+                                             "nft (the sandbox's egress rules)", {{ns[0].get(), CLONE_NEWUSER}, {ns[1].get(), CLONE_NEWNET}},
                                              {CAP_NET_ADMIN}}));
   in_r.reset();
   err_w.reset();

@@ -73,18 +73,12 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   for (auto& m : self->spec_.mounts) m.credentials.wipe();
   if (spec.net.mode == network::Mode::kInternet) {
     self->nat_ = NSBOX_TRY(NatHelper::start({self->instance_->init_pid(), spec.nat_netns}));
-    NSBOX_CHECK(self->loop_->add(self->nat_.pidfd(), EPOLLIN, [s = self.get()](uint32_t) {
-      s->nat_.on_exit();
-      s->loop_->remove(s->nat_.pidfd());
-    }));
+    NSBOX_CHECK(self->watch_exit(self->nat_.pidfd(), [s = self.get()] { s->nat_.on_exit(); }));
   }
   if (spec.net.mode == network::Mode::kAllow) {
     self->net_proxy_ = NSBOX_TRY(NetProxy::start({spec.id, layout.net_proxy(), root.net_denials(spec.id),
                                                   self->instance_->init_pid(), spec.net.allow, spec.net_resolve}));
-    NSBOX_CHECK(self->loop_->add(self->net_proxy_.pidfd(), EPOLLIN, [s = self.get()](uint32_t) {
-      s->net_proxy_.on_exit();
-      s->loop_->remove(s->net_proxy_.pidfd());
-    }));
+    NSBOX_CHECK(self->watch_exit(self->net_proxy_.pidfd(), [s = self.get()] { s->net_proxy_.on_exit(); }));
   }
   self->tools_ = std::make_unique<ToolBridge>(
       *self->loop_, ToolBridgeSetup{spec.id, layout.tool_bridge(), root.sandbox_dir(spec.id) + "/tools.log", root.shared_dir(spec.id),
@@ -93,10 +87,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   self->spec_.tool_keys.wipe();  // the bridge's copy is the one left
   NSBOX_CHECK(self->bridge_socket_->serve(*self->loop_, *self->tools_));
   for (int pidfd : self->buckets_.pidfds())
-    NSBOX_CHECK(self->loop_->add(pidfd, EPOLLIN, [s = self.get(), pidfd](uint32_t) {
-      s->buckets_.on_exit(pidfd);
-      s->loop_->remove(pidfd);
-    }));
+    NSBOX_CHECK(self->watch_exit(pidfd, [s = self.get(), pidfd] { s->buckets_.on_exit(pidfd); }));
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(spec.id)));
   NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
 
@@ -190,6 +181,14 @@ Result<void> Supervisor::serve() {
   stop_sandbox();
   ::unlink(store_.root().socket_path(record_.id).c_str());
   return result;
+}
+
+// A helper's pidfd, readable once it has exited: `on_exit` reaps and says so, once.
+Result<void> Supervisor::watch_exit(int pidfd, std::function<void()> on_exit) {
+  return loop_->add(pidfd, EPOLLIN, [this, pidfd, on_exit = std::move(on_exit)](uint32_t) {
+    loop_->remove(pidfd);
+    on_exit();
+  });
 }
 
 void Supervisor::tool_call(const std::string& helper, Json args, uint64_t cell, ToolBridge::Reply reply) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <memory>
@@ -100,6 +101,7 @@ class Supervisor final : private KernelHost {
   void on_seccomp_violation();
   void shutdown(Client* requester);
   void stop_sandbox();  // bucket servers, then the sandbox; idempotent
+  Result<void> watch_exit(int pidfd, std::function<void()> on_exit);
   EnvList sandbox_env() const;  // every process's: the egress proxy's and pip's settings, then --env
   void change_allowlist(Client& client, const protocol::Json& request);
 
