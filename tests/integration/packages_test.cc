@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "tests/support/nsbox_cli.h"
+#include "tests/support/temp_dir.h"
 
 using namespace nsbox::test;
 using nlohmann::json;
@@ -21,23 +22,18 @@ namespace {
 class Wheelhouse {
  public:
   Wheelhouse() {
-    char tmpl[] = "/tmp/nsbox-wheels-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    path_ = tmpl;
-    ::chmod(path_.c_str(), 0755);
     for (const char* name : {"tinypkg", "otherpkg"}) {
-      auto r = run_process({"/usr/bin/python3.11", std::string(NSBOX_SOURCE_DIR) + "/tests/peers/tiny_wheel.py", path_, "--name", name});
+      auto r = run_process({"/usr/bin/python3.11", std::string(NSBOX_SOURCE_DIR) + "/tests/peers/tiny_wheel.py", path(), "--name", name});
       REQUIRE(r.exit_code == 0);
     }
     // The sandbox user reads it through the bind (others' read access, as a shared wheelhouse has).
-    for (const auto& e : std::filesystem::recursive_directory_iterator(path_))
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path()))
       ::chmod(e.path().c_str(), e.is_directory() ? 0755 : 0644);
   }
-  ~Wheelhouse() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return dir_.path(); }
 
  private:
-  std::string path_;
+  TempDir dir_{"nsbox-wheels"};
 };
 
 // The wheelhouse served over HTTP on loopback: a PEP 503 index at /simple/.

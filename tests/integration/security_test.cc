@@ -14,6 +14,7 @@
 #include "isolation/sys/files.h"
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
+#include "tests/support/temp_dir.h"
 
 using namespace nsbox::test;
 
@@ -110,15 +111,12 @@ TEST_CASE("without the filter, an ordinary user is not refused what the sandbox 
   // the test above would see these answers and fail.
   passwd* nobody = ::getpwnam("nobody");
   REQUIRE(nobody);
-  char tmpl[] = "/tmp/nsbox-test-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  std::string dir = tmpl, probe = dir + "/probe";
+  TempDir dir;  // readable by nobody
+  std::string probe = dir.path() + "/probe";
   std::error_code ec;
   std::filesystem::copy_file(probe_binary(), probe, ec);
-  std::filesystem::permissions(dir, std::filesystem::perms(0755), ec);
   std::filesystem::permissions(probe, std::filesystem::perms(0755), ec);
   auto r = run_process({probe, "syscalls"}, {.timeout_s = 60, .as = RunAs{nobody->pw_uid, nobody->pw_gid}});
-  std::filesystem::remove_all(dir);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   auto got = parse_pairs(r.out);

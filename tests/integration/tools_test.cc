@@ -11,6 +11,7 @@
 
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
+#include "tests/support/temp_dir.h"
 
 using namespace nsbox::test;
 using nlohmann::json;
@@ -64,22 +65,15 @@ json cell_json(const TestRoot& root, const std::string& id, const std::string& c
 // A directory of tools (executables) removed with the object.
 class ToolsDir {
  public:
-  ToolsDir() {
-    char tmpl[] = "/tmp/nsbox-tools-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    path_ = tmpl;
-    ::chmod(path_.c_str(), 0755);
-  }
-  ~ToolsDir() { std::filesystem::remove_all(path_); }
   void add(const std::string& name, const std::string& script) {
-    std::string p = path_ + "/" + name;
+    std::string p = path() + "/" + name;
     std::ofstream(p) << script;
     ::chmod(p.c_str(), 0755);
   }
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return dir_.path(); }
 
  private:
-  std::string path_;
+  TempDir dir_{"nsbox-tools"};
 };
 
 }  // namespace
@@ -213,7 +207,7 @@ print(json.dumps([run_tool("ADD", {"x": 2, "y": 3}), run_tool("BROKEN", {}), run
 }
 
 TEST_CASE("calls recorded against the remote replay with the remote gone, and an unrecorded call says so", "[tools]") {
-  ToolsDir dir;  // holds the recording
+  TempDir dir;  // holds the recording
   std::string tape = dir.path() + "/calls.jsonl";
   const std::string code = "import json; print(json.dumps([run_tool('ECHO', {'message': 'm', 'n': 1}), invoke_llm('hi'), run_tool('FAIL', {})]))";
   json live;
@@ -378,7 +372,7 @@ print(json.dumps({"png": smart_file_extract("/tmp/img.png"), "big": smart_file_e
 )PY";
   SECTION("a Composio-style remote's tool, named by extract_tool in the tools config") {
     FakeRemote remote;
-    ToolsDir dir;  // holds the config file
+    TempDir dir;  // holds the config file
     std::string path = dir.path() + "/tools.json";
     std::ofstream(path) << json{{"backend", "composio"}, {"base_url", remote.url()}, {"extract_tool", "EXTRACT_TEXT"},
                                 {"composio_api_key", kKey}}.dump();
@@ -580,7 +574,7 @@ TEST_CASE("a recording in front of a tools directory answers what it holds, and 
 
 TEST_CASE("a tools config file of the user's own (0600) gives defaults and keys, and one others may read is refused", "[tools]") {
   FakeRemote remote;
-  ToolsDir dir;  // holds the config file
+  TempDir dir;  // holds the config file
   std::string path = dir.path() + "/tools.json";
   std::ofstream(path) << json{{"backend", "composio"}, {"base_url", remote.url()}, {"user_id", "from-file"},
                               {"composio_api_key", kKey}}.dump();
