@@ -216,7 +216,8 @@ void EgressProxy::handle(int client) {
   std::string head;
   if (!read_until(client, head, kMaxRequestHead, kHeadTimeoutS,
                   [](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; })) {
-    if (head.size() >= kMaxRequestHead) (void)files::write_all(client, http_answer(400, "nsbox: the request head is over 64 KiB"), "the client");
+    if (head.size() >= kMaxRequestHead)
+      (void)files::write_all(client, http_answer(400, "nsbox: the request head is over 64 KiB"), "the client");
     return;
   }
   size_t head_end = head.find("\r\n\r\n") + 4;
@@ -275,7 +276,8 @@ void EgressProxy::handle(int client) {
     });
     if (status == HelloStatus::kNeedMore) return;  // the client went away (or stalled)
     if (status == HelloStatus::kNotTls)
-      return deny(client, 0, host, port, "CONNECT " + host + ":" + std::to_string(port) + " carried no TLS: only TLS goes through CONNECT");
+      return deny(client, 0, host, port,
+                  "CONNECT " + host + ":" + std::to_string(port) + " carried no TLS: only TLS goes through CONNECT");
     if (status == HelloStatus::kMalformed) return deny(client, 0, host, port, "a malformed TLS ClientHello");
     if (!server_name.empty() && normalize_host(server_name) != host)
       return deny(client, 0, host, port, "the TLS server name '" + server_name + "' is not the CONNECT host " + host);

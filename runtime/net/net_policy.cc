@@ -150,7 +150,8 @@ Result<AllowList> AllowList::from_json(const Json& j) {
   for (const auto& text : allow) list.entries.push_back(NSBOX_TRY(parse_entry(text)));
   for (const auto& text : privates) {
     std::string name = normalize_host(text);
-    bool listed = std::any_of(list.entries.begin(), list.entries.end(), [&](const AllowEntry& e) { return !e.wildcard && e.host == name; });
+    bool listed = std::any_of(list.entries.begin(), list.entries.end(),
+                              [&](const AllowEntry& e) { return !e.wildcard && e.host == name; });
     if (!listed)
       return fail(invalid("--net-allow-private names '" + text + "', which is not a host of the allowlist",
                           "name a host that --net allow= lists, e.g. --net allow=pypi.local --net-allow-private pypi.local"));

@@ -72,7 +72,8 @@ Result<PackageSources> PackageSources::from_json(const Json& j) {
   if (!p.pip_index.empty() && !p.pip_index.starts_with("http://") && !p.pip_index.starts_with("https://"))
     return fail(invalid("the index " + p.pip_index + " is not an http:// or https:// URL"));
   for (char c : p.pip_index)
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return fail(invalid("the index URL has a space or a control character"));
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+      return fail(invalid("the index URL has a space or a control character"));
   if (!p.pip_index.empty()) NSBOX_CHECK(index_authority(p.pip_index));
   if (!p.wheelhouse.empty() && p.wheelhouse[0] != '/')
     return fail(invalid("the wheelhouse " + p.wheelhouse + " must be an absolute path"));

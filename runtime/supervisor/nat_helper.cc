@@ -28,8 +28,12 @@ Result<void> apply_rules(pid_t init_pid) {
   int in[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd in_r(in[0]), in_w(in[1]), err_r(err[0]), err_w(err[1]);
-  auto nft = NSBOX_TRY(HelperProcess::start({kNft, {"nft", "-f", "-"}, {in_r.get(), -1, err_w.get()}, helper_environment(),
-                                             "nft (the sandbox's egress rules)", {{ns[0].get(), CLONE_NEWUSER}, {ns[1].get(), CLONE_NEWNET}},
+  auto nft = NSBOX_TRY(HelperProcess::start({kNft,
+                                             {"nft", "-f", "-"},
+                                             {in_r.get(), -1, err_w.get()},
+                                             helper_environment(),
+                                             "nft (the sandbox's egress rules)",
+                                             {{ns[0].get(), CLONE_NEWUSER}, {ns[1].get(), CLONE_NEWNET}},
                                              {CAP_NET_ADMIN}}));
   in_r.reset();
   err_w.reset();
@@ -97,7 +101,8 @@ Result<NatHelper> NatHelper::start(const NatSetup& setup) {
   auto line = read_report(ready_r.get(), kReadyMs, "the NAT helper (slirp4netns)");
   if (!line) return fail(std::move(line.error()));
   if (line->empty())
-    return fail(make_error(ErrorCode::kSystem, "the NAT helper (slirp4netns) exited before the network was up (see the supervisor log)"));
+    return fail(make_error(ErrorCode::kSystem,
+                           "the NAT helper (slirp4netns) exited before the network was up (see the supervisor log)"));
   log::info("started the NAT helper (slirp4netns, pid " + std::to_string(nat.process_.pid()) + ")");
   return nat;
 }

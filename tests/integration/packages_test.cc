@@ -108,7 +108,8 @@ TEST_CASE("what may not be installed says why: a package off --packages-allow, n
   CHECK(refused["error"]["evalue"].get<std::string>().find("not in this sandbox's --packages-allow (tinypkg)") != std::string::npos);
   CHECK(root.cell(allowed, "import tinypkg; tinypkg.VALUE")["results"] == "42");
   // A library probing for an optional module installs nothing.
-  root.sh(allowed, "mkdir -p /home/user/lib && echo 'try:\n    import otherpkg\nexcept ImportError:\n    otherpkg = None' > /home/user/lib/probe.py");
+  REQUIRE(root.sh(allowed, "mkdir -p /home/user/lib && printf 'try:\\n    import otherpkg\\nexcept ImportError:\\n    otherpkg = None\\n'"
+                           " > /home/user/lib/probe.py").exit_code == 0);
   CHECK(root.cell(allowed, "import sys; sys.path.insert(0, '/home/user/lib'); import probe; probe.otherpkg is None")["results"] == "True");
 
   auto nosource = root.create();
