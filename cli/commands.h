@@ -27,6 +27,8 @@ int cmd_run(const Invocation& inv);
 int cmd_resize(const Invocation& inv);
 int cmd_net(const Invocation& inv);
 int cmd_rm(const Invocation& inv);
+int cmd_stop(const Invocation& inv);
+int cmd_start(const Invocation& inv);
 int cmd_doctor(const Invocation& inv);
 int cmd_exec(const Invocation& inv);
 int cmd_interrupt(const Invocation& inv);

@@ -1,4 +1,4 @@
-// create, ls, inspect, resize, rm.
+// create, ls, inspect, stop, start, resize, rm.
 #include <cstdio>
 #include <sstream>
 
@@ -20,6 +20,17 @@ Result<std::string> one_id(const ParsedArgs& args, const char* command) {
   if (args.positionals.size() != 1)
     return fail(make_error(ErrorCode::kInvalidArgument, std::string("nsbox ") + command + " takes one sandbox id or name"));
   return args.positionals.front();
+}
+
+// --env K=V flags as a document's "env" object.
+Result<nlohmann::json> env_document(const ParsedArgs& args) {
+  nlohmann::json env = nlohmann::json::object();
+  if (auto it = args.values.find("env"); it != args.values.end())
+    for (const auto& text : it->second) {
+      auto [k, v] = NSBOX_TRY(parse_env_assignment(text));
+      env[k] = v;
+    }
+  return env;
 }
 
 // The create document (runtime/create_options.h) from the flags: one parser for the
@@ -58,13 +69,8 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
   }
   if (!packages.empty()) doc["packages"] = std::move(packages);
   if (args.values.count("files-quota")) doc["files_quota"] = args.value("files-quota");
-  if (auto it = args.values.find("env"); it != args.values.end()) {
-    doc["env"] = nlohmann::json::object();
-    for (const auto& text : it->second) {
-      auto [k, v] = NSBOX_TRY(parse_env_assignment(text));
-      doc["env"][k] = v;
-    }
-  }
+  if (args.values.count("home-size")) doc["home_size"] = args.value("home-size");
+  if (args.values.count("env")) doc["env"] = NSBOX_TRY(env_document(args));
   nlohmann::json mounts = nlohmann::json::array();
   if (auto it = args.values.find("mount"); it != args.values.end())
     for (const auto& flag : it->second) mounts.push_back(flag);
@@ -195,6 +201,44 @@ int cmd_resize(const Invocation& inv) {
   if (!info) return ctx->out.error(info.error());
   if (ctx->out.json) ctx->out.document(info->to_json());
   else ctx->out.line(info->record.id + ": size " + std::string(size_tier_name(*size)) + " (" + limits_text(*size) + ")");
+  return 0;
+}
+
+int cmd_stop(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, code);
+  if (!ctx) return code;
+  if (ctx->args.positionals.empty())
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox stop takes one or more sandbox ids or names"));
+  nlohmann::json stopped = nlohmann::json::array();
+  int exit_code = 0;
+  for (const auto& target : ctx->args.positionals) {
+    auto info = ctx->runtime->stop(target);
+    if (!info) {
+      exit_code = ctx->out.error(info.error());
+      continue;
+    }
+    stopped.push_back({{"id", info->record.id}, {"status", status_name(info->status)}, {"kernel_state_lost", true}});
+    if (!ctx->out.json) ctx->out.line(info->record.id + ": stopped (the kernel's state is lost; files and /home/user are kept)");
+  }
+  if (ctx->out.json) ctx->out.document({{"stopped", stopped}});
+  return exit_code;
+}
+
+int cmd_start(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, code);
+  if (!ctx) return code;
+  auto id = one_id(ctx->args, "start");
+  if (!id) return ctx->out.error(id.error());
+  auto env = env_document(ctx->args);
+  if (!env) return ctx->out.error(env.error());
+  auto options = start_options_from_json({{"env", *env}}, tools_environment(ctx->args));
+  if (!options) return ctx->out.error(options.error());
+  auto info = ctx->runtime->start(*id, *options);
+  if (!info) return ctx->out.error(info.error());
+  if (ctx->out.json) ctx->out.document(info->to_json());
+  else ctx->out.line(info->record.id + ": running (a fresh kernel)");
   return 0;
 }
 

@@ -56,6 +56,7 @@ struct Spec {
   std::string bridge_dir;  // host directory bound read-only at /run/nsbox (the tool bridge's socket); empty: none
   std::string wheelhouse;  // host directory of wheels bound read-only at /opt/wheelhouse; empty: none
   std::string resolv_conf;  // the sandbox's own /etc/resolv.conf; empty: the host's
+  std::string home_volume;  // host directory bound read-write at /home/user; empty: a tmpfs (one-shot)
 };
 
 std::vector<Step> plan(const Spec& spec);

@@ -120,8 +120,11 @@ std::vector<Step> plan(const Spec& spec) {
   add_dev(spec, steps);  // before the masks: they bind the sandbox's /dev/null
   add_etc_masks(spec, steps);
   steps.push_back({StepKind::kBindTree, spec.sandbox_libexec, "/opt/nsbox", {}, kReadOnly});
-  steps.push_back({StepKind::kTmpfs, {}, "/home/user",
-                   size_opt(spec.limits.home_bytes) + ",nr_inodes=262144,mode=0755,uid=1000,gid=1000", kWritable});
+  if (spec.home_volume.empty())  // one-shot sandboxes: nothing to keep
+    steps.push_back({StepKind::kTmpfs, {}, "/home/user",
+                     size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=0755,uid=1000,gid=1000", kWritable});
+  else
+    steps.push_back({StepKind::kBindTree, spec.home_volume, "/home/user", {}, kWritable});
   steps.push_back({StepKind::kTmpfs, {}, "/tmp", size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=1777", kWritable});
   if (spec.files_attached_later)
     steps.push_back({StepKind::kDir, {}, "/mnt/files"});

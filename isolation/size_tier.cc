@@ -48,7 +48,7 @@ Limits limits_for(SizeTier tier) {
     l.memory_bytes = row.memory;
     l.pids = row.pids;
     l.tmp_bytes = row.memory / 4;
-    l.home_bytes = row.memory / 4;
+    l.home_bytes = row.memory;
     l.shm_bytes = row.memory / 16;
     return l;
   }

@@ -18,8 +18,10 @@ struct Limits {
   // tmpfs pages are charged to the sandbox's memory, so each cap is a share of it and a
   // full /tmp gives ENOSPC well before the OOM killer would act.
   uint64_t tmp_bytes = 0;
-  uint64_t home_bytes = 0;
   uint64_t shm_bytes = 0;
+  // The default size of /home/user's volume, on disk (--home-size changes it). A one-shot
+  // sandbox, which keeps nothing, has a tmpfs of tmp_bytes there instead.
+  uint64_t home_bytes = 0;
 };
 
 Result<SizeTier> parse_size_tier(std::string_view name);

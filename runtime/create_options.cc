@@ -180,11 +180,43 @@ Result<void> check_remote_tool_paths(const ToolsConfig& tools, const bucket::Env
   return {};
 }
 
+// The file NSBOX_TOOLS_CONFIG names in `env`; empty when none is named.
+Result<ToolsConfigFile> tools_config_file(const bucket::Environment& env) {
+  ToolsConfigFile file;
+  for (const auto& [k, v] : env)
+    if (k == "NSBOX_TOOLS_CONFIG" && !v.empty()) file = NSBOX_TRY(load_tools_config_file(v));
+  return file;
+}
+
+// "env": {"K": "V"}; absent: none.
+Result<EnvList> env_field(const Json& j) {
+  EnvList out;
+  auto e = j.find("env");
+  if (e == j.end()) return out;
+  if (!e->is_object()) return fail(malformed("\"env\" must be an object of strings"));
+  for (const auto& [k, v] : e->items()) {
+    if (!v.is_string()) return fail(malformed("env value of " + k + " must be a string"));
+    if (k.find('=') != std::string::npos) return fail(invalid("environment variable name '" + k + "' has a '='"));
+    out.push_back(NSBOX_TRY(parse_env_assignment(k + "=" + v.get<std::string>())));
+  }
+  return out;
+}
+
+// A size: bytes, or text such as "10G"; absent: 0.
+Result<uint64_t> size_field(const Json& j, const char* key) {
+  auto q = j.find(key);
+  if (q == j.end()) return uint64_t{0};
+  if (q->is_number_unsigned()) return volume_image::parse_size(std::to_string(q->get<uint64_t>()));
+  if (q->is_string()) return volume_image::parse_size(q->get<std::string>());
+  return fail(malformed("\"" + std::string(key) + "\" must be bytes or a size such as \"10G\""));
+}
+
 }  // namespace
 
 Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Environment& env, Caller caller) {
   if (!j.is_object()) return fail(malformed("a sandbox's options are a JSON object"));
-  static const std::set<std::string> kFields = {"size", "name", "env", "net", "packages", "volume", "files_quota", "mounts", "manifest", "tools"};
+  static const std::set<std::string> kFields = {"size", "name", "env", "net", "packages", "volume", "files_quota", "home_size",
+                                                "mounts", "manifest", "tools"};
   for (const auto& [key, value] : j.items())
     if (!kFields.count(key)) return fail(malformed("unknown field \"" + key + "\""));
   CreateOptions o;
@@ -203,19 +235,9 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   }
   o.net = NSBOX_TRY(o.packages.network_policy(j.value("net", Json("none"))));
   if (j.contains("volume")) o.volume = NSBOX_TRY(string_field(j, "volume"));
-  if (auto e = j.find("env"); e != j.end()) {
-    if (!e->is_object()) return fail(malformed("\"env\" must be an object of strings"));
-    for (const auto& [k, v] : e->items()) {
-      if (!v.is_string()) return fail(malformed("env value of " + k + " must be a string"));
-      if (k.find('=') != std::string::npos) return fail(invalid("environment variable name '" + k + "' has a '='"));
-      o.env.push_back(NSBOX_TRY(parse_env_assignment(k + "=" + v.get<std::string>())));
-    }
-  }
-  if (auto q = j.find("files_quota"); q != j.end()) {
-    if (q->is_number_unsigned()) o.files_quota = NSBOX_TRY(volume_image::parse_size(std::to_string(q->get<uint64_t>())));
-    else if (q->is_string()) o.files_quota = NSBOX_TRY(volume_image::parse_size(q->get<std::string>()));
-    else return fail(malformed("\"files_quota\" must be bytes or a size such as \"10G\""));
-  }
+  o.env = NSBOX_TRY(env_field(j));
+  o.files_quota = NSBOX_TRY(size_field(j, "files_quota"));
+  o.home_size = NSBOX_TRY(size_field(j, "home_size"));
   if (auto m = j.find("mounts"); m != j.end()) {
     if (!m->is_array()) return fail(malformed("\"mounts\" must be a list"));
     for (const auto& entry : *m) o.mounts.push_back(NSBOX_TRY(mount_from_json(entry, env, caller)));
@@ -226,9 +248,7 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   if (auto m = j.find("manifest"); m != j.end()) o.workspace = NSBOX_TRY(workspace_from_json(*m));
   // The tools config file's fields are defaults under the document's; its keys serve
   // when the environment has none.
-  ToolsConfigFile file;
-  for (const auto& [k, v] : env)
-    if (k == "NSBOX_TOOLS_CONFIG" && !v.empty()) file = NSBOX_TRY(load_tools_config_file(v));
+  ToolsConfigFile file = NSBOX_TRY(tools_config_file(env));
   auto t = j.find("tools");
   if (t != j.end() || !file.defaults.empty()) {
     Json merged = file.defaults;
@@ -243,6 +263,20 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
     file.keys.wipe();
   }
   return o;
+}
+
+Result<ToolKeys> tool_keys_from(ToolsConfig& tools, const bucket::Environment& env) {
+  ToolsConfigFile file = NSBOX_TRY(tools_config_file(env));
+  auto keys = resolve_tool_keys(tools, env, file.keys);
+  file.keys.wipe();
+  return keys;
+}
+
+Result<StartOptions> start_options_from_json(const Json& j, const bucket::Environment& env) {
+  if (!j.is_object()) return fail(malformed("a start's options are a JSON object"));
+  for (const auto& [key, value] : j.items())
+    if (key != "env") return fail(malformed("unknown field \"" + key + "\""));
+  return StartOptions{NSBOX_TRY(env_field(j)), env};
 }
 
 bucket::Environment process_environment() {

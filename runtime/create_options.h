@@ -4,7 +4,7 @@
 // the Python client writes it: a field is parsed in one place (docs/api.md, "Sandboxes").
 //
 //   {"size": "large", "name": "etl", "env": {"K": "V"}, "net": "none", "volume": "memory",
-//    "files_quota": "10G" | 10737418240,
+//    "files_quota": "10G" | 10737418240, "home_size": "2G" | 2147483648,
 //    "mounts": ["s3://bucket/prefix:/data:rw", {manifest entry..., "credentials": {...}}],
 //    "manifest": {"root": "/home/user", "entries": {"notes/a.md": {"type": "file", "content": "..."}}},
 //    "tools": {"backend": "dir", "tools_dir": "/srv/tools", ...}}   (runtime/tools/tools_config.h)
@@ -42,6 +42,7 @@ struct CreateOptions {
   EnvList env;
   std::string volume;  // a named volume (made if new) instead of one of the sandbox's own
   uint64_t files_quota = 0;  // 0: the default (10 GiB; half the free disk when less than 20 GiB is free)
+  uint64_t home_size = 0;    // /home/user's volume; 0: the size tier's (1 GiB per GiB of memory)
   // Buckets mounted as directories, served from the host side (bucket::resolve finds a
   // mount's credentials in an environment).
   std::vector<bucket::MountRequest> mounts;
@@ -61,6 +62,19 @@ enum class Caller {
 // tool bridge's keys. A remote caller may name host files for the tools (a tools
 // directory, a recording) only under the server's NSBOX_TOOLS_ROOT.
 Result<CreateOptions> create_options_from_json(const protocol::Json& j, const bucket::Environment& env, Caller caller);
+
+// What `start` takes again because it was never stored (docs/semantics.md, "Stop and
+// start"): env values, the mounts' credentials and the tool bridge's keys.
+//   {"env": {"K": "V"}}
+// Credentials come from `env` (the caller's environment) as at create; every variable the
+// sandbox was created with must be given again.
+struct StartOptions {
+  EnvList env;
+  bucket::Environment environment;  // where the mounts' credentials and the tools' keys are found
+};
+Result<StartOptions> start_options_from_json(const protocol::Json& j, const bucket::Environment& env);
+// The tool bridge's keys for `tools`, from `env` or the NSBOX_TOOLS_CONFIG file it names.
+Result<ToolKeys> tool_keys_from(ToolsConfig& tools, const bucket::Environment& env);
 
 // The process's own environment, as bucket::resolve takes it.
 bucket::Environment process_environment();

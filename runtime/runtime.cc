@@ -7,11 +7,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "isolation/cgroup.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/rfc3339.h"
 #include "isolation/userns.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/protocol/unix_socket.h"
@@ -81,10 +83,6 @@ Error cancelled_error(const std::string& id) {
   return make_error(ErrorCode::kUnavailable, "the wait for sandbox " + id + " was cancelled");
 }
 
-Error dead_error(const std::string& id) {
-  return make_error(ErrorCode::kSandboxDead, "sandbox " + id + " is dead: its supervisor is gone",
-                    "remove it with `nsbox rm " + id + "`");
-}
 
 // <data>/staging/<id>-N: rclone's or s3fs's cache for mount N. The supervisor removes it
 // when it stops; one that was killed leaves it. And <data>/shared/<id>: the files the
@@ -105,11 +103,19 @@ void set_receive_timeout(int fd, int timeout_ms) {
 
 }  // namespace
 
-std::string_view status_name(SandboxStatus s) { return s == SandboxStatus::kRunning ? "running" : "dead"; }
+std::string_view status_name(SandboxStatus s) {
+  switch (s) {
+    case SandboxStatus::kRunning: return "running";
+    case SandboxStatus::kStopped: return "stopped";
+    case SandboxStatus::kDead: return "dead";
+  }
+  return "dead";
+}
 
 Json SandboxInfo::to_json() const {
   Json j = record.to_json();
   if (volume) j["files"] = volume->to_json();
+  if (home) j["home"] = home->to_json();
   j["status"] = status_name(status);
   Limits l = limits_for(record.size);
   j["limits"] = {{"vcpus", l.vcpus}, {"memory_bytes", l.memory_bytes}, {"pids", l.pids},
@@ -125,6 +131,14 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
   auto root = NSBOX_TRY(StateRoot::resolve(options.root));
   auto layout = NSBOX_TRY(InstallLayout::discover());
   return Runtime(StateStore(std::move(root)), std::move(layout));
+}
+
+// Why a sandbox does not answer: stopped (`nsbox stop`), or dead (its supervisor went).
+Error Runtime::not_running(const std::string& id) const {
+  if (auto record = store_.load(id); record && !record->stopped_at.empty() && !store_.supervisor_alive(id))
+    return make_error(ErrorCode::kSandboxDead, "sandbox " + id + " is stopped", "start it with `nsbox start " + id + "`");
+  return make_error(ErrorCode::kSandboxDead, "sandbox " + id + " is dead: its supervisor is gone",
+                    "start it again with `nsbox start " + id + "`, or remove it with `nsbox rm " + id + "`");
 }
 
 void Runtime::remove_leftovers(const std::string& id, const std::string& name) const {
@@ -153,36 +167,56 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     }
   }
   VolumeStore volumes(store_.root());
+  VolumeStore homes(store_.root(), VolumeKind::kHome);
   auto volume = options.volume.empty() ? volumes.create(id, false, options.files_quota)
                                        : volumes.open_or_create_named(options.volume, options.files_quota);
-  if (!volume) {
-    remove_leftovers(id, options.name);
-    return fail(std::move(volume.error()).context("create sandbox"));
+  Result<Volume> home = fail(make_error(ErrorCode::kInternal, "no home volume"));
+  if (volume) {
+    auto size = options.home_size ? Result<uint64_t>(options.home_size) : homes.default_quota(limits_for(options.size).home_bytes);
+    home = size ? homes.create(id, false, *size) : Result<Volume>(fail(std::move(size.error())));
   }
-  auto drop_volume = [&] {
-    if (!volume->named) (void)volumes.remove(*volume);
+  auto drop_volumes = [&] {
+    if (volume && !volume->named) (void)volumes.remove(*volume);
+    if (home) (void)homes.remove(*home);
   };
-  const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");  // tests only (nat_helper.h)
-  SupervisorSpec spec{id,           options.name,  options.size,  options.net,       test_resolve_overrides(),
-                      nat_netns ? nat_netns : "", options.packages, options.env, volume->name, options.mounts,
-                      options.tools, options.tool_keys};
-  auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
-                                 kSupervisorStartMs + mounts_start_bound_ms(options.mounts));
-  if (!report || !report->value("ok", false)) {
-    Error e = report ? error_from_json(*report) : report.error();
-    // The supervisor removed its cgroup before exiting; wait (bounded) for its lock so
-    // that nothing of the sandbox is left when we return.
-    for (int i = 0; i < 500 && store_.supervisor_alive(id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!volume || !home) {
+    Error e = !volume ? std::move(volume.error()) : std::move(home.error());
+    drop_volumes();
     remove_leftovers(id, options.name);
-    drop_volume();
     return fail(std::move(e).context("create sandbox"));
   }
-  auto record = NSBOX_TRY(SandboxRecord::from_json((*report)["record"]));
+  const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");  // tests only (nat_helper.h)
+  SupervisorSpec spec{id,           options.name,  options.size,  options.net,       test_resolve_overrides(),
+                      nat_netns ? nat_netns : "", options.packages, options.env, volume->name, home->name, {},
+                      options.mounts, options.tools, options.tool_keys};
+  auto info = launch(spec);
+  if (!info) {
+    remove_leftovers(id, options.name);
+    drop_volumes();
+    return fail(std::move(info.error()).context("create sandbox"));
+  }
   if (auto written = write_workspace(id, options.workspace); !written) {
     (void)remove(id);  // nothing is left of a create that failed
     return fail(std::move(written.error()).context("create sandbox"));
   }
-  SandboxInfo info{record, *volume, SandboxStatus::kRunning, std::nullopt, 0, {}, {}};
+  return info;
+}
+
+// Starts the supervisor of `spec` and waits for its report.
+Result<SandboxInfo> Runtime::launch(const SupervisorSpec& spec) const {
+  auto report = spawn_supervisor(layout_.supervisor(), store_.root(), spec.to_json(),
+                                 kSupervisorStartMs + mounts_start_bound_ms(spec.mounts));
+  if (!report || !report->value("ok", false)) {
+    Error e = report ? error_from_json(*report) : report.error();
+    // The supervisor removed its cgroup before exiting; wait (bounded) for its lock so
+    // that nothing of the sandbox is running when we return.
+    for (int i = 0; i < 500 && store_.supervisor_alive(spec.id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return fail(std::move(e));
+  }
+  SandboxInfo info;
+  info.record = NSBOX_TRY(SandboxRecord::from_json((*report)["record"]));
+  if (auto v = VolumeStore(store_.root()).load(info.record.volume)) info.volume = std::move(*v);
+  if (auto h = VolumeStore(store_.root(), VolumeKind::kHome).load(info.record.home)) info.home = std::move(*h);
   if (report->contains("warning")) {
     // Said once per state root, not at every create.
     std::string marker = store_.root().run_dir + "/.warned-limits-fallback";
@@ -194,9 +228,90 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   return info;
 }
 
+// What a supervisor leaves when it is gone, stopped or killed: its sandbox's cgroup (a
+// killed one's), its bucket mounts' caches and the files handed out by upload_local_file.
+// Called with the sandbox's lock held.
+Result<void> Runtime::clean_after_supervisor(const SandboxRecord& record) const {
+  if (!record.cgroup.dirs.empty())
+    NSBOX_CHECK_CTX(cgroup::from_placement(record.cgroup)->destroy(), "remove the cgroup of " + record.id);
+  NSBOX_CHECK_CTX(remove_mount_caches(store_.root(), record.id), "remove the bucket mount caches of " + record.id);
+  return {};
+}
+
+Result<SandboxInfo> Runtime::stop(const std::string& id_or_name) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (store_.supervisor_alive(id)) stop_supervisor(id);
+  {
+    auto lock = NSBOX_TRY(store_.lock_sandbox(id));
+    auto record = NSBOX_TRY(store_.load(id));
+    NSBOX_CHECK(clean_after_supervisor(record));
+    if (record.stopped_at.empty()) record.stopped_at = sys::now_rfc3339();
+    record.supervisor_pid = 0;
+    record.init_pid = 0;
+    record.cgroup = {};
+    record.mount_servers.clear();
+    NSBOX_CHECK(store_.save(record));
+  }
+  return info_for(id);
+}
+
+Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOptions& options) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  NSBOX_CHECK(check_env(options.env));
+  SupervisorSpec spec;
+  {
+    auto lock = store_.lock_sandbox(id);
+    if (!lock) {
+      if (lock.error().code == ErrorCode::kBusy && store_.supervisor_alive(id))
+        return fail(make_error(ErrorCode::kBusy, "sandbox " + id + " is running", "`nsbox stop " + id + "` first"));
+      return fail(std::move(lock.error()));
+    }
+    auto record = NSBOX_TRY(store_.load(id));
+    if (record.home.empty())
+      return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " was made before sandboxes could be started again",
+                             "its files are in `nsbox files " + id + "`; make a new sandbox"));
+    std::string missing;
+    for (const auto& name : record.env_names) {
+      bool given = false;
+      for (const auto& [k, v] : options.env) given = given || k == name;
+      if (!given) missing += (missing.empty() ? "" : ", ") + name;
+    }
+    if (!missing.empty())
+      return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " was created with env " + missing + ": give " +
+                                                              (missing.find(',') == std::string::npos ? "it" : "them") + " again",
+                             "env values are never stored (they may be secrets): pass --env NAME=VALUE to start"));
+    std::vector<bucket::MountRequest> mounts;
+    for (auto mount : record.mounts) {
+      auto credentials = bucket::resolve(mount, options.environment);
+      if (!credentials) return fail(std::move(credentials.error()).context("mount at " + mount.mount_path));
+      bool was_signed = std::find(record.signed_mounts.begin(), record.signed_mounts.end(), mount.mount_path) != record.signed_mounts.end();
+      if (was_signed && credentials->anonymous())
+        return fail(make_error(ErrorCode::kInvalidArgument,
+                               "the mount at " + mount.mount_path + " (" + mount.source() + ") was made with credentials, and none were given",
+                               "credentials are never stored: start with them in the environment (" +
+                                   bucket::credential_variables(mount.kind) + "), or in the mount's credentials file"));
+      mounts.push_back({std::move(mount), std::move(*credentials)});
+    }
+    ToolsConfig tools;
+    ToolKeys keys;
+    if (!record.tools.is_null()) {
+      tools = NSBOX_TRY(ToolsConfig::from_json(record.tools));
+      keys = NSBOX_TRY(tool_keys_from(tools, options.environment));
+    }
+    PackageSources packages;
+    if (!record.packages.is_null()) packages = NSBOX_TRY(PackageSources::from_json(record.packages));
+    NSBOX_CHECK(clean_after_supervisor(record));
+    const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");
+    spec = SupervisorSpec{id,      record.name, record.size, record.net, test_resolve_overrides(), nat_netns ? nat_netns : "",
+                          packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
+                          std::move(tools), std::move(keys)};
+  }  // the new supervisor takes the lock
+  return launch(spec);
+}
+
 Result<Json> Runtime::request(const std::string& id, const Json& message, int timeout_ms) const {
   auto sock = protocol::connect_unix(store_.root().socket_path(id));
-  if (!sock) return fail(dead_error(id));
+  if (!sock) return fail(not_running(id));
   set_receive_timeout(sock->get(), timeout_ms);
   NSBOX_CHECK(protocol::send_frame(sock->get(), message));
   auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
@@ -206,7 +321,7 @@ Result<Json> Runtime::request(const std::string& id, const Json& message, int ti
                                                       std::to_string(timeout_ms / 1000) + " s"));
     return fail(std::move(frame.error()));
   }
-  if (!*frame) return fail(dead_error(id));
+  if (!*frame) return fail(not_running(id));
   if (!(*frame)->message.value("ok", false)) return fail(error_from_json((*frame)->message));
   return std::move((*frame)->message);
 }
@@ -214,9 +329,9 @@ Result<Json> Runtime::request(const std::string& id, const Json& message, int ti
 Result<void> Runtime::tool_calls(const std::string& id_or_name, const std::function<bool(const Json&)>& on_call,
                                  const CallControl& control) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
   auto sock = protocol::connect_unix(store_.root().socket_path(id));
-  if (!sock) return fail(dead_error(id));
+  if (!sock) return fail(not_running(id));
   NSBOX_CHECK(protocol::send_frame(sock->get(), {{"op", "tool_events"}}));
   for (bool subscribed = false;;) {
     pollfd p[2] = {{sock->get(), POLLIN, 0}, {control.cancel_fd, POLLIN, 0}};
@@ -227,7 +342,7 @@ Result<void> Runtime::tool_calls(const std::string& id_or_name, const std::funct
     if (p[1].revents) return {};  // the caller stopped listening
     auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
     if (!frame) return fail(std::move(frame.error()).context("wait for tool calls"));
-    if (!*frame) return fail(dead_error(id));
+    if (!*frame) return fail(not_running(id));
     const Json& m = (*frame)->message;
     if (!subscribed) {
       if (!m.value("ok", false)) return fail(error_from_json(m));
@@ -250,7 +365,10 @@ Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
   SandboxInfo info;
   info.record = NSBOX_TRY(store_.load(id));
   if (auto v = VolumeStore(store_.root()).load(info.record.volume)) info.volume = std::move(*v);
-  info.status = store_.supervisor_alive(id) ? SandboxStatus::kRunning : SandboxStatus::kDead;
+  if (auto h = VolumeStore(store_.root(), VolumeKind::kHome).load(info.record.home)) info.home = std::move(*h);
+  info.status = store_.supervisor_alive(id)           ? SandboxStatus::kRunning
+                : !info.record.stopped_at.empty() ? SandboxStatus::kStopped
+                                                  : SandboxStatus::kDead;
   if (info.status == SandboxStatus::kRunning) {
     if (auto status = request(id, {{"op", "status"}}, 2000)) {
       if (status->contains("memory_usage_bytes")) info.memory_usage_bytes = (*status)["memory_usage_bytes"].get<uint64_t>();
@@ -280,9 +398,9 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
                                     const OutputCallback& on_output, int stdin_fd, const CallControl& control) const {
   NSBOX_CHECK(request.check());
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
   auto sock = protocol::connect_unix(store_.root().socket_path(id));
-  if (!sock) return fail(dead_error(id));
+  if (!sock) return fail(not_running(id));
   // Bounds a supervisor that stops mid-message; the deadline below bounds one that is silent.
   set_receive_timeout(sock->get(), kRequestTimeoutMs);
   std::optional<StdinPump> pump;
@@ -311,7 +429,7 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
     if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
     if (!frame) return fail(std::move(frame.error()).context("wait for the command"));
-    if (!*frame) return fail(dead_error(id));
+    if (!*frame) return fail(not_running(id));
     const Json& m = (*frame)->message;
     try {
       if (m.value("event", "") == "output") {
@@ -335,9 +453,9 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
 Result<CellResult> Runtime::execute(const std::string& id_or_name, const CellOptions& cell, const OutputCallback& on_output,
                                     const ProgressCallback& on_progress, const CallControl& control) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
   auto sock = protocol::connect_unix(store_.root().socket_path(id));
-  if (!sock) return fail(dead_error(id));
+  if (!sock) return fail(not_running(id));
   set_receive_timeout(sock->get(), kRequestTimeoutMs);
   Json message = {{"op", "execute"}, {"timeout_s", cell.timeout_s}, {"output_limit", cell.output_limit},
                   {"output_dir", cell.output_dir},
@@ -354,7 +472,7 @@ Result<CellResult> Runtime::execute(const std::string& id_or_name, const CellOpt
     if (p[1].revents) return fail(cancelled_error(id));
     auto frame = protocol::recv_frame(sock->get(), protocol::kMaxClientFrame);
     if (!frame) return fail(std::move(frame.error()).context("wait for the cell"));
-    if (!*frame) return fail(dead_error(id));
+    if (!*frame) return fail(not_running(id));
     const Json& m = (*frame)->message;
     try {
       std::string event = m.value("event", "");
@@ -399,14 +517,14 @@ Result<void> Runtime::restart(const std::string& id_or_name) const {
 
 Result<SandboxInfo> Runtime::resize(const std::string& id_or_name, SizeTier size) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
   NSBOX_CHECK(request(id, {{"op", "resize"}, {"size", size_tier_name(size)}}, kRequestTimeoutMs));
   return info_for(id);
 }
 
 Result<SandboxInfo> Runtime::set_allowlist(const std::string& id_or_name, const net::AllowList& allow) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  if (!store_.supervisor_alive(id)) return fail(dead_error(id));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
   NSBOX_CHECK(request(id, {{"op", "net"}, {"allow", allow.to_json()}}, kRequestTimeoutMs));
   return inspect(id);
 }
@@ -456,8 +574,7 @@ Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) con
   if (store_.supervisor_alive(id)) stop_supervisor(id);
   auto lock = NSBOX_TRY(store_.lock_sandbox(id));
   auto record = store_.load(id);
-  if (record && !record->cgroup.dirs.empty())
-    NSBOX_CHECK_CTX(cgroup::from_placement(record->cgroup)->destroy(), "remove the cgroup of " + id);
+  if (record) NSBOX_CHECK(clean_after_supervisor(*record));
   if (record && !record->volume.empty()) {
     VolumeStore volumes(store_.root());
     if (auto volume = volumes.load(record->volume); volume && !volume->named) {
@@ -465,7 +582,11 @@ Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) con
       else NSBOX_CHECK_CTX(volumes.remove(*volume), "remove the files volume of " + id);
     }
   }
-  NSBOX_CHECK_CTX(remove_mount_caches(store_.root(), id), "remove the bucket mount caches of " + id);
+  if (record && !record->home.empty()) {
+    VolumeStore homes(store_.root(), VolumeKind::kHome);
+    if (auto home = homes.load(record->home)) NSBOX_CHECK_CTX(homes.remove(*home), "remove the home volume of " + id);
+  }
+  if (!record) NSBOX_CHECK_CTX(remove_mount_caches(store_.root(), id), "remove the bucket mount caches of " + id);
   NSBOX_CHECK(files::remove_tree(store_.root().sandbox_dir(id)));
   store_.release_name(record ? record->name : std::string(), id);
   return {};
@@ -481,17 +602,17 @@ Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
 Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto record = NSBOX_TRY(store_.load(id));
-  if (record.init_pid <= 0 || !store_.supervisor_alive(id)) return fail(dead_error(id));
+  if (record.init_pid <= 0 || !store_.supervisor_alive(id)) return fail(not_running(id));
   // The root is init's, and init is the sandbox's only while the supervisor lives: a pidfd
   // first, the supervisor's lock checked after it, the root opened, and init still alive
   // after that (so /proc/<pid> was still this process when the root was opened).
   UniqueFd pidfd(sys::pidfd_open(record.init_pid, 0));
-  if (!pidfd || !store_.supervisor_alive(id)) return fail(dead_error(id));
+  if (!pidfd || !store_.supervisor_alive(id)) return fail(not_running(id));
   std::string proc_root = "/proc/" + std::to_string(record.init_pid) + "/root";
   UniqueFd root(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return fail(sys_error("open the root of sandbox " + id + " (" + proc_root + ")"));
   pollfd exited{pidfd.get(), POLLIN, 0};
-  if (::poll(&exited, 1, 0) != 0) return fail(dead_error(id));
+  if (::poll(&exited, 1, 0) != 0) return fail(not_running(id));
   auto ids = userns::host_ids();
   return SandboxFs(std::move(root), ids.uid, ids.gid);
 }

@@ -19,6 +19,7 @@
 #include "runtime/command.h"
 #include "runtime/create_options.h"
 #include "runtime/install_layout.h"
+#include "runtime/protocol/supervisor_spec.h"
 #include "runtime/sandbox_fs.h"
 #include "runtime/state_store.h"
 #include "runtime/volume_store.h"
@@ -30,12 +31,15 @@ struct RuntimeOptions {
   std::optional<std::string> root;  // --root / NSBOX_ROOT
 };
 
-enum class SandboxStatus { kRunning, kDead };
+// Running; stopped by `stop` (start brings it back); dead: its supervisor went without
+// a stop (killed, or the sandbox's init died). Stopped and dead sandboxes can be started.
+enum class SandboxStatus { kRunning, kStopped, kDead };
 std::string_view status_name(SandboxStatus s);
 
 struct SandboxInfo {
   SandboxRecord record;
   std::optional<Volume> volume;
+  std::optional<Volume> home;
   SandboxStatus status = SandboxStatus::kRunning;
   std::optional<uint64_t> memory_usage_bytes;
   uint64_t oom_kills = 0;
@@ -110,8 +114,17 @@ class Runtime {
   Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
   // Replaces the allowlist of a `--net allow=` sandbox, live (docs/network.md).
   Result<SandboxInfo> set_allowlist(const std::string& id_or_name, const net::AllowList& allow) const;
-  // Stops the sandbox if it runs, removes its cgroup, state and files volume (kept, as a
-  // named volume of the sandbox's id, with `keep_files`).
+  // Ends every process of the sandbox (its kernel's state is lost) and its supervisor; the
+  // sandbox stays, `stopped`, with its files and home volumes and its definition.
+  // Stopping a stopped sandbox does nothing; a dead one is cleaned up and marked stopped.
+  Result<SandboxInfo> stop(const std::string& id_or_name) const;
+  // Starts a stopped (or dead) sandbox again: same id, name, size, network policy,
+  // packages, tools and mounts, a fresh kernel. Env values, mount credentials and tool
+  // keys were never stored: they come from `options` as at create, and every variable
+  // the sandbox was created with must be given again.
+  Result<SandboxInfo> start(const std::string& id_or_name, const StartOptions& options) const;
+  // Stops the sandbox if it runs, removes its cgroup, state, home volume and files volume
+  // (kept, as a named volume of the sandbox's id, with `keep_files`).
   Result<void> remove(const std::string& id_or_name, bool keep_files = false) const;
 
   // The files API: the sandbox's /mnt/files, from the host side, whether the sandbox runs,
@@ -143,10 +156,13 @@ class Runtime {
  private:
   Runtime(StateStore store, InstallLayout layout) : store_(std::move(store)), layout_(std::move(layout)) {}
   Result<SandboxInfo> info_for(const std::string& id) const;
+  Error not_running(const std::string& id) const;
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
   void remove_leftovers(const std::string& id, const std::string& name) const;
   void stop_supervisor(const std::string& id) const;
   void kill_supervisor(const std::string& id) const;
+  Result<SandboxInfo> launch(const SupervisorSpec& spec) const;
+  Result<void> clean_after_supervisor(const SandboxRecord& record) const;
   Result<void> write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries) const;
 
   StateStore store_;

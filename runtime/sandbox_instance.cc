@@ -61,6 +61,7 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   launcher::Spec spec;
   spec.rootfs.limits = limits;
   spec.rootfs.files_volume = options.files_dir;
+  spec.rootfs.home_volume = options.home_dir;
   spec.rootfs.files_attached_later = options.files_attached_later;
   spec.rootfs.mount_points = options.mount_points;
   spec.rootfs.sandbox_libexec = options.sandbox_libexec;
@@ -106,7 +107,7 @@ Result<void> SandboxInstance::resize(SizeTier size) {
                              "resize to " + std::string(size_tier_name(size)) + ": the sandbox uses " +
                                  std::to_string(*used >> 20) + " MiB, more than the " + format_bytes(next.memory_bytes) +
                                  " of " + std::string(size_tier_name(size)),
-                             "free memory first (files in /tmp and /home/user count)"));
+                             "free memory first (files in /tmp and /dev/shm count)"));
     if (auto r = cgroup_->apply(next); !r) {
       Error e = r.error();
       (void)cgroup_->apply(limits_for(size_));

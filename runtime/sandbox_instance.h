@@ -35,6 +35,7 @@ struct InstanceOptions {
   // One-shot: pid 1 runs this command itself (no init, no control channel); its
   // command_pid1::Report structs arrive on reports_fd().
   std::optional<command_pid1::Command> command;
+  std::string home_dir;  // bound at /home/user; empty: a tmpfs (one-shot)
 };
 
 class SandboxInstance {

@@ -55,7 +55,10 @@ nlohmann::json SandboxRecord::to_json() const {
       {"cgroup", {{"driver", cgroup.driver}, {"dirs", cgroup.dirs}, {"controllers", cgroup.controllers}}},
       {"env_names", env_names},
       {"volume", volume},
+      {"home", home},
+      {"stopped_at", stopped_at},
       {"mounts", mounts_json},
+      {"signed_mounts", signed_mounts},
       {"mount_servers", mount_servers},
       {"tools", tools},
       {"packages", packages},
@@ -98,7 +101,10 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     }
     r.env_names = j.value("env_names", std::vector<std::string>{});
     r.volume = j.value("volume", "");
+    r.home = j.value("home", "");
+    r.stopped_at = j.value("stopped_at", "");
     for (const auto& m : j.value("mounts", nlohmann::json::array())) r.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
+    r.signed_mounts = j.value("signed_mounts", std::vector<std::string>{});
     for (const auto& pid : j.value("mount_servers", nlohmann::json::array())) r.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
     r.tools = j.value("tools", nlohmann::json());
     r.packages = j.value("packages", nlohmann::json());
@@ -110,7 +116,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
 
 Result<void> StateStore::ensure_dirs() const {
   for (const auto& d : {root_.run_dir, root_.run_dir + "/sandboxes", root_.names_dir(), root_.cache_dir(), root_.data_dir,
-                        root_.data_dir + "/volumes"})
+                        root_.data_dir + "/volumes", root_.data_dir + "/homes"})
     NSBOX_CHECK(files::ensure_private_dir(d));
   return {};
 }

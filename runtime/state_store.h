@@ -7,6 +7,7 @@
 //   <run>/names/<name> -> <id>             names, reserved atomically with symlink(2)
 //   <run>/cache/                           compiled seccomp program
 //   <data>/volumes/                        files volumes (runtime/volume_store.h)
+//   <data>/homes/                          home volumes, /home/user (the same)
 //
 // <run>/<data> are /run/nsbox and /var/lib/nsbox for root; $XDG_RUNTIME_DIR/nsbox and
 // $XDG_DATA_HOME/nsbox rootless; DIR/run and DIR/data with --root DIR or NSBOX_ROOT.
@@ -41,6 +42,7 @@ struct StateRoot {
   std::string names_dir() const { return run_dir + "/names"; }
   std::string cache_dir() const { return run_dir + "/cache"; }
   std::string volume_mount(const std::string& id) const { return sandbox_dir(id) + "/volume"; }
+  std::string home_mount(const std::string& id) const { return sandbox_dir(id) + "/home"; }
   // upload_local_file's host copies (runtime/tools/shared_files.h); they go with the sandbox.
   std::string shared_dir(const std::string& id) const { return data_dir + "/shared/" + id; }
   // What the egress proxy refused (runtime/net/egress_proxy.h), one JSON line each.
@@ -65,7 +67,12 @@ struct SandboxRecord {
   cgroup::Placement cgroup;
   std::vector<std::string> env_names;
   std::string volume;  // its files volume's name (runtime/volume_store.h)
+  std::string home;    // its home volume's name (/home/user); empty: made before homes were kept
+  std::string stopped_at;  // RFC 3339, when `nsbox stop` stopped it; empty while it runs
   std::vector<bucket::BucketMount> mounts;  // never their credentials
+  // The mount paths of those made with credentials (anonymous ones have none): a start
+  // without them again is refused rather than mounting anonymously.
+  std::vector<std::string> signed_mounts;
   std::vector<pid_t> mount_servers;         // a FUSE server's pid per mount
   nlohmann::json tools;  // the tool bridge's config (runtime/tools/tools_config.h), never a key; null: none
   nlohmann::json packages;  // runtime/packages/package_sources.h; null: none configured

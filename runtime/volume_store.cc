@@ -59,20 +59,21 @@ Result<uint64_t> VolumeStore::free_bytes() const {
   return uint64_t(s.f_bavail) * s.f_frsize;
 }
 
-Result<uint64_t> VolumeStore::default_quota() const {
+Result<uint64_t> VolumeStore::default_quota(uint64_t preferred) const {
   uint64_t free = NSBOX_TRY(free_bytes());
-  if (free >= 2 * kDefaultQuota) return kDefaultQuota;
+  if (free >= 2 * preferred) return preferred;
   constexpr uint64_t kStep = 256ull << 20;
   uint64_t quota = free / 2 / kStep * kStep;
   if (quota < kStep)
-    return fail(make_error(ErrorCode::kLimitExceeded, "only " + format_bytes(free) + " free on " + dir() + ": too little for a files volume",
+    return fail(make_error(ErrorCode::kLimitExceeded, "only " + format_bytes(free) + " free on " + dir() + ": too little for a " + std::string(kind_ == VolumeKind::kHome ? "home" : "files") + " volume",
                            "free some disk space"));
   return quota;
 }
 
-Result<void> VolumeStore::make_spare() const {
+Result<void> VolumeStore::make_spare(uint64_t preferred) const {
   if (!quotas_supported()) return {};
-  uint64_t quota = NSBOX_TRY(default_quota());
+  NSBOX_CHECK(files::ensure_private_dir(dir()));
+  uint64_t quota = NSBOX_TRY(default_quota(preferred));
   std::string spare = dir() + "/" + spare_name(quota);
   // A spare of a former default size (the default follows the free space) is no use.
   for (const auto& entry : NSBOX_TRY(files::list_dir(dir()))) {
@@ -109,9 +110,10 @@ Result<Volume> VolumeStore::create(const std::string& name, bool named, uint64_t
       quota_bytes = NSBOX_TRY(default_quota());
     } else if (uint64_t free = NSBOX_TRY(free_bytes()); free < quota_bytes) {
       // The host keeps what the sandbox writes: refuse a quota the disk cannot hold now.
-      return fail(make_error(ErrorCode::kLimitExceeded, "a files quota of " + format_bytes(quota_bytes) + " is more than the " +
-                                                            format_bytes(free) + " free on " + dir(),
-                             "choose a smaller --files-quota"));
+      bool home = kind_ == VolumeKind::kHome;
+      return fail(make_error(ErrorCode::kLimitExceeded, std::string(home ? "a home size of " : "a files quota of ") + format_bytes(quota_bytes) +
+                                                            " is more than the " + format_bytes(free) + " free on " + dir(),
+                             home ? "choose a smaller --home-size" : "choose a smaller --files-quota"));
     }
     v.quota_bytes = quota_bytes;
     if (!take_spare(v.path, quota_bytes)) NSBOX_CHECK(volume_image::create(v.path, quota_bytes, ids.uid, ids.gid));

@@ -1,9 +1,13 @@
-// Files volumes of a state root: each sandbox's own (named after the sandbox, deleted with
-// it unless kept), and named volumes that outlive sandboxes and can be shared by several.
+// Volumes of a state root. Files volumes: each sandbox's own (named after the sandbox,
+// deleted with it unless kept), and named volumes that outlive sandboxes and can be shared
+// by several. Home volumes: each sandbox's /home/user, kept across stop and start, gone
+// with the sandbox, never seen through the files API.
 //
-//   root:     <data>/volumes/<name>.img   an ext4 image: its size is the quota
-//   rootless: <data>/volumes/<name>/      a directory (loop devices need root: no quota)
-//   both:     <data>/volumes/<name>.json  what the volume is
+//   root:     <data>/<kind>/<name>.img   an ext4 image: its size is the quota
+//   rootless: <data>/<kind>/<name>/      a directory (loop devices need root: no quota)
+//   both:     <data>/<kind>/<name>.json  what the volume is
+//
+// <kind> is `volumes` (files) or `homes`.
 //
 // Host-side file operations (the files API) mount the image privately in a helper: the
 // same loop device as a running sandbox's mount when there is one, so one superblock.
@@ -33,21 +37,24 @@ struct Volume {
   nlohmann::json to_json() const;
 };
 
+enum class VolumeKind { kFiles, kHome };
+
 class VolumeStore {
  public:
-  static constexpr uint64_t kDefaultQuota = 10ull << 30;
+  static constexpr uint64_t kDefaultQuota = 10ull << 30;  // files volumes
 
-  explicit VolumeStore(StateRoot root) : root_(std::move(root)) {}
+  explicit VolumeStore(StateRoot root, VolumeKind kind = VolumeKind::kFiles) : root_(std::move(root)), kind_(kind) {}
 
   static bool quotas_supported();  // volume_image::available(): root, loop devices, mkfs.ext4
   static Result<void> validate_name(const std::string& name);
 
   // quota_bytes 0: default_quota(). An explicit quota larger than the free disk is refused.
   Result<Volume> create(const std::string& name, bool named, uint64_t quota_bytes);
-  // 10 GiB, or half the free space of the volumes' disk (in 256 MiB steps) when that is
-  // less: images are sparse, so a quota past the free space would let a sandbox fill the
-  // host's disk, and its ext4 would see I/O errors rather than ENOSPC.
-  Result<uint64_t> default_quota() const;
+  // `preferred` (files: 10 GiB; homes: the size tier's), or half the free space of the
+  // volumes' disk (in 256 MiB steps) when that is less: images are sparse, so a quota past
+  // the free space would let a sandbox fill the host's disk, and its ext4 would see I/O
+  // errors rather than ENOSPC.
+  Result<uint64_t> default_quota(uint64_t preferred = kDefaultQuota) const;
   Result<Volume> load(const std::string& name) const;
   Result<Volume> open_or_create_named(const std::string& name, uint64_t quota_bytes);
   Result<std::vector<Volume>> list() const;
@@ -58,13 +65,13 @@ class VolumeStore {
   // The volume's files, for host-side operations.
   Result<FilesVolume> open_files(const Volume& volume) const;
 
-  // A pre-formatted spare image of the default size keeps mkfs off `create`'s path.
-  // make_spare() formats one if none is waiting; create() uses it when it fits.
-  Result<void> make_spare() const;
+  // A pre-formatted spare image keeps mkfs off `create`'s path. make_spare() formats one
+  // of default_quota(preferred) if none is waiting; create() uses it when it fits.
+  Result<void> make_spare(uint64_t preferred = kDefaultQuota) const;
 
  private:
   Result<uint64_t> free_bytes() const;
-  std::string dir() const { return root_.data_dir + "/volumes"; }
+  std::string dir() const { return root_.data_dir + (kind_ == VolumeKind::kHome ? "/homes" : "/volumes"); }
   std::string meta_path(const std::string& name) const { return dir() + "/" + name + ".json"; }
   std::string image_path(const std::string& name) const { return dir() + "/" + name + ".img"; }
   std::string dir_path(const std::string& name) const { return dir() + "/" + name; }
@@ -72,6 +79,7 @@ class VolumeStore {
   Result<void> save(const Volume& v) const;
 
   StateRoot root_;
+  VolumeKind kind_;
 };
 
 }  // namespace nsbox

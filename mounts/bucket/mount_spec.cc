@@ -359,6 +359,16 @@ Result<std::vector<BucketMount>> parse_manifest(std::string_view text, std::stri
   return mounts;
 }
 
+std::string credential_variables(BucketKind kind) {
+  switch (kind) {
+    case BucketKind::kS3: return "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY";
+    case BucketKind::kR2: return "R2_ACCESS_KEY_ID, R2_SECRET_ACCESS_KEY";
+    case BucketKind::kGcs: return "GCS_HMAC_ACCESS_ID, GCS_HMAC_SECRET";
+    case BucketKind::kAzureBlob: return "AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN";
+  }
+  return "";
+}
+
 Result<BucketCredentials> resolve(BucketMount& mount, const Environment& process_env) {
   Environment file_env;
   if (!mount.credentials_file.empty()) file_env = NSBOX_TRY(read_credentials_file(mount.credentials_file));

@@ -97,6 +97,8 @@ Result<void> check_mount_paths(const std::vector<std::string>& mount_paths);
 // Anonymous when there are none. What it fills from the environment is checked as the
 // mount's own fields are (an http(s) endpoint, a plain region and account).
 Result<BucketCredentials> resolve(BucketMount& mount, const Environment& env);
+// The variables resolve() reads a kind's credentials from, for an error's hint.
+std::string credential_variables(BucketKind kind);
 
 // `text` with every secret replaced by "[redacted]": for messages that quote a remote.
 std::string redact(std::string text, const BucketCredentials& credentials);

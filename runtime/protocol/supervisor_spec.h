@@ -33,6 +33,8 @@ struct SupervisorSpec {
   PackageSources packages;
   EnvList env;
   std::string volume;  // the files volume's name (made by the caller)
+  std::string home;    // the home volume's name (made by the caller); empty: a tmpfs
+  std::string created_at;  // a restarted sandbox keeps its own; empty: now
   std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)
   ToolsConfig tools;
   ToolKeys tool_keys;  // handed to the tool bridge when it starts; never saved

@@ -55,7 +55,13 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   const StateRoot& root = store.root();
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
   InstanceOptions options{spec.id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
-                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", spec.packages.wheelhouse, {}};
+                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", spec.packages.wheelhouse, {}, {}};
+  // /home/user is in the sandbox from its first instant (the kernel's user site is there).
+  if (!spec.home.empty()) {
+    auto home = self->mount_home();
+    if (!home) return fail(std::move(home.error()).context("mount the home volume " + spec.home));
+    options.home_dir = std::move(*home);
+  }
   // Listening before the sandbox is built: its directory is bound in then.
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
   for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount.mount_path);
@@ -70,7 +76,10 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
       spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging", spec.id},
       self->instance_->init_pid(), ids.uid, ids.gid));
   // The servers have the credentials now; we never need them again.
-  for (auto& m : self->spec_.mounts) m.credentials.wipe();
+  for (auto& m : self->spec_.mounts) {
+    if (!m.credentials.anonymous()) self->record_.signed_mounts.push_back(m.mount.mount_path);
+    m.credentials.wipe();
+  }
   if (spec.net.mode == network::Mode::kInternet) {
     self->nat_ = NSBOX_TRY(NatHelper::start({self->instance_->init_pid(), spec.nat_netns}));
     NSBOX_CHECK(self->watch_exit(self->nat_.pidfd(), [s = self.get()] { s->nat_.on_exit(); }));
@@ -96,13 +105,14 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.name = spec.name;
   r.size = spec.size;
   r.net = spec.net;
-  r.created_at = sys::now_rfc3339();
+  r.created_at = spec.created_at.empty() ? sys::now_rfc3339() : spec.created_at;
   r.supervisor_pid = ::getpid();
   r.init_pid = self->instance_->init_pid();
   r.enforcement = self->instance_->enforcement();
   r.cgroup = self->instance_->placement();
   for (const auto& [k, v] : spec.env) r.env_names.push_back(k);
   r.volume = spec.volume;
+  r.home = spec.home;
   for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
   r.mount_servers = self->buckets_.pids();
   if (spec.tools.enabled()) r.tools = spec.tools.to_json();
@@ -129,6 +139,19 @@ Result<void> Supervisor::attach_volume(const Volume& volume) {
   return {};
 }
 
+// The home volume, before the sandbox is built: an image is mounted here, in our private
+// mount namespace, and bound at /home/user with the rest of the root; a directory
+// (rootless) is bound as it is.
+Result<std::string> Supervisor::mount_home() {
+  auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(spec_.home));
+  if (!home.image) return home.path;
+  std::string dir = store_.root().home_mount(spec_.id);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
+  NSBOX_CHECK(volume_image::mount(home.path, dir));
+  ::rmdir((dir + "/lost+found").c_str());  // mkfs's, owned by root: not the user's
+  return dir;
+}
+
 // The next sandbox should find a formatted image waiting (mkfs costs 13-30 ms): make one
 // in a child, off our event loop.
 void Supervisor::refill_spare_volume() {
@@ -145,7 +168,10 @@ void Supervisor::refill_spare_volume() {
     sys::close_range(3, ~0U, 0);
     auto made = VolumeStore(store_.root()).make_spare();
     if (!made) log::warn("could not format a spare volume: " + made.error().message);
-    ::_exit(made ? 0 : 1);
+    // A home of this sandbox's size: the next one is likely the same size.
+    auto home = VolumeStore(store_.root(), VolumeKind::kHome).make_spare(limits_for(spec_.size).home_bytes);
+    if (!home) log::warn("could not format a spare home volume: " + home.error().message);
+    ::_exit(made && home ? 0 : 1);
   }
   if (pid < 0) return;
   spare_maker_.reset(pidfd);

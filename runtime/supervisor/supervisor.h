@@ -79,6 +79,7 @@ class Supervisor final : private KernelHost {
   Result<void> register_handlers();
   Result<void> attach_volume(const Volume& volume);
   void refill_spare_volume();
+  Result<std::string> mount_home();
   void accept_clients();
   void on_client_event(int fd, uint32_t events);
   void handle_request(Client& client, protocol::Frame frame);

@@ -69,7 +69,7 @@ TEST_CASE("secrets under /etc are masked and our passwd replaces the host's") {
   CHECK(passwd->source == "/libexec/etc/passwd");
 }
 
-TEST_CASE("writable places are size-capped tmpfs, /mnt/files is the volume or, for one-shots, a tmpfs") {
+TEST_CASE("writable places are size-capped tmpfs, /mnt/files and /home/user are volumes or, for one-shots, tmpfs") {
   FakeHost host;
   Limits limits = limits_for(SizeTier::kLarge);
   rootfs::Spec spec{limits, "/vol/files", "/libexec", {}, host.root};
@@ -78,9 +78,18 @@ TEST_CASE("writable places are size-capped tmpfs, /mnt/files is the volume or, f
   REQUIRE(tmp);
   CHECK(tmp->data.find("size=" + std::to_string(limits.tmp_bytes)) != std::string::npos);
   CHECK(tmp->data.find("mode=1777") != std::string::npos);
-  const auto* home = find(steps, "/home/user", StepKind::kTmpfs);
+  const auto* home = find(steps, "/home/user", StepKind::kTmpfs);  // one-shot: nothing kept
   REQUIRE(home);
   CHECK(home->data.find("uid=1000") != std::string::npos);
+  CHECK(home->data.find("size=" + std::to_string(limits.tmp_bytes)) != std::string::npos);
+  spec.home_volume = "/vol/home";  // a sandbox's own home volume
+  auto with_home = rootfs::plan(spec);
+  const auto* kept = find(with_home, "/home/user", StepKind::kBindTree);
+  REQUIRE(kept);
+  CHECK(kept->source == "/vol/home");
+  CHECK_FALSE((kept->attrs & MOUNT_ATTR_RDONLY));
+  CHECK_FALSE(find(with_home, "/home/user", StepKind::kTmpfs));
+  spec.home_volume.clear();
   const auto* files = find(steps, "/mnt/files", StepKind::kBindTree);
   REQUIRE(files);
   CHECK(files->source == "/vol/files");

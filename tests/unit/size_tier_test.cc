@@ -14,8 +14,10 @@ TEST_CASE("size tiers give the hosted workbench limits: 1/2/4/8 vCPU, GiB and 51
     CHECK(l.vcpus == row.vcpus);
     CHECK(l.memory_bytes == row.gib << 30);
     CHECK(l.pids == row.pids);
-    // tmpfs caps are charged to the same memory, so together they stay below it
-    CHECK(l.tmp_bytes + l.home_bytes + l.shm_bytes < l.memory_bytes);
+    // tmpfs caps are charged to the same memory (a one-shot's /home/user is a second
+    // tmpfs of tmp_bytes), so together they stay below it
+    CHECK(2 * l.tmp_bytes + l.shm_bytes < l.memory_bytes);
+    CHECK(l.home_bytes == row.gib << 30);  // the home volume's default size, on disk
   }
 }
 

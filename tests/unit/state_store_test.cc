@@ -77,6 +77,8 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   rec.enforcement = Enforcement::kCgroupV1;
   rec.cgroup = {"v1", {"/sys/fs/cgroup/memory/nsbox/sbx-abcdef"}, {"memory"}};
   rec.env_names = {"API_KEY"};
+  rec.home = "sbx-abcdef";
+  rec.stopped_at = "2026-12-02T00:00:00Z";
   auto j = rec.to_json();
   // The state file is this JSON. Its fields are the ones below and no other: a new field
   // fails here until someone decides it can hold no secret (--env values, credentials).
@@ -86,11 +88,14 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   std::set<std::string> fields;
   for (const auto& [key, value] : j.items()) fields.insert(key);
   CHECK(fields == std::set<std::string>{"id", "name", "size", "net", "created_at", "supervisor_pid", "init_pid", "enforcement",
-                                        "cgroup", "env_names", "volume", "mounts", "mount_servers", "tools", "packages"});
+                                        "cgroup", "env_names", "volume", "home", "stopped_at", "mounts", "signed_mounts", "mount_servers", "tools",
+                                        "packages"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);
   CHECK(back->size == SizeTier::kXlarge);
+  CHECK(back->home == "sbx-abcdef");
+  CHECK(back->stopped_at == "2026-12-02T00:00:00Z");
   CHECK(back->net.mode == network::Mode::kAllow);
   CHECK(back->net.to_json() == rec.net.to_json());
   CHECK(back->net.allow.match("files.example.com", 8443) != nullptr);
