@@ -97,7 +97,7 @@ void ApiService::route(Exchange& x, const Path& path) {
     return x.respond(200, {{"api_version", 1},
                            {"version", kVersion},
                            {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"snapshots", false}, {"pty", false}}},
+                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", false}, {"pty", false}}},
                            {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
                                        {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
   if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
@@ -131,6 +131,14 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
     if (!done) return respond_error(x, done.error());
     return x.respond(200, {{what == "interrupt" ? "interrupted" : "restarted", true}});
   }
+  if (m == "POST" && what == "stop") {
+    auto stopped = runtime_.stop(sandbox);
+    if (!stopped) return respond_error(x, stopped.error());
+    Json j = stopped->to_json();
+    j["kernel_state_lost"] = true;
+    return x.respond(200, j);
+  }
+  if (m == "POST" && what == "start") return start_sandbox(x, sandbox);
   if (m == "POST" && what == "cells") return run_cell(x, sandbox);
   if (m == "POST" && what == "commands") return run_command(x, sandbox);
   if (what == "files") {
@@ -164,6 +172,20 @@ void ApiService::create_sandbox(Exchange& x) {
   for (auto& m : options->mounts) m.credentials.wipe();
   if (!info) return respond_error(x, info.error());
   x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
+}
+
+// {"env": {...}}: env values again (never stored); credentials from the server's
+// environment, as at create.
+void ApiService::start_sandbox(Exchange& x, const std::string& sandbox) {
+  auto body = body_object(x.request());  // {} when empty
+  if (!body) return respond_error(x, body.error());
+  auto options = start_options_from_json(*body, process_environment());
+  if (!options) return respond_error(x, options.error());
+  options->link_key = signer_.key();
+  options->link_base_url = config_.public_url;
+  auto info = runtime_.start(sandbox, *options);
+  if (!info) return respond_error(x, info.error());
+  x.respond(200, info->to_json());
 }
 
 void ApiService::list_sandboxes(Exchange& x) {

@@ -57,6 +57,7 @@ class ApiService {
 
   void create_sandbox(Exchange& x);
   void list_sandboxes(Exchange& x);
+  void start_sandbox(Exchange& x, const std::string& sandbox);
   void patch_sandbox(Exchange& x, const std::string& sandbox);
   void delete_sandbox(Exchange& x, const std::string& sandbox);
 

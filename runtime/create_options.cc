@@ -276,7 +276,7 @@ Result<StartOptions> start_options_from_json(const Json& j, const bucket::Enviro
   if (!j.is_object()) return fail(malformed("a start's options are a JSON object"));
   for (const auto& [key, value] : j.items())
     if (key != "env") return fail(malformed("unknown field \"" + key + "\""));
-  return StartOptions{NSBOX_TRY(env_field(j)), env};
+  return StartOptions{NSBOX_TRY(env_field(j)), env, {}, {}};
 }
 
 bucket::Environment process_environment() {

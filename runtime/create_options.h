@@ -71,6 +71,9 @@ Result<CreateOptions> create_options_from_json(const protocol::Json& j, const bu
 struct StartOptions {
   EnvList env;
   bucket::Environment environment;  // where the mounts' credentials and the tools' keys are found
+  // A server's signed links for upload_local_file (api/), as at create; empty: none.
+  std::string link_key;
+  std::string link_base_url;
 };
 Result<StartOptions> start_options_from_json(const protocol::Json& j, const bucket::Environment& env);
 // The tool bridge's keys for `tools`, from `env` or the NSBOX_TOOLS_CONFIG file it names.

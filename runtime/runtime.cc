@@ -298,6 +298,8 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
       tools = NSBOX_TRY(ToolsConfig::from_json(record.tools));
       keys = NSBOX_TRY(tool_keys_from(tools, options.environment));
     }
+    keys.link_key = options.link_key;
+    keys.link_base_url = options.link_base_url;
     PackageSources packages;
     if (!record.packages.is_null()) packages = NSBOX_TRY(PackageSources::from_json(record.packages));
     NSBOX_CHECK(clean_after_supervisor(record));
@@ -306,7 +308,10 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
                           std::move(tools), std::move(keys)};
   }  // the new supervisor takes the lock
-  return launch(spec);
+  auto info = launch(spec);
+  for (auto& m : spec.mounts) m.credentials.wipe();
+  spec.tool_keys.wipe();
+  return info;
 }
 
 Result<Json> Runtime::request(const std::string& id, const Json& message, int timeout_ms) const {

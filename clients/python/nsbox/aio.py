@@ -309,6 +309,12 @@ class AsyncSandbox(_AsyncWorkbench):
     async def set_allowlist(self, allow: Sequence[str], allow_private: Sequence[str] = ()) -> SandboxInfo:
         return await _thread(self.sync.set_allowlist, allow, allow_private)
 
+    async def stop(self) -> SandboxInfo:
+        return await _thread(self.sync.stop)
+
+    async def start(self, env: Optional[Mapping[str, str]] = None) -> SandboxInfo:
+        return await _thread(self.sync.start, env)
+
     async def remove(self, *, keep_files: bool = False) -> List[str]:
         return await _thread(self.sync.remove, keep_files=keep_files)
 

@@ -171,6 +171,7 @@ class Sandbox(_Workbench):
         manifest: Optional[Mapping[str, Any]] = None,
         tools: Optional[Mapping[str, Any]] = None,
         packages: Optional[Mapping[str, Any]] = None,
+        home_size: Union[None, int, str] = None,
         *,
         client: Optional[Client] = None,
         url: Optional[str] = None,
@@ -189,12 +190,14 @@ class Sandbox(_Workbench):
         the tool bridge ({"backend": "composio" | "dir" | "replay", "tools_dir", ...};
         its keys come from the server's environment, never from here: docs/tools.md);
         ``packages`` pip's sources and auto-install ({"pip_index": URL, "wheelhouse":
-        DIR, "allow": [...], "auto_install": True}: docs/network.md).
+        DIR, "allow": [...], "auto_install": True}: docs/network.md); ``home_size`` the
+        volume of /home/user, kept across :meth:`stop` and :meth:`start` (bytes or "2G").
         The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
         body: Dict[str, Any] = {}
-        for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota)):
+        for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota),
+                           ("home_size", home_size)):
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
         if env is not None:
@@ -271,6 +274,21 @@ class Sandbox(_Workbench):
         (``nsbox net ID --allow``): hosts, ``*.domain`` or ``host:port``."""
         body = {"net": {"allow": list(allow), "allow_private": list(allow_private)}}
         self._info = SandboxInfo(self._client.json("PATCH", self._base, json_body=body))
+        return self._info
+
+    def stop(self) -> SandboxInfo:
+        """Ends every process of the sandbox (the kernel's state is lost); /home/user,
+        /mnt/files and the mounts' definitions stay, and :meth:`start` brings it back."""
+        self._info = SandboxInfo(self._client.json("POST", self._base + "/stop"))
+        return self._info
+
+    def start(self, env: Optional[Mapping[str, str]] = None) -> SandboxInfo:
+        """Starts a stopped (or dead) sandbox again with a fresh kernel. Env values are
+        never stored: give every variable it was created with again; mount credentials
+        come from the server's environment, as at create."""
+        body = {"env": {str(k): str(v) for k, v in (env or {}).items()}}
+        wait = max(self._client.timeout, 60.0 + 60.0 * len(self.info().mounts))
+        self._info = SandboxInfo(self._client.json("POST", self._base + "/start", json_body=body, timeout=wait))
         return self._info
 
     def remove(self, *, keep_files: bool = False) -> List[str]:

@@ -316,3 +316,26 @@ def test_info_endpoint_reports_features(sock_client: nsbox.Client) -> None:
     info = sock_client.json("GET", "/v1/info")
     assert info["api_version"] == 1
     assert info["features"]["pty"] is False and info["features"]["cells"] is True
+
+
+def test_stop_and_start_keep_home_and_files_and_lose_the_kernel(sock_client: nsbox.Client) -> None:
+    with nsbox.Sandbox.create(env={"GREETING": "hi"}, home_size="64M", client=sock_client) as sbx:
+        sbx.run_code("x = 1")
+        sbx.commands.run("echo home > ~/notes.txt")
+        sbx.files.upload(b"kept", "kept.txt")
+        assert sbx.info().raw["home"]["quota_bytes"] in (64 << 20, 0)  # 0: a directory (rootless)
+        stopped = sbx.stop()
+        assert stopped.status == "stopped" and not stopped.running
+        assert stopped.raw["kernel_state_lost"] is True
+        with pytest.raises(nsbox.SandboxDead) as dead:
+            sbx.run_code("1")
+        assert "is stopped" in dead.value.message
+        assert sbx.files.download("kept.txt").buffer() == b"kept"  # the files API still serves
+        with pytest.raises(nsbox.InvalidArgument) as missing:
+            sbx.start()
+        assert "GREETING" in missing.value.message
+        started = sbx.start(env={"GREETING": "again"})
+        assert started.running and started.id == sbx.id
+        out = sbx.commands.run("cat ~/notes.txt /mnt/files/kept.txt; echo $GREETING").stdout
+        assert out == b"home\nkeptagain\n"
+        assert sbx.run_code("x").error is not None  # a fresh kernel
