@@ -28,7 +28,7 @@ using nsbox::api::Json;
 
 struct ServeArgs {
   std::optional<std::string> root;
-  std::optional<std::string> socket, listen, token_file, public_url, max_upload, tools_config;
+  std::optional<std::string> socket, listen, token_file, public_url, max_upload, tools_config, snapshot_dir;
   bool allow_remote = false;
 };
 
@@ -43,11 +43,12 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
     std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen
                                      : flag == "--token-file" ? &a.token_file : flag == "--public-url" ? &a.public_url
                                      : flag == "--max-upload" ? &a.max_upload
-                                     : flag == "--tools-config" ? &a.tools_config : nullptr;
+                                     : flag == "--tools-config" ? &a.tools_config
+                                     : flag == "--snapshot-dir" ? &a.snapshot_dir : nullptr;
     if (!slot || i + 1 >= argc)
       return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
                                            "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
-                                           "[--public-url URL] [--max-upload SIZE] [--tools-config FILE]"));
+                                           "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR]"));
     *slot = argv[++i];
   }
   return a;
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
     if (auto file = nsbox::load_tools_config_file(*args->tools_config); !file) return fail_start(file.error());
     ::setenv("NSBOX_TOOLS_CONFIG", args->tools_config->c_str(), 1);
   }
-  auto runtime = nsbox::Runtime::open({args->root});
+  auto runtime = nsbox::Runtime::open({args->root, args->snapshot_dir});
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();
   if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());

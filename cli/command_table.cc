@@ -16,6 +16,7 @@ const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: compo
 const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"};
 const FlagHelp kToolsConfig{"tools-config", "FILE", "tool settings and keys from a JSON file of yours, mode 0600 (or NSBOX_TOOLS_CONFIG)"};
 const FlagHelp kUserId{"user-id", "ID", "the user whose connected accounts the composio remote uses (default: default)"};
+const FlagHelp kSnapshotDir{"snapshot-dir", "DIR", "where snapshots are kept (default <data dir>/snapshots)"};
 const FlagHelp kTimeout{"timeout", "SECONDS", "the deadline (default 180); past it the command is killed, a cell interrupted"};
 
 }  // namespace
@@ -35,6 +36,8 @@ const std::vector<CommandHelp>& command_table() {
         {"volume", "NAME", "a named files volume at /mnt/files (made if new; outlives the sandbox, shareable)"},
         {"files-quota", "SIZE", "the files volume's quota (default 10G, less on a small disk)"},
         {"home-size", "SIZE", "/home/user's volume, kept across stop and start (default: 1G per GiB of the size's memory)"},
+        {"from-snapshot", "ID|NAME", "restore /home/user (and /mnt/files if it holds them) from a snapshot first"},
+        kSnapshotDir,
         {"mount", "URL:PATH[:rw][:staging_bytes=SIZE]",
          "a bucket at PATH: s3://B[/P], r2://B, gs://B, azblob://ACCOUNT/CONTAINER (repeatable); writes staged on the host "
          "up to SIZE (default 10G)"},
@@ -69,9 +72,18 @@ const std::vector<CommandHelp>& command_table() {
       {"start", "ID [--env K=V...] [--tools-config FILE]",
        "start a stopped sandbox again: same id, size, network and mounts, a fresh kernel",
        {{"env", "K=V", "an environment variable: every one the sandbox was created with must be given again (repeatable)"},
-        kToolsConfig},
+        kToolsConfig,
+        {"from-snapshot", "ID|NAME", "replace /home/user (and /mnt/files if it holds them) with a snapshot's first"},
+        kSnapshotDir},
        cmd_start, false,
        "Mount credentials and tool keys come from this command's environment, as at create."},
+      {"snapshot", "(create ID [--name N] [--include-files] | ls | rm ID|NAME...)",
+       "snapshots of /home/user (and /mnt/files): never a bucket mount, never a secret",
+       {{"name", "NAME", "create: a name to use instead of the snapshot's id"},
+        {"include-files", nullptr, "create: /mnt/files too"},
+        kSnapshotDir},
+       cmd_snapshot, false,
+       "Restore with `nsbox create --from-snapshot ID` or `nsbox start ID --from-snapshot SNAPSHOT`."},
       {"resize", "ID --size SIZE", "change a running sandbox's size (processes and state stay)", {kSize}, cmd_resize},
       {"net", "ID --allow HOST[,...]", "replace the allowlist of a --net allow= sandbox, live",
        {{"allow", "HOST[,*.DOMAIN,HOST:PORT...]", "the new allowlist (\"\" allows nothing)"},
@@ -108,7 +120,8 @@ const std::vector<CommandHelp>& command_table() {
         {"token-file", "PATH", "the bearer token's file (made if missing)"},
         {"public-url", "URL", "the base of signed download links"},
         {"max-upload", "SIZE", "the largest upload (default 100M)"},
-        {"tools-config", "FILE", "the tools (and keys) of the sandboxes it makes: a 0600 JSON file (docs/tools.md)"}},
+        {"tools-config", "FILE", "the tools (and keys) of the sandboxes it makes: a 0600 JSON file (docs/tools.md)"},
+        kSnapshotDir},
        cmd_serve, false, "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM."},
   };
   return table;

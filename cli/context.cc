@@ -25,7 +25,9 @@ std::optional<CommandContext> prepare(const Invocation& inv, int& exit_code, boo
   std::optional<std::string> root = inv.root;
   if (ctx.args.values.count("root")) root = ctx.args.value("root");
   if (open_runtime) {
-    auto rt = Runtime::open({root});
+    std::optional<std::string> snapshot_dir;
+    if (ctx.args.values.count("snapshot-dir")) snapshot_dir = absolute_path(ctx.args.value("snapshot-dir"));
+    auto rt = Runtime::open({root, snapshot_dir});
     if (!rt) {
       exit_code = ctx.out.error(rt.error());
       return std::nullopt;

@@ -70,6 +70,7 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
   if (!packages.empty()) doc["packages"] = std::move(packages);
   if (args.values.count("files-quota")) doc["files_quota"] = args.value("files-quota");
   if (args.values.count("home-size")) doc["home_size"] = args.value("home-size");
+  if (args.values.count("from-snapshot")) doc["from_snapshot"] = args.value("from-snapshot");
   if (args.values.count("env")) doc["env"] = NSBOX_TRY(env_document(args));
   nlohmann::json mounts = nlohmann::json::array();
   if (auto it = args.values.find("mount"); it != args.values.end())
@@ -233,13 +234,68 @@ int cmd_start(const Invocation& inv) {
   if (!id) return ctx->out.error(id.error());
   auto env = env_document(ctx->args);
   if (!env) return ctx->out.error(env.error());
-  auto options = start_options_from_json({{"env", *env}}, tools_environment(ctx->args));
+  nlohmann::json doc = {{"env", *env}};
+  if (ctx->args.values.count("from-snapshot")) doc["from_snapshot"] = ctx->args.value("from-snapshot");
+  auto options = start_options_from_json(doc, tools_environment(ctx->args));
   if (!options) return ctx->out.error(options.error());
   auto info = ctx->runtime->start(*id, *options);
   if (!info) return ctx->out.error(info.error());
   if (ctx->out.json) ctx->out.document(info->to_json());
   else ctx->out.line(info->record.id + ": running (a fresh kernel)");
   return 0;
+}
+
+int cmd_snapshot(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, code);
+  if (!ctx) return code;
+  const auto& pos = ctx->args.positionals;
+  std::string verb = pos.empty() ? "" : pos[0];
+  if (verb == "create" && pos.size() == 2) {
+    auto s = ctx->runtime->snapshot(pos[1], ctx->args.value("name", ""), ctx->args.has("include-files"));
+    if (!s) return ctx->out.error(s.error());
+    if (ctx->out.json) ctx->out.document(s->to_json());
+    else ctx->out.line(s->id);
+    return 0;
+  }
+  if (verb == "ls" && pos.size() == 1) {
+    auto list = ctx->runtime->snapshots();
+    if (!list) return ctx->out.error(list.error());
+    if (ctx->out.json) {
+      nlohmann::json arr = nlohmann::json::array();
+      for (const auto& s : *list) arr.push_back(s.to_json());
+      ctx->out.document({{"snapshots", arr}});
+      return 0;
+    }
+    char line[256];
+    std::snprintf(line, sizeof line, "%-20s %-20s %-12s %-9s %-10s %s", "ID", "NAME", "SANDBOX", "MEMBERS", "BYTES", "CREATED");
+    ctx->out.line(line);
+    for (const auto& s : *list) {
+      std::snprintf(line, sizeof line, "%-20s %-20s %-12s %-9llu %-10llu %s", s.id.c_str(), s.name.empty() ? "-" : s.name.c_str(),
+                    s.sandbox.c_str(), static_cast<unsigned long long>(s.members), static_cast<unsigned long long>(s.bytes),
+                    s.created_at.c_str());
+      ctx->out.line(line);
+    }
+    return 0;
+  }
+  if (verb == "rm" && pos.size() >= 2) {
+    nlohmann::json removed = nlohmann::json::array();
+    int exit_code = 0;
+    for (size_t i = 1; i < pos.size(); ++i) {
+      auto s = ctx->runtime->find_snapshot(pos[i]);
+      auto r = s ? ctx->runtime->remove_snapshot(s->id) : Result<void>(fail(s.error()));
+      if (!r) {
+        exit_code = ctx->out.error(r.error());
+        continue;
+      }
+      removed.push_back(s->id);
+      if (!ctx->out.json) ctx->out.line(s->id);
+    }
+    if (ctx->out.json) ctx->out.document({{"removed", removed}});
+    return exit_code;
+  }
+  return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox snapshot takes create ID, ls, or rm ID|NAME...",
+                                   "see `nsbox snapshot --help`"));
 }
 
 int cmd_rm(const Invocation& inv) {

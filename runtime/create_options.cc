@@ -216,7 +216,7 @@ Result<uint64_t> size_field(const Json& j, const char* key) {
 Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Environment& env, Caller caller) {
   if (!j.is_object()) return fail(malformed("a sandbox's options are a JSON object"));
   static const std::set<std::string> kFields = {"size", "name", "env", "net", "packages", "volume", "files_quota", "home_size",
-                                                "mounts", "manifest", "tools"};
+                                                "mounts", "manifest", "tools", "from_snapshot"};
   for (const auto& [key, value] : j.items())
     if (!kFields.count(key)) return fail(malformed("unknown field \"" + key + "\""));
   CreateOptions o;
@@ -235,6 +235,7 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   }
   o.net = NSBOX_TRY(o.packages.network_policy(j.value("net", Json("none"))));
   if (j.contains("volume")) o.volume = NSBOX_TRY(string_field(j, "volume"));
+  if (j.contains("from_snapshot")) o.from_snapshot = NSBOX_TRY(string_field(j, "from_snapshot"));
   o.env = NSBOX_TRY(env_field(j));
   o.files_quota = NSBOX_TRY(size_field(j, "files_quota"));
   o.home_size = NSBOX_TRY(size_field(j, "home_size"));
@@ -275,8 +276,10 @@ Result<ToolKeys> tool_keys_from(ToolsConfig& tools, const bucket::Environment& e
 Result<StartOptions> start_options_from_json(const Json& j, const bucket::Environment& env) {
   if (!j.is_object()) return fail(malformed("a start's options are a JSON object"));
   for (const auto& [key, value] : j.items())
-    if (key != "env") return fail(malformed("unknown field \"" + key + "\""));
-  return StartOptions{NSBOX_TRY(env_field(j)), env, {}, {}};
+    if (key != "env" && key != "from_snapshot") return fail(malformed("unknown field \"" + key + "\""));
+  StartOptions o{NSBOX_TRY(env_field(j)), env, {}, {}, {}};
+  if (j.contains("from_snapshot")) o.from_snapshot = NSBOX_TRY(string_field(j, "from_snapshot"));
+  return o;
 }
 
 bucket::Environment process_environment() {

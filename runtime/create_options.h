@@ -47,6 +47,7 @@ struct CreateOptions {
   // mount's credentials in an environment).
   std::vector<bucket::MountRequest> mounts;
   std::vector<WorkspaceEntry> workspace;  // parents before children
+  std::string from_snapshot;  // a snapshot's id or name, restored before the first command
   ToolsConfig tools;    // the tool bridge (docs/tools.md)
   ToolKeys tool_keys;   // from the caller's environment (or the server's); never saved
 };
@@ -65,7 +66,7 @@ Result<CreateOptions> create_options_from_json(const protocol::Json& j, const bu
 
 // What `start` takes again because it was never stored (docs/semantics.md, "Stop and
 // start"): env values, the mounts' credentials and the tool bridge's keys.
-//   {"env": {"K": "V"}}
+//   {"env": {"K": "V"}, "from_snapshot": "snp-..."}
 // Credentials come from `env` (the caller's environment) as at create; every variable the
 // sandbox was created with must be given again.
 struct StartOptions {
@@ -74,6 +75,7 @@ struct StartOptions {
   // A server's signed links for upload_local_file (api/), as at create; empty: none.
   std::string link_key;
   std::string link_base_url;
+  std::string from_snapshot;  // replaces /home/user (and /mnt/files if it holds them) first
 };
 Result<StartOptions> start_options_from_json(const protocol::Json& j, const bucket::Environment& env);
 // The tool bridge's keys for `tools`, from `env` or the NSBOX_TOOLS_CONFIG file it names.

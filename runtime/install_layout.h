@@ -6,6 +6,7 @@
 //   <prefix>/libexec/nsbox/nsbox-bucketfs           (a bucket mount's FUSE server)
 //   <prefix>/libexec/nsbox/nsbox-toolbridge         (a sandbox's tool bridge)
 //   <prefix>/libexec/nsbox/nsbox-server             (`nsbox serve`: the HTTP API)
+//   <prefix>/libexec/nsbox/nsbox-archive            (snapshots: packs and unpacks volumes)
 //   <prefix>/libexec/nsbox/sandbox/nsbox-init        -> /opt/nsbox/nsbox-init
 //   <prefix>/libexec/nsbox/sandbox/etc/{passwd,group,hosts}
 //
@@ -29,6 +30,7 @@ struct InstallLayout {
   std::string tool_bridge() const { return libexec_dir + "/nsbox-toolbridge"; }
   std::string net_proxy() const { return libexec_dir + "/nsbox-netproxy"; }
   std::string api_server() const { return libexec_dir + "/nsbox-server"; }
+  std::string archiver() const { return libexec_dir + "/nsbox-archive"; }
 };
 
 }  // namespace nsbox

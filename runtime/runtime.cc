@@ -130,7 +130,10 @@ Json SandboxInfo::to_json() const {
 Result<Runtime> Runtime::open(const RuntimeOptions& options) {
   auto root = NSBOX_TRY(StateRoot::resolve(options.root));
   auto layout = NSBOX_TRY(InstallLayout::discover());
-  return Runtime(StateStore(std::move(root)), std::move(layout));
+  std::string snapshots = options.snapshot_dir.value_or(root.data_dir + "/snapshots");
+  if (snapshots.empty() || snapshots.front() != '/')
+    return fail(make_error(ErrorCode::kInvalidArgument, "--snapshot-dir must be an absolute path, not '" + snapshots + "'"));
+  return Runtime(StateStore(std::move(root)), std::move(layout), std::move(snapshots));
 }
 
 // Why a sandbox does not answer: stopped (`nsbox stop`), or dead (its supervisor went).
@@ -184,6 +187,17 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     drop_volumes();
     remove_leftovers(id, options.name);
     return fail(std::move(e).context("create sandbox"));
+  }
+  if (!options.from_snapshot.empty()) {
+    auto restored = [&]() -> Result<void> {
+      auto snapshot = NSBOX_TRY(find_snapshot(options.from_snapshot));
+      return snapshot_store().restore(snapshot, *home, *volume, /*replace=*/false);
+    }();
+    if (!restored) {
+      drop_volumes();
+      remove_leftovers(id, options.name);
+      return fail(std::move(restored.error()).context("create sandbox"));
+    }
   }
   const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");  // tests only (nat_helper.h)
   SupervisorSpec spec{id,           options.name,  options.size,  options.net,       test_resolve_overrides(),
@@ -303,6 +317,12 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     PackageSources packages;
     if (!record.packages.is_null()) packages = NSBOX_TRY(PackageSources::from_json(record.packages));
     NSBOX_CHECK(clean_after_supervisor(record));
+    if (!options.from_snapshot.empty()) {
+      auto snapshot = NSBOX_TRY(find_snapshot(options.from_snapshot));
+      auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record.home));
+      auto files = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
+      NSBOX_CHECK_CTX(snapshot_store().restore(snapshot, home, files, /*replace=*/true), "start " + id);
+    }
     const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");
     spec = SupervisorSpec{id,      record.name, record.size, record.net, test_resolve_overrides(), nat_netns ? nat_netns : "",
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
@@ -634,6 +654,28 @@ Result<void> Runtime::write_workspace(const std::string& id, const std::vector<W
   }
   return {};
 }
+
+Result<SnapshotInfo> Runtime::snapshot(const std::string& id_or_name, const std::string& name, bool include_files) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  auto record = NSBOX_TRY(store_.load(id));
+  if (record.home.empty())
+    return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " keeps /home/user in memory (made by an older nsbox)",
+                           "its /mnt/files can be downloaded with `nsbox files`"));
+  auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record.home));
+  auto files = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
+  // Bucket mounts are never in a snapshot: those under /home/user are left out by path.
+  std::vector<std::string> skip;
+  const std::string home_prefix = std::string(SandboxFs::kWorkspace) + "/";
+  for (const auto& m : record.mounts)
+    if (m.mount_path.starts_with(home_prefix)) skip.push_back(m.mount_path.substr(home_prefix.size()));
+  return snapshot_store().create(record, home, files, name, include_files, skip);
+}
+
+Result<std::vector<SnapshotInfo>> Runtime::snapshots() const { return snapshot_store().list(); }
+
+Result<SnapshotInfo> Runtime::find_snapshot(const std::string& id_or_name) const { return snapshot_store().find(id_or_name); }
+
+Result<void> Runtime::remove_snapshot(const std::string& id_or_name) const { return snapshot_store().remove(id_or_name); }
 
 Result<std::vector<Volume>> Runtime::volumes() const { return VolumeStore(store_.root()).list(); }
 

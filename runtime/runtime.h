@@ -21,6 +21,7 @@
 #include "runtime/install_layout.h"
 #include "runtime/protocol/supervisor_spec.h"
 #include "runtime/sandbox_fs.h"
+#include "runtime/snapshot/snapshot_store.h"
 #include "runtime/state_store.h"
 #include "runtime/volume_store.h"
 #include "mounts/bucket/mount_spec.h"
@@ -29,6 +30,7 @@ namespace nsbox {
 
 struct RuntimeOptions {
   std::optional<std::string> root;  // --root / NSBOX_ROOT
+  std::optional<std::string> snapshot_dir;  // --snapshot-dir; default <data>/snapshots
 };
 
 // Running; stopped by `stop` (start brings it back); dead: its supervisor went without
@@ -142,6 +144,12 @@ class Runtime {
   // The answer to one of them (`error` a string, or null for `result`).
   Result<void> answer_tool_call(const std::string& id_or_name, const std::string& call_id, const protocol::Json& result,
                                 const protocol::Json& error) const;
+  // Snapshots (docs/semantics.md, "Snapshots"): /home/user (and /mnt/files with
+  // `include_files`) of a running, stopped or dead sandbox, without its bucket mounts.
+  Result<SnapshotInfo> snapshot(const std::string& id_or_name, const std::string& name, bool include_files) const;
+  Result<std::vector<SnapshotInfo>> snapshots() const;
+  Result<SnapshotInfo> find_snapshot(const std::string& id_or_name) const;
+  Result<void> remove_snapshot(const std::string& id_or_name) const;
   Result<std::vector<Volume>> volumes() const;
   Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
   // create + exec + remove in one process, without a supervisor daemon. It clones the
@@ -154,7 +162,9 @@ class Runtime {
   const StateStore& store() const { return store_; }
 
  private:
-  Runtime(StateStore store, InstallLayout layout) : store_(std::move(store)), layout_(std::move(layout)) {}
+  Runtime(StateStore store, InstallLayout layout, std::string snapshot_dir)
+      : store_(std::move(store)), layout_(std::move(layout)), snapshot_dir_(std::move(snapshot_dir)) {}
+  SnapshotStore snapshot_store() const { return SnapshotStore(snapshot_dir_, layout_.archiver()); }
   Result<SandboxInfo> info_for(const std::string& id) const;
   Error not_running(const std::string& id) const;
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
@@ -167,6 +177,7 @@ class Runtime {
 
   StateStore store_;
   InstallLayout layout_;
+  std::string snapshot_dir_;
 };
 
 }  // namespace nsbox

@@ -279,9 +279,9 @@ Result<UniqueFd> open_dir(const std::string& path) {
   return fd;
 }
 
-Result<std::vector<std::string>> list_dir(const std::string& path) {
-  DIR* d = ::opendir(path.c_str());
-  if (!d) return fail(sys_error("opendir " + path));
+namespace {
+
+std::vector<std::string> read_names(DIR* d) {
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
     if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
@@ -289,6 +289,25 @@ Result<std::vector<std::string>> list_dir(const std::string& path) {
   }
   ::closedir(d);
   return names;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> list_dir_at(int dirfd, const std::string& shown) {
+  int copy = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (copy < 0) return fail(sys_error("open " + shown));
+  DIR* d = ::fdopendir(copy);
+  if (!d) {
+    ::close(copy);
+    return fail(sys_error("opendir " + shown));
+  }
+  return read_names(d);
+}
+
+Result<std::vector<std::string>> list_dir(const std::string& path) {
+  DIR* d = ::opendir(path.c_str());
+  if (!d) return fail(sys_error("opendir " + path));
+  return read_names(d);
 }
 
 bool exists(const std::string& path) {

@@ -59,6 +59,8 @@ struct DirPage {
 };
 Result<DirPage> list_page(int dirfd, size_t limit, const std::string& cursor, const std::string& shown);
 Result<std::vector<std::string>> list_dir(const std::string& path);
+// The names in the directory `dirfd` (`shown` names it in errors).
+Result<std::vector<std::string>> list_dir_at(int dirfd, const std::string& shown);
 
 bool exists(const std::string& path);
 

@@ -341,13 +341,13 @@ TEST_CASE("rm after the supervisor was killed removes the mount tool's cache fro
   CHECK(staging_leftovers(root, id).empty());
 }
 
-TEST_CASE("stop and start keep a sandbox's mounts: the definition is kept, the credentials are taken again", "[s3]") {
+TEST_CASE("stop and start keep a sandbox's mounts (the credentials taken again); a snapshot never holds a mount", "[s3]") {
   NSBOX_NEEDS(node_peers());
   NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"kept"});
   TestRoot root;
-  std::string id = create_with_manifest(root, s3, R"([{"type": "s3", "bucket": "kept", "mount_path": "/data", "read_only": false}])");
-  REQUIRE(root.sh(id, "echo acknowledged > /data/f").exit_code == 0);
+  std::string id = create_with_manifest(root, s3, R"([{"type": "s3", "bucket": "kept", "mount_path": "/home/user/bucket", "read_only": false}])");
+  REQUIRE(root.sh(id, "echo acknowledged > ~/bucket/f && echo own > ~/own").exit_code == 0);
   pid_t server = TestRoot::json(root.nsbox({"inspect", "--json", id}))["mount_servers"][0].get<pid_t>();
   auto stop = root.nsbox({"stop", id});
   INFO(stop.err);
@@ -356,21 +356,34 @@ TEST_CASE("stop and start keep a sandbox's mounts: the definition is kept, the c
   CHECK(staging_leftovers(root, id).empty());
   auto stopped = TestRoot::json(root.nsbox({"inspect", "--json", id}));
   REQUIRE(stopped["mounts"].size() == 1);
-  CHECK(stopped["mounts"][0]["mount_path"] == "/data");
+  CHECK(stopped["mounts"][0]["mount_path"] == "/home/user/bucket");
   CHECK(stopped.dump().find(kSecret) == std::string::npos);
 
   // Without credentials in the environment: a clear error, and the sandbox stays stopped.
   auto bare = root.nsbox({"start", id});
   CHECK(bare.exit_code != 0);
-  CHECK(bare.err.find("/data") != std::string::npos);
+  CHECK(bare.err.find("/home/user/bucket") != std::string::npos);
   CHECK(bare.err.find("AWS_ACCESS_KEY_ID") != std::string::npos);
   CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "stopped");
 
   auto start = root.nsbox({"start", id}, {.extra_env = credentials_env(s3)});
   INFO(start.err);
   REQUIRE(start.exit_code == 0);
-  CHECK(root.sh(id, "cat /data/f && echo again >> /data/f && cat /data/f").out == "acknowledged\nacknowledged\nagain\n");
+  CHECK(root.sh(id, "cat ~/bucket/f && echo again >> ~/bucket/f && cat ~/bucket/f").out == "acknowledged\nacknowledged\nagain\n");
   CHECK(nsbox::files::read_file(root.path() + "/run/sandboxes/" + id + "/state.json")->find(kSecret) == std::string::npos);
+
+  // A snapshot of the running sandbox leaves the mount out: its spec keeps the topology,
+  // never a credential.
+  auto snap = root.nsbox({"snapshot", "create", "--json", id});
+  INFO(snap.err);
+  REQUIRE(snap.exit_code == 0);
+  auto info = TestRoot::json(snap);
+  CHECK(info["spec"]["mounts"][0]["mount_path"] == "/home/user/bucket");
+  CHECK(info.dump().find(kSecret) == std::string::npos);
+  auto listing = run_process({"/bin/tar", "-tf", root.path() + "/data/snapshots/" + info["id"].get<std::string>() + "/home.tar"});
+  CHECK(listing.out.find("own") != std::string::npos);
+  CHECK(listing.out.find("bucket") == std::string::npos);
+  CHECK(root.nsbox({"snapshot", "rm", info["id"]}).exit_code == 0);
 }
 
 TEST_CASE("the credentials are in no host process's environment: not the supervisor's, not the server's", "[s3]") {

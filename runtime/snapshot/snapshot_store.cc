@@ -1,0 +1,206 @@
+#include "runtime/snapshot/snapshot_store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/program.h"
+#include "isolation/sys/rfc3339.h"
+#include "isolation/sys/sha256.h"
+#include "isolation/sys/syscall.h"
+#include "isolation/userns.h"
+#include "runtime/command.h"
+
+namespace nsbox {
+namespace {
+
+using nlohmann::json;
+
+// Bounds a pack or unpack that hangs; a 4 GiB workspace takes well under a minute.
+constexpr double kArchiverTimeoutS = 3600;
+constexpr size_t kMaxReport = 64 << 10;
+
+std::string new_snapshot_id() { return "snp-" + sys::random_hex(8); }
+
+bool is_snapshot_id(const std::string& s) { return s.size() == 20 && s.starts_with("snp-"); }
+
+// The volume as nsbox-archive takes it.
+std::vector<std::string> volume_args(const Volume& v) { return {v.image ? "--image" : "--dir", v.path}; }
+
+// What of a sandbox a snapshot may say: its definition without anything secret.
+json secret_free_spec(const SandboxRecord& r) {
+  json mounts = json::array();
+  for (const auto& m : r.mounts) mounts.push_back(m.to_json());
+  return {{"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"mounts", mounts}, {"env_names", r.env_names}};
+}
+
+Result<uint64_t> env_number(const char* name, uint64_t fallback) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(text, &end, 10);
+  if (*end != '\0' || v == 0)
+    return fail(make_error(ErrorCode::kInvalidArgument, std::string(name) + " must be a positive number, not '" + text + "'"));
+  return static_cast<uint64_t>(v);
+}
+
+}  // namespace
+
+json SnapshotInfo::to_json() const {
+  return {{"id", id},           {"name", name},       {"sandbox", sandbox}, {"created_at", created_at},
+          {"include_files", include_files}, {"members", members}, {"bytes", bytes}, {"skipped", skipped},
+          {"left_out", left_out},
+          {"fingerprint", fingerprint}, {"spec", spec}};
+}
+
+Result<SnapshotInfo> SnapshotInfo::from_json(const json& j, std::string dir) {
+  try {
+    SnapshotInfo s;
+    s.id = j.at("id").get<std::string>();
+    s.name = j.value("name", "");
+    s.sandbox = j.value("sandbox", "");
+    s.created_at = j.value("created_at", "");
+    s.include_files = j.value("include_files", false);
+    s.members = j.value("members", uint64_t{0});
+    s.bytes = j.value("bytes", uint64_t{0});
+    s.skipped = j.value("skipped", uint64_t{0});
+    s.left_out = j.value("left_out", std::vector<std::string>{});
+    s.fingerprint = j.value("fingerprint", "");
+    s.spec = j.value("spec", json::object());
+    s.dir = std::move(dir);
+    return s;
+  } catch (const json::exception& e) {
+    return fail(make_error(ErrorCode::kInternal, "corrupt snapshot record in " + dir + ": " + e.what()));
+  }
+}
+
+Result<SnapshotLimits> SnapshotLimits::from_environment() {
+  SnapshotLimits l;
+  l.max_members = NSBOX_TRY(env_number("NSBOX_SNAPSHOT_MAX_MEMBERS", l.max_members));
+  l.max_bytes = NSBOX_TRY(env_number("NSBOX_SNAPSHOT_MAX_BYTES", l.max_bytes));
+  return l;
+}
+
+Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const std::string& what) const {
+  auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
+  argv.insert(argv.begin(), archiver_);
+  argv.insert(argv.end(), {"--max-members", std::to_string(limits.max_members), "--max-bytes", std::to_string(limits.max_bytes)});
+  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport);
+  std::string err = run.err;
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + archiver_ + ": " + err));
+  if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(kArchiverTimeoutS)) + " s"));
+  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
+    // nsbox-archive says what failed on its first line, and a hint on a second.
+    std::string message = err.substr(0, err.find('\n')), hint;
+    if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7);
+    ErrorCode code = message.find("refused") != std::string::npos           ? ErrorCode::kInvalidArgument
+                     : message.find("more than") != std::string::npos ? ErrorCode::kLimitExceeded
+                                                                       : ErrorCode::kSystem;
+    return fail(make_error(code, what + ": " + (message.empty() ? "nsbox-archive failed" : message), hint));
+  }
+  auto report = json::parse(run.out, nullptr, false);
+  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, what + ": nsbox-archive gave no report"));
+  return report;
+}
+
+Result<SnapshotInfo> SnapshotStore::create(const SandboxRecord& record, const Volume& home, const Volume& files,
+                                           const std::string& name, bool include_files,
+                                           const std::vector<std::string>& skip_home) const {
+  if (!name.empty()) {
+    NSBOX_CHECK(StateStore::validate_name(name));
+    if (find(name)) return fail(make_error(ErrorCode::kAlreadyExists, "a snapshot named '" + name + "' already exists"));
+  }
+  NSBOX_CHECK(files::ensure_private_dir(dir_));
+  SnapshotInfo s;
+  s.id = new_snapshot_id();
+  s.name = name;
+  s.sandbox = record.id;
+  s.created_at = sys::now_rfc3339();
+  s.include_files = include_files;
+  s.spec = secret_free_spec(record);
+  std::string making = dir_ + "/.making-" + s.id + "-" + std::to_string(::getpid());
+  if (::mkdir(making.c_str(), 0700) != 0) return fail(sys_error("mkdir " + making));
+  auto built = [&]() -> Result<void> {
+    std::vector<std::string> argv = {"pack"};
+    for (auto& a : volume_args(home)) argv.push_back(a);
+    argv.insert(argv.end(), {"--out", making + "/home.tar"});
+    for (const auto& rel : skip_home) argv.insert(argv.end(), {"--skip", rel});
+    json h = NSBOX_TRY(run_archiver(argv, "snapshot /home/user of " + record.id));
+    std::string digests = h.value("sha256", "") + ":";
+    s.members += h.value("members", uint64_t{0});
+    s.bytes += h.value("bytes", uint64_t{0});
+    s.skipped += h.value("skipped", uint64_t{0});
+    for (const auto& name : h.value("left_out", std::vector<std::string>{})) s.left_out.push_back("home/" + name);
+    if (include_files) {
+      argv = {"pack"};
+      for (auto& a : volume_args(files)) argv.push_back(a);
+      // nsbox's own: long outputs spilled by commands and cells.
+      argv.insert(argv.end(), {"--out", making + "/files.tar", "--skip", ".nsbox"});
+      json f = NSBOX_TRY(run_archiver(argv, "snapshot /mnt/files of " + record.id));
+      digests += f.value("sha256", "");
+      s.members += f.value("members", uint64_t{0});
+      s.bytes += f.value("bytes", uint64_t{0});
+      s.skipped += f.value("skipped", uint64_t{0});
+      for (const auto& name : f.value("left_out", std::vector<std::string>{})) s.left_out.push_back("files/" + name);
+    }
+    s.fingerprint = sha256_hex(digests + ":" + s.spec.dump());
+    NSBOX_CHECK(files::atomic_write(making + "/snapshot.json", s.to_json().dump(2) + "\n", 0600));
+    if (::rename(making.c_str(), (dir_ + "/" + s.id).c_str()) != 0) return fail(sys_error("rename " + making));
+    return {};
+  }();
+  if (!built) {
+    (void)files::remove_tree(making);
+    return fail(std::move(built.error()));
+  }
+  s.dir = dir_ + "/" + s.id;
+  return s;
+}
+
+Result<std::vector<SnapshotInfo>> SnapshotStore::list() const {
+  std::vector<SnapshotInfo> out;
+  if (!files::exists(dir_)) return out;
+  for (const auto& entry : NSBOX_TRY(files::list_dir(dir_))) {
+    if (!is_snapshot_id(entry)) continue;
+    std::string dir = dir_ + "/" + entry;
+    auto text = files::read_file(dir + "/snapshot.json");
+    if (!text) continue;
+    auto j = json::parse(*text, nullptr, false);
+    if (auto s = SnapshotInfo::from_json(j, dir)) out.push_back(std::move(*s));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.created_at < b.created_at; });
+  return out;
+}
+
+Result<SnapshotInfo> SnapshotStore::find(const std::string& id_or_name) const {
+  for (auto& s : NSBOX_TRY(list()))
+    if (s.id == id_or_name || (!s.name.empty() && s.name == id_or_name)) return std::move(s);
+  return fail(make_error(ErrorCode::kNotFound, "no snapshot '" + id_or_name + "' in " + dir_, "`nsbox snapshot ls` lists them"));
+}
+
+Result<void> SnapshotStore::remove(const std::string& id_or_name) const {
+  auto s = NSBOX_TRY(find(id_or_name));
+  return files::remove_tree(s.dir);
+}
+
+Result<void> SnapshotStore::restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const {
+  auto ids = userns::host_ids();
+  auto unpack = [&](const Volume& v, const std::string& archive, const std::string& what) -> Result<void> {
+    std::vector<std::string> argv = {"unpack"};
+    for (auto& a : volume_args(v)) argv.push_back(a);
+    argv.insert(argv.end(), {"--archive", snapshot.dir + "/" + archive, "--uid", std::to_string(ids.uid), "--gid", std::to_string(ids.gid)});
+    if (replace) argv.push_back("--replace");
+    NSBOX_CHECK(run_archiver(argv, "restore " + what + " from " + snapshot.id));
+    return {};
+  };
+  NSBOX_CHECK(unpack(home, "home.tar", "/home/user"));
+  if (snapshot.include_files) NSBOX_CHECK(unpack(files, "files.tar", "/mnt/files"));
+  return {};
+}
+
+}  // namespace nsbox

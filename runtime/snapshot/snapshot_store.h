@@ -1,0 +1,78 @@
+// Snapshots of sandboxes' workspaces (docs/semantics.md, "Snapshots"), kept in a
+// directory: <data>/snapshots by default, or --snapshot-dir.
+//
+//   <dir>/<snp-id>/snapshot.json   what it is: id, name, the sandbox it was taken of, a
+//                                  secret-free spec (size, network, mount topology,
+//                                  env names), counts, fingerprint
+//   <dir>/<snp-id>/home.tar        /home/user, members relative to it
+//   <dir>/<snp-id>/files.tar       /mnt/files, with --include-files
+//
+// A snapshot is made in <dir>/.making-<snp-id>-<pid> and renamed into place: a failure
+// (a full disk, a refused workspace) leaves no partial snapshot. The archives are packed
+// and unpacked by nsbox-archive (runtime/snapshot/archive_main.cc), streamed: memory does
+// not grow with the workspace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/sys/error.h"
+#include "runtime/state_store.h"
+#include "runtime/volume_store.h"
+
+namespace nsbox {
+
+struct SnapshotInfo {
+  std::string id;    // snp-<random>
+  std::string name;  // an alias; may be empty
+  std::string sandbox;
+  std::string created_at;
+  bool include_files = false;
+  uint64_t members = 0;
+  uint64_t bytes = 0;
+  uint64_t skipped = 0;  // left out: FIFOs, sockets, devices, symlinks pointing out
+  std::vector<std::string> left_out;  // the first of them (`home/...`, `files/...`)
+  // sha-256 over the archives' digests and the spec's: the same workspace and definition
+  // give the same fingerprint.
+  std::string fingerprint;
+  nlohmann::json spec;  // {"size", "net", "mounts", "env_names"}: never a credential or env value
+  std::string dir;      // where it is on disk
+
+  nlohmann::json to_json() const;
+  static Result<SnapshotInfo> from_json(const nlohmann::json& j, std::string dir);
+};
+
+// Limits on what a snapshot may hold, for packing and unpacking alike: 100,000 members
+// and 4 GiB of file contents, or NSBOX_SNAPSHOT_MAX_MEMBERS / NSBOX_SNAPSHOT_MAX_BYTES.
+struct SnapshotLimits {
+  uint64_t max_members = 100000;
+  uint64_t max_bytes = 4ull << 30;
+  static Result<SnapshotLimits> from_environment();
+};
+
+class SnapshotStore {
+ public:
+  SnapshotStore(std::string dir, std::string archiver) : dir_(std::move(dir)), archiver_(std::move(archiver)) {}
+  const std::string& dir() const { return dir_; }
+
+  // Packs the sandbox's home (and files) volume. `skip_home` holds paths relative to
+  // /home/user left out (bucket mounts under it).
+  Result<SnapshotInfo> create(const SandboxRecord& record, const Volume& home, const Volume& files, const std::string& name,
+                              bool include_files, const std::vector<std::string>& skip_home) const;
+  Result<std::vector<SnapshotInfo>> list() const;
+  Result<SnapshotInfo> find(const std::string& id_or_name) const;
+  Result<void> remove(const std::string& id_or_name) const;
+  // Unpacks a snapshot into the volumes, as the sandbox user; `replace` empties each first.
+  // The whole archive is checked before anything is written.
+  Result<void> restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
+
+ private:
+  Result<nlohmann::json> run_archiver(std::vector<std::string> argv, const std::string& what) const;
+  std::string dir_;
+  std::string archiver_;
+};
+
+}  // namespace nsbox

@@ -1,0 +1,321 @@
+#include "runtime/snapshot/tree_archive.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/sha256.h"
+#include "isolation/sys/unique_fd.h"
+
+namespace nsbox::snapshot {
+namespace {
+
+constexpr size_t kChunk = 1 << 20;
+constexpr int kMaxDepth = 256;
+constexpr uid_t kSandboxUid = 1000;  // owners as the sandbox sees them
+
+struct ArchiveDeleter {
+  void operator()(archive* a) const { archive_write_free(a); }
+};
+struct ReaderDeleter {
+  void operator()(archive* a) const { archive_read_free(a); }
+};
+struct EntryDeleter {
+  void operator()(archive_entry* e) const { archive_entry_free(e); }
+};
+using Writer = std::unique_ptr<archive, ArchiveDeleter>;
+using Reader = std::unique_ptr<archive, ReaderDeleter>;
+using Entry = std::unique_ptr<archive_entry, EntryDeleter>;
+
+Error archive_error(archive* a, const std::string& what) {
+  const char* text = archive_error_string(a);
+  return make_error(ErrorCode::kSystem, what + ": " + (text ? text : "libarchive failed"));
+}
+
+Error refused(const std::string& member, const std::string& why) {
+  return make_error(ErrorCode::kInvalidArgument, "snapshot member '" + member.substr(0, 256) + "' refused: " + why);
+}
+
+Error over_limit(const std::string& what, uint64_t limit) {
+  return make_error(ErrorCode::kLimitExceeded, "the workspace has more than " + std::to_string(limit) + " " + what,
+                    "NSBOX_SNAPSHOT_MAX_MEMBERS and NSBOX_SNAPSHOT_MAX_BYTES raise the limits");
+}
+
+// The archive's bytes go to a file and through the hash.
+struct Sink {
+  int fd;
+  Sha256 hash;
+  std::string error;
+};
+
+la_ssize_t write_to_sink(archive*, void* data, const void* buf, size_t len) {
+  auto* sink = static_cast<Sink*>(data);
+  std::string_view bytes(static_cast<const char*>(buf), len);
+  if (auto w = files::write_all(sink->fd, bytes, "the snapshot"); !w) {
+    sink->error = w.error().message;
+    return -1;
+  }
+  sink->hash.update(bytes);
+  return static_cast<la_ssize_t>(len);
+}
+
+class Packer {
+ public:
+  Packer(archive* a, const std::set<std::string>& skip, const ArchiveLimits& limits) : a_(a), skip_(skip), limits_(limits) {}
+
+  Result<void> add_dir(int dirfd, const std::string& prefix, int depth) {
+    if (depth > kMaxDepth) return fail(make_error(ErrorCode::kLimitExceeded, "'" + prefix + "' is deeper than " + std::to_string(kMaxDepth) + " levels"));
+    for (const auto& name : NSBOX_TRY(sorted_names(dirfd, prefix))) {
+      std::string rel = prefix.empty() ? name : prefix + "/" + name;
+      if (skip_.count(rel)) continue;
+      struct stat st{};
+      if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;  // removed while we walk
+        return fail(sys_error("stat " + rel));
+      }
+      if (S_ISDIR(st.st_mode)) {
+        UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!sub) return fail(sys_error("open " + rel));
+        if (::fstat(sub.get(), &st) != 0) return fail(sys_error("stat " + rel));
+        NSBOX_CHECK(header(rel, AE_IFDIR, st, 0, nullptr));
+        NSBOX_CHECK(add_dir(sub.get(), rel, depth + 1));
+      } else if (S_ISREG(st.st_mode)) {
+        NSBOX_CHECK(add_file(dirfd, name, rel));
+      } else if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = ::readlinkat(dirfd, name.c_str(), target, sizeof target - 1);
+        if (n < 0) return fail(sys_error("readlink " + rel));
+        target[n] = '\0';
+        if (link_stays_inside(rel, target)) NSBOX_CHECK(header(rel, AE_IFLNK, st, 0, target));
+        else leave_out(rel + " -> " + target);
+      } else {
+        leave_out(rel);  // FIFOs, sockets, devices: nothing to keep
+      }
+    }
+    return {};
+  }
+
+  ArchiveSummary summary() const { return summary_; }
+
+ private:
+  static constexpr size_t kNamedLeftOut = 20;
+
+  void leave_out(const std::string& what) {
+    if (++summary_.skipped <= kNamedLeftOut) summary_.left_out.push_back(what.substr(0, 512));
+  }
+
+  Result<std::vector<std::string>> sorted_names(int dirfd, const std::string& shown) {
+    auto names = NSBOX_TRY(files::list_dir_at(dirfd, shown.empty() ? std::string(".") : shown));
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  Result<void> count(const std::string&, uint64_t size) {
+    if (++summary_.members > limits_.max_members) return fail(over_limit("members", limits_.max_members));
+    summary_.bytes += size;
+    if (summary_.bytes > limits_.max_bytes) return fail(over_limit("bytes of files", limits_.max_bytes));
+    return {};
+  }
+
+  Result<void> header(const std::string& rel, unsigned type, const struct stat& st, uint64_t size, const char* link) {
+    NSBOX_CHECK(count(rel, size));
+    Entry e(archive_entry_new());
+    archive_entry_set_pathname(e.get(), rel.c_str());
+    archive_entry_set_filetype(e.get(), type);
+    archive_entry_set_perm(e.get(), st.st_mode & 07777 & ~(S_ISUID | S_ISGID));
+    archive_entry_set_size(e.get(), static_cast<la_int64_t>(size));
+    archive_entry_set_mtime(e.get(), st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    archive_entry_set_uid(e.get(), kSandboxUid);
+    archive_entry_set_gid(e.get(), kSandboxUid);
+    if (link) archive_entry_set_symlink(e.get(), link);
+    if (archive_write_header(a_, e.get()) != ARCHIVE_OK) return fail(archive_error(a_, "archive " + rel));
+    return {};
+  }
+
+  Result<void> add_file(int dirfd, const std::string& name, const std::string& rel) {
+    // O_NONBLOCK: a FIFO swapped in after the stat must not block the open.
+    UniqueFd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) return fail(sys_error("open " + rel));
+    struct stat st{};
+    if (::fstat(fd.get(), &st) != 0) return fail(sys_error("stat " + rel));
+    if (!S_ISREG(st.st_mode)) {
+      leave_out(rel);
+      return {};
+    }
+    uint64_t size = static_cast<uint64_t>(st.st_size);
+    NSBOX_CHECK(header(rel, AE_IFREG, st, size, nullptr));
+    buffer_.resize(kChunk);
+    uint64_t done = 0;
+    while (done < size) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - done));
+      ssize_t got = ::read(fd.get(), buffer_.data(), want);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return fail(sys_error("read " + rel));
+      if (got == 0) {
+        // It shrank while we read (a live sandbox): the header promised `size`; pad
+        // with zeros, as tar does.
+        std::fill(buffer_.begin(), buffer_.begin() + static_cast<long>(want), '\0');
+        got = static_cast<ssize_t>(want);
+      }
+      if (archive_write_data(a_, buffer_.data(), static_cast<size_t>(got)) < 0) return fail(archive_error(a_, "archive " + rel));
+      done += static_cast<uint64_t>(got);
+    }
+    return {};
+  }
+
+  archive* a_;
+  const std::set<std::string>& skip_;
+  ArchiveLimits limits_;
+  ArchiveSummary summary_;
+  std::vector<char> buffer_;
+};
+
+}  // namespace
+
+Result<std::string> clean_member_name(const std::string& name) {
+  if (name.empty()) return fail(refused(name, "an empty name"));
+  if (name.front() == '/') return fail(refused(name, "an absolute path"));
+  std::string out;
+  size_t at = 0;
+  while (at <= name.size()) {
+    size_t end = name.find('/', at);
+    if (end == std::string::npos) end = name.size();
+    std::string_view part(name.data() + at, end - at);
+    if (part == "..") return fail(refused(name, "'..' in the path"));
+    if (!part.empty() && part != ".") {
+      if (!out.empty()) out += '/';
+      out += part;
+    }
+    at = end + 1;
+  }
+  if (out.empty()) return fail(refused(name, "no name left"));
+  return out;
+}
+
+bool link_stays_inside(const std::string& member, const std::string& target) {
+  if (target.empty() || target.front() == '/') return false;
+  // The link's directory, as a stack of components, then the target's applied to it.
+  std::vector<std::string_view> stack;
+  std::string_view rest(member);
+  for (size_t slash; (slash = rest.find('/')) != std::string_view::npos; rest.remove_prefix(slash + 1))
+    stack.push_back(rest.substr(0, slash));
+  std::string_view t(target);
+  while (!t.empty()) {
+    size_t slash = t.find('/');
+    std::string_view part = t.substr(0, slash);
+    t.remove_prefix(slash == std::string_view::npos ? t.size() : slash + 1);
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      if (stack.empty()) return false;
+      stack.pop_back();
+    } else {
+      stack.push_back(part);
+    }
+  }
+  return true;
+}
+
+Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>& skip, const ArchiveLimits& limits) {
+  Writer a(archive_write_new());
+  if (!a) return fail(make_error(ErrorCode::kSystem, "archive_write_new failed"));
+  Sink sink{out_fd, {}, {}};
+  if (archive_write_set_format_pax_restricted(a.get()) != ARCHIVE_OK) return fail(archive_error(a.get(), "pax format"));
+  archive_write_set_bytes_in_last_block(a.get(), 1);  // no padding past the end-of-archive blocks
+  if (archive_write_open2(a.get(), &sink, nullptr, write_to_sink, nullptr, nullptr) != ARCHIVE_OK)
+    return fail(archive_error(a.get(), "open the archive"));
+  Packer packer(a.get(), skip, limits);
+  auto packed = packer.add_dir(root_fd, "", 0);
+  if (!packed) {
+    if (!sink.error.empty()) return fail(make_error(ErrorCode::kSystem, "write the snapshot: " + sink.error));
+    return fail(std::move(packed.error()));
+  }
+  if (archive_write_close(a.get()) != ARCHIVE_OK) {
+    if (!sink.error.empty()) return fail(make_error(ErrorCode::kSystem, "write the snapshot: " + sink.error));
+    return fail(archive_error(a.get(), "finish the archive"));
+  }
+  ArchiveSummary s = packer.summary();
+  s.sha256 = sink.hash.hex_digest();
+  return s;
+}
+
+namespace {
+
+// One pass over the archive: every member checked; with `out`, extracted too.
+Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits, archive* out) {
+  Reader in(archive_read_new());
+  if (!in) return fail(make_error(ErrorCode::kSystem, "archive_read_new failed"));
+  archive_read_support_format_tar(in.get());  // tar and pax only; no filter, no other format
+  if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) return fail(archive_error(in.get(), "open the snapshot"));
+  ArchiveSummary summary;
+  std::set<std::string> seen;
+  for (;;) {
+    archive_entry* e = nullptr;
+    int r = archive_read_next_header(in.get(), &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r != ARCHIVE_OK) return fail(archive_error(in.get(), "read the snapshot"));
+    const char* raw = archive_entry_pathname(e);
+    std::string name = NSBOX_TRY(clean_member_name(raw ? raw : ""));
+    if (archive_entry_hardlink(e)) return fail(refused(name, "a hard link"));
+    unsigned type = archive_entry_filetype(e);
+    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+      return fail(refused(name, type == AE_IFCHR || type == AE_IFBLK ? "a device node" : type == AE_IFIFO ? "a FIFO" : "not a file, directory or symlink"));
+    if (type == AE_IFLNK) {
+      const char* target = archive_entry_symlink(e);
+      if (!target || !link_stays_inside(name, target))
+        return fail(refused(name, std::string("a symlink pointing out (to '") + (target ? target : "") + "')"));
+    }
+    if (!seen.insert(name).second) return fail(refused(name, "a duplicate"));
+    if (++summary.members > limits.max_members)
+      return fail(make_error(ErrorCode::kLimitExceeded, "the snapshot has more than " + std::to_string(limits.max_members) + " members",
+                             "NSBOX_SNAPSHOT_MAX_MEMBERS raises the limit"));
+    la_int64_t size = type == AE_IFREG ? archive_entry_size(e) : 0;
+    if (size < 0) return fail(refused(name, "a negative size"));
+    summary.bytes += static_cast<uint64_t>(size);
+    if (summary.bytes > limits.max_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded, "the snapshot holds more than " + std::to_string(limits.max_bytes) + " bytes of files",
+                             "NSBOX_SNAPSHOT_MAX_BYTES raises the limit"));
+    if (!out) continue;  // the data is skipped
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_perm(e, archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID));
+    if (archive_write_header(out, e) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+    if (type == AE_IFREG) {
+      const void* block = nullptr;
+      size_t len = 0;
+      la_int64_t offset = 0;
+      for (;;) {
+        int got = archive_read_data_block(in.get(), &block, &len, &offset);
+        if (got == ARCHIVE_EOF) break;
+        if (got != ARCHIVE_OK) return fail(archive_error(in.get(), "read " + name));
+        if (archive_write_data_block(out, block, len, offset) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+      }
+    }
+    if (archive_write_finish_entry(out) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+  }
+  return summary;
+}
+
+}  // namespace
+
+// Two passes: the whole archive is checked before anything is written, so a refused
+// member leaves the workspace as it was.
+Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits) {
+  NSBOX_CHECK(read_members(archive_fd, limits, nullptr));
+  if (::lseek(archive_fd, 0, SEEK_SET) != 0) return fail(sys_error("rewind the snapshot"));
+  Writer out(archive_write_disk_new());
+  constexpr int kFlags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                         ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_NO_OVERWRITE;
+  archive_write_disk_set_options(out.get(), kFlags);
+  auto summary = NSBOX_TRY(read_members(archive_fd, limits, out.get()));
+  // Directories' modes and times are set last (a read-only directory filled first).
+  if (archive_write_close(out.get()) != ARCHIVE_OK) return fail(archive_error(out.get(), "finish the restore"));
+  return summary;
+}
+
+}  // namespace nsbox::snapshot

@@ -1,0 +1,53 @@
+// A workspace tree as a tar archive, and back: what a snapshot holds (docs/semantics.md,
+// "Snapshots"). libarchive writes and reads the pax format; the tree on either side is
+// the sandbox's and treated as hostile.
+//
+// Packing never follows a symlink (each is stored as a link), stores only regular files,
+// directories and links in sorted order with fixed owners, so that the same tree gives the
+// same bytes (the fingerprint). Left out, counted and named: FIFOs, sockets, devices, and
+// symlinks pointing out of the root (absolute, or climbing above it), which unpacking
+// would refuse: a snapshot can always be restored.
+// Unpacking refuses, before writing anything of that member: absolute names, `..`,
+// symlinks whose target is absolute or leads out of the root, hard links, devices, FIFOs,
+// duplicates, and more members or bytes than the limits; it extracts with libarchive's
+// secure flags (no write through a symlink, no `..`, no absolute path) into the current
+// directory, as whoever runs it (the sandbox user: archive_main.cc).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "isolation/sys/error.h"
+
+namespace nsbox::snapshot {
+
+struct ArchiveLimits {
+  uint64_t max_members = 100000;
+  uint64_t max_bytes = 4ull << 30;  // of file contents
+};
+
+struct ArchiveSummary {
+  uint64_t members = 0;
+  uint64_t bytes = 0;    // of file contents
+  uint64_t skipped = 0;  // packing: what was left out
+  std::vector<std::string> left_out;  // the first of them, by name
+  std::string sha256;    // of the archive's bytes, as written or read
+};
+
+// Packs the tree under the directory `root_fd` into `out_fd`. `skip` holds relative paths
+// left out with all they contain (bucket mounts, ephemeral entries, nsbox's own dirs).
+Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>& skip, const ArchiveLimits& limits);
+
+// Unpacks `archive_fd` into the current directory.
+Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits);
+
+// A member's name made relative and clean ("./a//b/" -> "a/b"), or the reason it is
+// refused (absolute, `..`, empty). Exposed for the unit tests.
+Result<std::string> clean_member_name(const std::string& name);
+// Whether a symlink at `member` pointing to `target` stays inside the root, read
+// lexically (a relative target whose `..` never climb above the root).
+bool link_stays_inside(const std::string& member, const std::string& target);
+
+}  // namespace nsbox::snapshot
