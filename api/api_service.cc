@@ -97,10 +97,11 @@ void ApiService::route(Exchange& x, const Path& path) {
     return x.respond(200, {{"api_version", 1},
                            {"version", kVersion},
                            {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", false}, {"pty", false}}},
+                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", false}}},
                            {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
                                        {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
   if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
+  if (path.size() >= 2 && path[1] == "snapshots") return route_snapshots(x, Path(path.begin() + 2, path.end()));
   if (path.size() < 2 || path[1] != "sandboxes") return respond_error(x, no_route(r));
   if (path.size() == 2 && m == "POST") return create_sandbox(x);
   if (path.size() == 2 && m == "GET") return list_sandboxes(x);
@@ -149,7 +150,7 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   if (what == "files:ls" && m == "GET") return list_files(x, sandbox);
   if (what == "files:sign" && m == "POST") return sign_file(x, sandbox);
   if (what == "fs" || what.starts_with("fs:")) return fs_route(x, sandbox, what);
-  if (what == "snapshots" || what == "ptys")
+  if (what == "ptys")
     return respond_error(x, make_error(ErrorCode::kUnsupported, what + " come in a later version, not in this one",
                                        "GET /v1/info says which features this server has"));
   respond_error(x, no_route(r));
@@ -172,6 +173,40 @@ void ApiService::create_sandbox(Exchange& x) {
   for (auto& m : options->mounts) m.credentials.wipe();
   if (!info) return respond_error(x, info.error());
   x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
+}
+
+// POST /v1/snapshots {"sandbox", "name", "include_files"}; GET /v1/snapshots[/{id}];
+// DELETE /v1/snapshots/{id}. Ids or names.
+void ApiService::route_snapshots(Exchange& x, const Path& rest) {
+  const std::string& m = x.request().method;
+  if (rest.empty() && m == "GET") {
+    auto list = runtime_.snapshots();
+    if (!list) return respond_error(x, list.error());
+    Json arr = Json::array();
+    for (const auto& s : *list) arr.push_back(s.to_json());
+    return x.respond(200, {{"snapshots", arr}});
+  }
+  if (rest.empty() && m == "POST") {
+    auto body = body_object(x.request());
+    if (!body) return respond_error(x, body.error());
+    if (auto ok = only_fields(*body, {"sandbox", "name", "include_files"}); !ok) return respond_error(x, ok.error());
+    const Json& b = *body;
+    if (!b.contains("sandbox") || !b["sandbox"].is_string() || (b.contains("name") && !b["name"].is_string()) ||
+        (b.contains("include_files") && !b["include_files"].is_boolean()))
+      return respond_error(x, make_error(ErrorCode::kMalformedRequest,
+                                         "POST /v1/snapshots takes {\"sandbox\": ID, \"name\": NAME, \"include_files\": false}"));
+    auto made = runtime_.snapshot(b["sandbox"].get<std::string>(), b.value("name", ""), b.value("include_files", false));
+    if (!made) return respond_error(x, made.error());
+    return x.respond(201, made->to_json(), {{"Location", "/v1/snapshots/" + made->id}});
+  }
+  if (rest.size() == 1 && (m == "GET" || m == "DELETE")) {
+    auto found = runtime_.find_snapshot(rest[0]);
+    if (!found) return respond_error(x, found.error());
+    if (m == "GET") return x.respond(200, found->to_json());
+    if (auto removed = runtime_.remove_snapshot(found->id); !removed) return respond_error(x, removed.error());
+    return x.respond(200, {{"removed", Json::array({found->id})}});
+  }
+  respond_error(x, no_route(x.request()));
 }
 
 // {"env": {...}}: env values again (never stored); credentials from the server's

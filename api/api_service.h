@@ -58,6 +58,7 @@ class ApiService {
   void create_sandbox(Exchange& x);
   void list_sandboxes(Exchange& x);
   void start_sandbox(Exchange& x, const std::string& sandbox);
+  void route_snapshots(Exchange& x, const Path& rest);
   void patch_sandbox(Exchange& x, const std::string& sandbox);
   void delete_sandbox(Exchange& x, const std::string& sandbox);
 

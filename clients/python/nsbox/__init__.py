@@ -47,6 +47,7 @@ from .models import (
     FsWrite,
     SandboxInfo,
     SessionInfo,
+    SnapshotInfo,
     UploadRecord,
 )
 from .sandbox import Commands, Files, Fs, RemoteFile, Sandbox, Session
@@ -73,6 +74,7 @@ __all__ = [
     "FsWrite",
     "SandboxInfo",
     "SessionInfo",
+    "SnapshotInfo",
     "NsboxError",
     "MalformedRequest",
     "SandboxDisabled",

@@ -42,6 +42,7 @@ from .models import (
     FsStat,
     FsWrite,
     SandboxInfo,
+    SnapshotInfo,
     SessionInfo,
     UploadRecord,
 )
@@ -312,8 +313,11 @@ class AsyncSandbox(_AsyncWorkbench):
     async def stop(self) -> SandboxInfo:
         return await _thread(self.sync.stop)
 
-    async def start(self, env: Optional[Mapping[str, str]] = None) -> SandboxInfo:
-        return await _thread(self.sync.start, env)
+    async def start(self, env: Optional[Mapping[str, str]] = None, from_snapshot: Optional[str] = None) -> SandboxInfo:
+        return await _thread(self.sync.start, env, from_snapshot)
+
+    async def snapshot(self, name: Optional[str] = None, *, include_files: bool = False) -> SnapshotInfo:
+        return await _thread(self.sync.snapshot, name, include_files=include_files)
 
     async def remove(self, *, keep_files: bool = False) -> List[str]:
         return await _thread(self.sync.remove, keep_files=keep_files)

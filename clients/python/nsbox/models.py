@@ -20,6 +20,7 @@ __all__ = [
     "FsWrite",
     "SandboxInfo",
     "SessionInfo",
+    "SnapshotInfo",
     "parse_time",
 ]
 
@@ -389,6 +390,29 @@ class SandboxInfo(_Record):
 
     def _repr_fields(self) -> List[str]:
         return ["id", "name", "size", "status"]
+
+
+class SnapshotInfo(_Record):
+    """A snapshot of a sandbox's workspace (``nsbox snapshot ls --json``): its id, name, the
+    sandbox it was taken of, what it holds, its fingerprint and a secret-free ``spec``."""
+
+    def __init__(self, doc: Dict[str, Any]) -> None:
+        self.raw = doc
+        self.id: str = _opt_str(doc, "id") or ""
+        self.name: str = _opt_str(doc, "name") or ""
+        self.sandbox: str = _opt_str(doc, "sandbox") or ""
+        self.created_at: str = _opt_str(doc, "created_at") or ""
+        self.include_files: bool = doc.get("include_files") is True
+        self.members: int = _int(doc, "members")
+        self.bytes: int = _int(doc, "bytes")
+        self.fingerprint: str = _opt_str(doc, "fingerprint") or ""
+        left_out = doc.get("left_out")
+        self.left_out: List[str] = [str(x) for x in left_out] if isinstance(left_out, list) else []
+        spec = doc.get("spec")
+        self.spec: Dict[str, Any] = dict(spec) if isinstance(spec, dict) else {}
+
+    def _repr_fields(self) -> List[str]:
+        return ["id", "name", "sandbox", "members"]
 
 
 class SessionInfo(_Record):

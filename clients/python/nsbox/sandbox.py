@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ._http import Client, DEFAULT_TIMEOUT_S
 from .errors import NotFound, ProtocolError
-from .models import Execution, SandboxInfo, SessionInfo
+from .models import Execution, SandboxInfo, SessionInfo, SnapshotInfo
 from .files import Files, Fs, RemoteFile
 from .run import Commands, DisplayCallback, ProgressCallback, TextCallback, _Runner
 
@@ -172,6 +172,7 @@ class Sandbox(_Workbench):
         tools: Optional[Mapping[str, Any]] = None,
         packages: Optional[Mapping[str, Any]] = None,
         home_size: Union[None, int, str] = None,
+        from_snapshot: Optional[str] = None,
         *,
         client: Optional[Client] = None,
         url: Optional[str] = None,
@@ -191,13 +192,14 @@ class Sandbox(_Workbench):
         its keys come from the server's environment, never from here: docs/tools.md);
         ``packages`` pip's sources and auto-install ({"pip_index": URL, "wheelhouse":
         DIR, "allow": [...], "auto_install": True}: docs/network.md); ``home_size`` the
-        volume of /home/user, kept across :meth:`stop` and :meth:`start` (bytes or "2G").
+        volume of /home/user, kept across :meth:`stop` and :meth:`start` (bytes or "2G");
+        ``from_snapshot`` a snapshot's id or name restored before the first command.
         The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
         body: Dict[str, Any] = {}
         for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota),
-                           ("home_size", home_size)):
+                           ("home_size", home_size), ("from_snapshot", from_snapshot)):
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
         if env is not None:
@@ -282,14 +284,50 @@ class Sandbox(_Workbench):
         self._info = SandboxInfo(self._client.json("POST", self._base + "/stop"))
         return self._info
 
-    def start(self, env: Optional[Mapping[str, str]] = None) -> SandboxInfo:
+    def start(self, env: Optional[Mapping[str, str]] = None, from_snapshot: Optional[str] = None) -> SandboxInfo:
         """Starts a stopped (or dead) sandbox again with a fresh kernel. Env values are
         never stored: give every variable it was created with again; mount credentials
-        come from the server's environment, as at create."""
-        body = {"env": {str(k): str(v) for k, v in (env or {}).items()}}
+        come from the server's environment, as at create. ``from_snapshot`` replaces
+        /home/user (and /mnt/files if the snapshot holds them) first."""
+        body: Dict[str, Any] = {"env": {str(k): str(v) for k, v in (env or {}).items()}}
+        if from_snapshot is not None:
+            body["from_snapshot"] = from_snapshot
         wait = max(self._client.timeout, 60.0 + 60.0 * len(self.info().mounts))
         self._info = SandboxInfo(self._client.json("POST", self._base + "/start", json_body=body, timeout=wait))
         return self._info
+
+    def snapshot(self, name: Optional[str] = None, *, include_files: bool = False) -> SnapshotInfo:
+        """A snapshot of /home/user (and /mnt/files with ``include_files``): never a bucket
+        mount, never a secret. Restore with ``Sandbox.create(from_snapshot=...)`` or
+        :meth:`start`."""
+        body: Dict[str, Any] = {"sandbox": self.id, "include_files": include_files}
+        if name is not None:
+            body["name"] = name
+        return SnapshotInfo(self._client.json("POST", "/v1/snapshots", json_body=body, timeout=max(self._client.timeout, 600.0)))
+
+    @classmethod
+    def snapshots(cls, *, client: Optional[Client] = None, url: Optional[str] = None, token: Optional[str] = None,
+                  socket: Optional[str] = None, token_file: Optional[str] = None) -> List[SnapshotInfo]:
+        """Every snapshot of the server (``nsbox snapshot ls``)."""
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file)
+        try:
+            doc = c.json("GET", "/v1/snapshots")
+        finally:
+            if client is None:
+                c.close()
+        items = doc.get("snapshots") if isinstance(doc, dict) else None
+        return [SnapshotInfo(s) for s in items if isinstance(s, dict)] if isinstance(items, list) else []
+
+    @classmethod
+    def remove_snapshot(cls, id_or_name: str, *, client: Optional[Client] = None, url: Optional[str] = None,
+                        token: Optional[str] = None, socket: Optional[str] = None, token_file: Optional[str] = None) -> None:
+        """Deletes a snapshot by id or name (``nsbox snapshot rm``)."""
+        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file)
+        try:
+            c.json("DELETE", "/v1/snapshots/" + id_or_name)
+        finally:
+            if client is None:
+                c.close()
 
     def remove(self, *, keep_files: bool = False) -> List[str]:
         """Removes the sandbox (and its files volume unless ``keep_files``)."""

@@ -339,3 +339,26 @@ def test_stop_and_start_keep_home_and_files_and_lose_the_kernel(sock_client: nsb
         out = sbx.commands.run("cat ~/notes.txt /mnt/files/kept.txt; echo $GREETING").stdout
         assert out == b"home\nkeptagain\n"
         assert sbx.run_code("x").error is not None  # a fresh kernel
+
+
+def test_snapshots_through_the_api(sock_client: nsbox.Client) -> None:
+    with nsbox.Sandbox.create(client=sock_client) as sbx:
+        sbx.commands.run("mkdir -p ~/proj && echo v1 > ~/proj/state && mkfifo ~/pipe")
+        sbx.files.upload(b"kept", "kept.txt")
+        snap = sbx.snapshot("py-snap", include_files=True)
+        assert snap.id.startswith("snp-") and snap.name == "py-snap" and snap.sandbox == sbx.id
+        assert snap.include_files and snap.members >= 3 and snap.left_out == ["home/pipe"]
+        assert snap.fingerprint and "env_names" in snap.spec
+        assert [s.id for s in nsbox.Sandbox.snapshots(client=sock_client)] == [snap.id]
+        with pytest.raises(nsbox.AlreadyExists):
+            sbx.snapshot("py-snap")
+        with nsbox.Sandbox.create(from_snapshot="py-snap", client=sock_client) as copy:
+            assert copy.commands.run("cat ~/proj/state /mnt/files/kept.txt").stdout == b"v1\nkept"
+        sbx.commands.run("echo v2 > ~/proj/state")
+        sbx.stop()
+        sbx.start(from_snapshot=snap.id)
+        assert sbx.commands.run("cat ~/proj/state").stdout == b"v1\n"
+        nsbox.Sandbox.remove_snapshot("py-snap", client=sock_client)
+        assert nsbox.Sandbox.snapshots(client=sock_client) == []
+        with pytest.raises(nsbox.NotFound):
+            nsbox.Sandbox.remove_snapshot("py-snap", client=sock_client)
