@@ -97,7 +97,7 @@ void ApiService::route(Exchange& x, const Path& path) {
     return x.respond(200, {{"api_version", 1},
                            {"version", kVersion},
                            {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", false}}},
+                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", true}}},
                            {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
                                        {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
   if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
@@ -125,6 +125,7 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   if (rest.size() == 2 && rest[0] == "tools" && m == "POST") return run_workbench_tool(x, sandbox, rest[1]);
   if (rest.size() == 2 && rest[0] == "tool_calls" && m == "POST") return answer_tool_call(x, sandbox, rest[1]);
   if (rest.size() == 1 && rest[0] == "events" && m == "GET") return tool_events(x, sandbox);
+  if (!rest.empty() && rest[0] == "pty") return pty_route(x, sandbox, Path(rest.begin() + 1, rest.end()));
   if (rest.size() != 1) return respond_error(x, no_route(r));
   const std::string& what = rest[0];
   if (m == "POST" && (what == "interrupt" || what == "restart")) {
@@ -150,9 +151,6 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   if (what == "files:ls" && m == "GET") return list_files(x, sandbox);
   if (what == "files:sign" && m == "POST") return sign_file(x, sandbox);
   if (what == "fs" || what.starts_with("fs:")) return fs_route(x, sandbox, what);
-  if (what == "ptys")
-    return respond_error(x, make_error(ErrorCode::kUnsupported, what + " come in a later version, not in this one",
-                                       "GET /v1/info says which features this server has"));
   respond_error(x, no_route(r));
 }
 
@@ -173,6 +171,92 @@ void ApiService::create_sandbox(Exchange& x) {
   for (auto& m : options->mounts) m.credentials.wipe();
   if (!info) return respond_error(x, info.error());
   x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
+}
+
+// PTY sessions: POST .../pty {argv|command, cols, rows} -> {session_id};
+// POST .../pty/{sid}/input {chars, yield_ms}; GET .../pty/{sid}/output?yield_ms=;
+// POST .../pty/{sid}/resize {cols, rows}; DELETE .../pty/{sid}; DELETE .../pty (all).
+void ApiService::pty_route(Exchange& x, const std::string& sandbox, const Path& rest) {
+  const HttpRequest& r = x.request();
+  const std::string& m = r.method;
+  auto number = [](const Json& j, const char* key, uint64_t fallback) -> Result<uint64_t> {
+    auto it = j.find(key);
+    if (it == j.end()) return fallback;
+    if (!it->is_number_unsigned()) return fail(make_error(ErrorCode::kMalformedRequest, std::string("\"") + key + "\" must be a number"));
+    return it->get<uint64_t>();
+  };
+  if (rest.empty() && m == "POST") {
+    auto body = body_object(r);
+    if (!body) return respond_error(x, body.error());
+    if (auto ok = only_fields(*body, {"argv", "command", "cols", "rows", "env"}); !ok) return respond_error(x, ok.error());
+    PtyStart start;
+    if (auto it = body->find("command"); it != body->end() && it->is_string()) start.argv = {"/bin/bash", "-c", it->get<std::string>()};
+    else if (auto a = body->find("argv"); a != body->end() && a->is_array())
+      for (const auto& arg : *a)
+        if (arg.is_string()) start.argv.push_back(arg.get<std::string>());
+    if (start.argv.empty())
+      return respond_error(x, make_error(ErrorCode::kMalformedRequest, "a PTY session needs \"argv\" (a list) or \"command\" (a bash line)"));
+    auto cols = number(*body, "cols", 80), rows = number(*body, "rows", 24);
+    if (!cols || !rows) return respond_error(x, !cols ? cols.error() : rows.error());
+    start.cols = static_cast<unsigned>(std::min<uint64_t>(*cols, 100000));
+    start.rows = static_cast<unsigned>(std::min<uint64_t>(*rows, 100000));
+    if (auto e = body->find("env"); e != body->end() && e->is_object())
+      for (const auto& [k, v] : e->items())
+        if (v.is_string()) start.env.emplace_back(k, v.get<std::string>());
+    auto sid = runtime_.pty_start(sandbox, start);
+    if (!sid) return respond_error(x, sid.error());
+    return x.respond(201, {{"session_id", *sid}});
+  }
+  if (rest.empty() && m == "DELETE") {
+    auto killed = runtime_.pty_kill(sandbox, 0);
+    return killed ? x.respond(200, {{"killed", *killed}}) : respond_error(x, killed.error());
+  }
+  if (rest.empty()) return respond_error(x, no_route(r));
+  char* end = nullptr;
+  uint64_t sid = std::strtoull(rest[0].c_str(), &end, 10);
+  if (rest[0].empty() || *end != '\0' || sid == 0)
+    return respond_error(x, make_error(ErrorCode::kNotFound, "no PTY session '" + rest[0] + "'"));
+  if (rest.size() == 1 && m == "DELETE") {
+    auto killed = runtime_.pty_kill(sandbox, sid);
+    return killed ? x.respond(200, {{"killed", *killed}}) : respond_error(x, killed.error());
+  }
+  if (rest.size() != 2) return respond_error(x, no_route(r));
+  if (rest[1] == "output" && m == "GET") {
+    std::string text = r.query_value("yield_ms", "250");
+    char* stop = nullptr;
+    uint64_t yield = std::strtoull(text.c_str(), &stop, 10);
+    if (text.empty() || *stop != '\0') return respond_error(x, make_error(ErrorCode::kMalformedRequest, "yield_ms must be a number"));
+    auto o = runtime_.pty_read(sandbox, sid, yield);
+    return o ? x.respond(200, o->to_json()) : respond_error(x, o.error());
+  }
+  if (m != "POST") return respond_error(x, no_route(r));
+  auto body = body_object(r);
+  if (!body) return respond_error(x, body.error());
+  if (rest[1] == "input") {
+    if (auto ok = only_fields(*body, {"chars", "chars_b64", "yield_ms"}); !ok) return respond_error(x, ok.error());
+    std::string chars;
+    if (auto it = body->find("chars_b64"); it != body->end() && it->is_string()) {
+      auto decoded = protocol::base64_decode(it->get<std::string>());
+      if (!decoded) return respond_error(x, make_error(ErrorCode::kMalformedRequest, "\"chars_b64\" is not base64"));
+      chars = std::move(*decoded);
+    } else if (auto c = body->find("chars"); c != body->end() && c->is_string()) {
+      chars = c->get<std::string>();
+    } else {
+      return respond_error(x, make_error(ErrorCode::kMalformedRequest, "input needs \"chars\" (text) or \"chars_b64\""));
+    }
+    auto yield = number(*body, "yield_ms", 250);
+    if (!yield) return respond_error(x, yield.error());
+    auto o = runtime_.pty_write(sandbox, sid, chars, *yield);
+    return o ? x.respond(200, o->to_json()) : respond_error(x, o.error());
+  }
+  if (rest[1] == "resize") {
+    auto cols = number(*body, "cols", 80), rows = number(*body, "rows", 24);
+    if (!cols || !rows) return respond_error(x, !cols ? cols.error() : rows.error());
+    auto done = runtime_.pty_resize(sandbox, sid, static_cast<unsigned>(std::min<uint64_t>(*cols, 100000)),
+                                    static_cast<unsigned>(std::min<uint64_t>(*rows, 100000)));
+    return done ? x.respond(200, {{"resized", true}}) : respond_error(x, done.error());
+  }
+  respond_error(x, no_route(r));
 }
 
 // POST /v1/snapshots {"sandbox", "name", "include_files"}; GET /v1/snapshots[/{id}];

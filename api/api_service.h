@@ -59,6 +59,7 @@ class ApiService {
   void list_sandboxes(Exchange& x);
   void start_sandbox(Exchange& x, const std::string& sandbox);
   void route_snapshots(Exchange& x, const Path& rest);
+  void pty_route(Exchange& x, const std::string& sandbox, const Path& rest);
   void patch_sandbox(Exchange& x, const std::string& sandbox);
   void delete_sandbox(Exchange& x, const std::string& sandbox);
 

@@ -30,6 +30,7 @@ int cmd_rm(const Invocation& inv);
 int cmd_stop(const Invocation& inv);
 int cmd_start(const Invocation& inv);
 int cmd_snapshot(const Invocation& inv);
+int cmd_pty(const Invocation& inv);
 int cmd_doctor(const Invocation& inv);
 int cmd_exec(const Invocation& inv);
 int cmd_interrupt(const Invocation& inv);

@@ -83,6 +83,21 @@ struct CellResult {
 // Progress reported by set_progress(current_step, current_step_metric) in a cell.
 using ProgressCallback = std::function<void(const std::string& step, const std::string& metric)>;
 
+// PTY sessions (docs/semantics.md, "PTY sessions").
+struct PtyStart {
+  std::vector<std::string> argv;
+  unsigned cols = 80, rows = 24;
+  EnvList env;
+};
+// What a session printed since the last answer; `exit_code` once its command exited.
+struct PtyOutput {
+  uint64_t session_id = 0;
+  std::string output;  // bytes
+  std::optional<int> exit_code;
+  uint64_t dropped = 0;  // bytes lost to the 1 MiB bound on unread output
+  protocol::Json to_json() const;
+};
+
 struct RunOptions {
   SizeTier size = SizeTier::kStandard;
   network::Mode net = network::Mode::kNone;
@@ -150,6 +165,14 @@ class Runtime {
   Result<std::vector<SnapshotInfo>> snapshots() const;
   Result<SnapshotInfo> find_snapshot(const std::string& id_or_name) const;
   Result<void> remove_snapshot(const std::string& id_or_name) const;
+  Result<uint64_t> pty_start(const std::string& id_or_name, const PtyStart& start) const;
+  // Writes `chars` (bytes; "\x03" is Ctrl-C), then answers with what the session printed
+  // within `yield_ms` (sooner if it exits). pty_read is the same without writing.
+  Result<PtyOutput> pty_write(const std::string& id_or_name, uint64_t session, const std::string& chars, uint64_t yield_ms) const;
+  Result<PtyOutput> pty_read(const std::string& id_or_name, uint64_t session, uint64_t yield_ms) const;
+  Result<void> pty_resize(const std::string& id_or_name, uint64_t session, unsigned cols, unsigned rows) const;
+  // Kills a session (`session` 0: all of them); the ids killed.
+  Result<std::vector<uint64_t>> pty_kill(const std::string& id_or_name, uint64_t session) const;
   Result<std::vector<Volume>> volumes() const;
   Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
   // create + exec + remove in one process, without a supervisor daemon. It clones the

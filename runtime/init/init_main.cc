@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -55,7 +56,8 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
 }
 
 // The child side of a spawn: a session of its own (its own process group, killable as
-// one; no controlling terminal), the given stdio, default signal state, then exec.
+// one; no controlling terminal unless `tty`: then its stdin, a terminal, becomes it), the
+// given stdio, default signal state, then exec.
 [[noreturn]] void exec_child(const Json& req, const std::vector<int>& stdio, int report_fd) {
   ::setsid();
   for (int target = 0; target < static_cast<int>(stdio.size()); ++target) {
@@ -67,6 +69,11 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
       (void)!::write(report_fd, &err, sizeof err);
       ::_exit(127);
     }
+  }
+  if (req.value("tty", false) && ::ioctl(0, TIOCSCTTY, 0) != 0) {
+    int err = errno;
+    (void)!::write(report_fd, &err, sizeof err);
+    ::_exit(127);
   }
   sigset_t none;
   sigemptyset(&none);

@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <linux/sched.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -70,6 +71,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   // The kernel first: Python boots (on another core) while the volume is attached.
   self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self));
   self->kernel_->start();
+  self->ptys_ = std::make_unique<PtySessions>(static_cast<PtyHost&>(*self));
   NSBOX_CHECK_CTX(self->attach_volume(volume), "attach the files volume " + volume.name);
   auto ids = userns::host_ids();
   self->buckets_ = NSBOX_TRY(BucketServers::start(
@@ -228,6 +230,7 @@ void Supervisor::tool_call(const std::string& helper, Json args, uint64_t cell, 
 // bound of destroy() (the cgroup then outlives the supervisor); stopping the servers ends
 // every connection, and the sandbox dies at once.
 void Supervisor::stop_sandbox() {
+  if (ptys_) ptys_->kill_all();
   if (tools_) tools_->stop();
   if (net_proxy_.pidfd() >= 0) loop_->remove(net_proxy_.pidfd());
   net_proxy_.stop();
@@ -298,6 +301,7 @@ void Supervisor::on_client_event(int fd, uint32_t events) {
 void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   const std::string op = frame.message.value("op", "");
   if (op == "exec") return start_command(client, frame);
+  if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
   if (op == "execute") {
     auto cell = CellRequest::from_json(frame.message);
     if (!cell) return reply_error(client, cell.error());
@@ -527,6 +531,7 @@ void Supervisor::on_init_message(const Json& m) {
     }
     return;
   }
+  if (ptys_ && ptys_->on_init_message(m.value("id", uint64_t{0}), m)) return;
   auto it = commands_.find(m.value("id", uint64_t{0}));
   if (it == commands_.end()) return;
   Command& c = it->second;
@@ -641,6 +646,29 @@ Result<uint64_t> Supervisor::spawn_in_sandbox(const std::vector<std::string>& ar
   Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), {})},
                 {"cwd", "/home/user"}, {"fds", names}};
   NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, raw));
+  return id;
+}
+
+// A terminal of the sandbox's own devpts instance: its ptmx, reached through init's root
+// without following anything the sandbox could have put on the way.
+Result<UniqueFd> Supervisor::open_pty_master() {
+  std::string root_path = "/proc/" + std::to_string(instance_->init_pid()) + "/root";
+  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return fail(sys_error("open " + root_path));
+  open_how how{};
+  how.flags = O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  UniqueFd master(static_cast<int>(sys::retry_eintr([&] { return ::syscall(SYS_openat2, root.get(), "dev/pts/ptmx", &how, sizeof how); })));
+  if (!master) return fail(sys_error("open the sandbox's /dev/pts/ptmx"));
+  return master;
+}
+
+Result<uint64_t> Supervisor::spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, int slave) {
+  uint64_t id = next_command_id_++;
+  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), env)},
+                {"cwd", "/home/user"}, {"fds", {"stdin", "stdout", "stderr"}}, {"tty", true}};
+  const std::vector<int> stdio = {slave, slave, slave};
+  NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, stdio));
   return id;
 }
 

@@ -30,11 +30,12 @@
 #include "runtime/supervisor/nat_helper.h"
 #include "runtime/supervisor/net_proxy.h"
 #include "runtime/supervisor/output_capture.h"
+#include "runtime/supervisor/pty_sessions.h"
 #include "runtime/supervisor/tool_bridge.h"
 
 namespace nsbox {
 
-class Supervisor final : private KernelHost {
+class Supervisor final : private KernelHost, private PtyHost {
  public:
   // Starts the sandbox, its kernel, and attaches its files volume; binds the control
   // socket; the returned record is saved. Runs in a private mount namespace (root): the
@@ -119,6 +120,10 @@ class Supervisor final : private KernelHost {
   void tool_call(const std::string& helper, protocol::Json args, uint64_t cell, ToolBridge::Reply reply) override;
   size_t abandon_tool_calls(uint64_t cell) override { return tools_ ? tools_->abandon(cell) : 0; }
 
+  // PtyHost: what the PTY sessions ask of us.
+  Result<UniqueFd> open_pty_master() override;
+  Result<uint64_t> spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, int slave) override;
+
   const StateStore& store_;
   SupervisorSpec spec_;
   SandboxRecord record_;
@@ -142,6 +147,7 @@ class Supervisor final : private KernelHost {
   // before init has told us which pid the command has. Bounded.
   std::map<pid_t, std::vector<std::string>> seccomp_kills_;
   std::unique_ptr<KernelSession> kernel_;
+  std::unique_ptr<PtySessions> ptys_;
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_
 };
 

@@ -21,6 +21,7 @@ __all__ = [
     "SandboxInfo",
     "SessionInfo",
     "SnapshotInfo",
+    "PtyOutput",
     "parse_time",
 ]
 
@@ -413,6 +414,28 @@ class SnapshotInfo(_Record):
 
     def _repr_fields(self) -> List[str]:
         return ["id", "name", "sandbox", "members"]
+
+
+class PtyOutput(_Record):
+    """What a PTY session printed since the last answer: ``data`` (bytes), ``output``
+    (text; bytes that are not UTF-8 replaced), ``exit_code`` (None while it runs),
+    ``dropped`` (bytes lost to the 1 MiB bound on unread output)."""
+
+    def __init__(self, doc: Dict[str, Any]) -> None:
+        self.raw = doc
+        self.session_id: int = _int(doc, "session_id")
+        self.data: bytes = _bytes(doc, "output")
+        self.output: str = self.data.decode("utf-8", "replace")
+        code = doc.get("exit_code")
+        self.exit_code: Optional[int] = code if isinstance(code, int) and not isinstance(code, bool) else None
+        self.dropped: int = _int(doc, "dropped")
+
+    @property
+    def running(self) -> bool:
+        return self.exit_code is None
+
+    def _repr_fields(self) -> List[str]:
+        return ["session_id", "exit_code", "output"]
 
 
 class SessionInfo(_Record):

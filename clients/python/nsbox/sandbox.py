@@ -8,12 +8,13 @@
 """
 from __future__ import annotations
 
+import base64
 import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._http import Client, DEFAULT_TIMEOUT_S
 from .errors import NotFound, ProtocolError
-from .models import Execution, SandboxInfo, SessionInfo, SnapshotInfo
+from .models import Execution, PtyOutput, SandboxInfo, SessionInfo, SnapshotInfo
 from .files import Files, Fs, RemoteFile
 from .run import Commands, DisplayCallback, ProgressCallback, TextCallback, _Runner
 
@@ -295,6 +296,49 @@ class Sandbox(_Workbench):
         wait = max(self._client.timeout, 60.0 + 60.0 * len(self.info().mounts))
         self._info = SandboxInfo(self._client.json("POST", self._base + "/start", json_body=body, timeout=wait))
         return self._info
+
+    # -- PTY sessions (docs/semantics.md, "PTY sessions") ------------------------------
+
+    def pty_start(self, command: Union[str, Sequence[str]], *, cols: int = 80, rows: int = 24,
+                  env: Optional[Mapping[str, str]] = None) -> int:
+        """Starts ``command`` (a bash line, or an argv list) on a terminal in the sandbox;
+        its session id. No deadline: it runs until it exits or is killed."""
+        body: Dict[str, Any] = {"cols": cols, "rows": rows}
+        if isinstance(command, str):
+            body["command"] = command
+        else:
+            body["argv"] = [str(a) for a in command]
+        if env:
+            body["env"] = {str(k): str(v) for k, v in env.items()}
+        doc = self._client.json("POST", self._base + "/pty", json_body=body)
+        return int(doc["session_id"])
+
+    def pty_write(self, session_id: int, chars: Union[str, bytes], *, yield_ms: int = 250) -> PtyOutput:
+        """Types ``chars`` ("\\x03" is Ctrl-C), then returns what the session printed within
+        ``yield_ms`` (sooner if it exits)."""
+        body: Dict[str, Any] = {"yield_ms": int(yield_ms)}
+        if isinstance(chars, bytes):
+            body["chars_b64"] = base64.b64encode(chars).decode("ascii")
+        else:
+            body["chars"] = chars
+        wait = max(self._client.timeout, yield_ms / 1000.0 + 30.0)
+        return PtyOutput(self._client.json("POST", "%s/pty/%d/input" % (self._base, session_id), json_body=body, timeout=wait))
+
+    def pty_read(self, session_id: int, *, yield_ms: int = 250) -> PtyOutput:
+        """What the session printed within ``yield_ms``, without typing anything."""
+        wait = max(self._client.timeout, yield_ms / 1000.0 + 30.0)
+        return PtyOutput(self._client.json("GET", "%s/pty/%d/output" % (self._base, session_id),
+                                           query={"yield_ms": int(yield_ms)}, timeout=wait))
+
+    def pty_resize(self, session_id: int, cols: int, rows: int) -> None:
+        self._client.json("POST", "%s/pty/%d/resize" % (self._base, session_id), json_body={"cols": cols, "rows": rows})
+
+    def pty_kill(self, session_id: Optional[int] = None) -> List[int]:
+        """Kills one session, or every session of the sandbox; the ids killed."""
+        path = self._base + "/pty" + ("" if session_id is None else "/%d" % session_id)
+        doc = self._client.json("DELETE", path)
+        killed = doc.get("killed") if isinstance(doc, dict) else None
+        return [int(k) for k in killed] if isinstance(killed, list) else []
 
     def snapshot(self, name: Optional[str] = None, *, include_files: bool = False) -> SnapshotInfo:
         """A snapshot of /home/user (and /mnt/files with ``include_files``): never a bucket

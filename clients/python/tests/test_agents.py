@@ -358,13 +358,40 @@ def test_18_state_round_trips_without_a_server() -> None:
         client.deserialize_session_state({"type": "docker", "sandbox_id": "x"})
 
 
-def test_supports_pty_follows_the_servers_features(sdk: NsboxSandboxClient) -> None:
+def test_pty_sessions_through_the_sdk_shape(sdk: NsboxSandboxClient) -> None:
+    """Reference §4 item 11: an echo round trip then exit 0, unknown ids, Ctrl-C reaching
+    a `sleep 30` whose parent ignores SIGINT, stdin refused without tty, stop kills all."""
     async def scenario() -> None:
         session = await sdk.create()
         try:
-            assert session.supports_pty() is False
-            with pytest.raises(NotImplementedError):
-                await session.pty_exec_start("bash")
+            assert session.supports_pty() is True
+            started = await session.pty_exec_start("bash", "--norc", "--noprofile", yield_time_s=0.5)
+            sid = started.process_id
+            assert sid is not None and started.exit_code is None
+            echoed = await session.pty_write_stdin(session_id=sid, chars="echo round-$((20+1))\n", yield_time_s=1)
+            assert b"round-21" in echoed.output
+            ignoring = ("python3 -c \"import signal, subprocess; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                        "subprocess.run(['sleep', '30'], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)); "
+                        "print('parent ' + 'survived')\"\n")
+            await session.pty_write_stdin(session_id=sid, chars=ignoring, yield_time_s=0.5)
+            interrupted = await session.pty_write_stdin(session_id=sid, chars="\u0003", yield_time_s=2)
+            assert b"parent survived" in interrupted.output  # sleep died of SIGINT well before 30 s
+            ended = await session.pty_write_stdin(session_id=sid, chars="exit 0\n", yield_time_s=2)
+            assert ended.exit_code == 0 and ended.process_id is None
+            with pytest.raises(agents.PtySessionNotFoundError):
+                await session.pty_write_stdin(session_id=sid, chars="x")
+            with pytest.raises(agents.PtySessionNotFoundError):
+                await session.pty_write_stdin(session_id=999, chars="")
+
+            quick = await session.pty_exec_start("echo", "done", tty=False, yield_time_s=2)
+            assert quick.exit_code == 0 and b"done" in quick.output
+            quiet = await session.pty_exec_start("sleep", "30", tty=False, yield_time_s=0.25)
+            with pytest.raises(agents.SandboxConfigError):
+                await session.pty_write_stdin(session_id=quiet.process_id, chars="x")
+            await session.pty_exec_start("sleep", "300", yield_time_s=0.25)
+            assert (await session.exec("pgrep -c -x sleep")).stdout == b"2\n"
+            await session.stop()  # every PTY process ends
+            assert (await session.exec("pgrep -c -x sleep || true")).stdout == b"0\n"
         finally:
             await sdk.delete(session)
 

@@ -34,6 +34,7 @@ from .errors import (
     ExecTransportError,
     InvalidManifestPathError,
     MountConfigError,
+    PtySessionNotFoundError,
     SandboxConfigError,
     SandboxError,
     SandboxRuntimeError,
@@ -46,7 +47,7 @@ from .errors import (
 from .manifest import Manifest
 from .mounts import AzureBlobMount, GCSMount, R2Mount, S3Mount
 from .session import NsboxSandboxSession
-from .types import WORKSPACE_ROOT, EntryKind, ExecResult, FileEntry, Permissions
+from .types import WORKSPACE_ROOT, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate
 
 __all__ = [
     "WORKSPACE_ROOT",
@@ -64,6 +65,8 @@ __all__ = [
     "AzureBlobMount",
     "EnvEntry",
     "ExecResult",
+    "PtyExecUpdate",
+    "PtySessionNotFoundError",
     "FileEntry",
     "EntryKind",
     "Permissions",

@@ -21,6 +21,7 @@ class ErrorCode(str, enum.Enum):
     WORKSPACE_START_ERROR = "workspace_start_error"
     MOUNT_CONFIG_INVALID = "mount_config_invalid"
     SANDBOX_CONFIG_INVALID = "sandbox_config_invalid"
+    PTY_SESSION_NOT_FOUND = "pty_session_not_found"
 
 
 class SandboxError(Exception):
@@ -158,6 +159,12 @@ class WorkspaceArchiveWriteError(WorkspaceIOError):
         super().__init__(message="failed to write archive for path: %s" % path,
                          error_code=ErrorCode.WORKSPACE_ARCHIVE_WRITE_ERROR, op="write",
                          context={"path": str(path), **dict(context or {})}, cause=cause, retryable=retryable)
+
+
+class PtySessionNotFoundError(SandboxRuntimeError):
+    def __init__(self, *, session_id: Any, cause: Optional[BaseException] = None) -> None:
+        super().__init__(message="PTY session not found: %s" % session_id, error_code=ErrorCode.PTY_SESSION_NOT_FOUND,
+                         op="exec", context={"session_id": session_id}, cause=cause, retryable=False)
 
 
 class WorkspaceStartError(SandboxRuntimeError):

@@ -16,6 +16,7 @@ from .errors import (
     ExecTimeoutError,
     ExecTransportError,
     InvalidManifestPathError,
+    PtySessionNotFoundError,
     SandboxConfigError,
     WorkspaceArchiveReadError,
     WorkspaceArchiveWriteError,
@@ -24,7 +25,7 @@ from .errors import (
     WorkspaceStartError,
 )
 from .manifest import _DRIVE
-from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, FileEntry, Permissions, _run
+from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate, _run
 
 if TYPE_CHECKING:
     from .client import NsboxSandboxClient, NsboxSandboxSessionState
@@ -83,6 +84,7 @@ class NsboxSandboxSession:
         self._shut_down = False
         self._deleted = False
         self._aclose_lock: Optional[asyncio.Lock] = None
+        self._no_stdin: set = set()  # PTY sessions started without tty
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -140,13 +142,62 @@ class NsboxSandboxSession:
         """The server's ``features.pty`` (GET /v1/info)."""
         return bool(self._sdk_client._server_features().get("pty", False))
 
-    async def pty_exec_start(self, *command: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("PTY execution is not supported by this sandbox session")
+    # The SDK's window: 250 ms to 30 s.
+    @staticmethod
+    def _window_ms(yield_time_s: Optional[float], default_s: float) -> int:
+        s = default_s if yield_time_s is None else float(yield_time_s)
+        return int(min(max(s, 0.25), 30.0) * 1000)
 
-    async def pty_write_stdin(self, *, session_id: int, chars: str, **kwargs: Any) -> Any:
-        raise NotImplementedError("PTY execution is not supported by this sandbox session")
+    def _update(self, out: Any) -> PtyExecUpdate:
+        return PtyExecUpdate(process_id=None if out.exit_code is not None else out.session_id,
+                             output=out.data, exit_code=out.exit_code)
+
+    async def pty_exec_start(self, *command: Any, tty: bool = True, shell: Union[bool, List[str]] = True,
+                             yield_time_s: Optional[float] = None, max_output_tokens: Optional[int] = None,
+                             **kwargs: Any) -> PtyExecUpdate:
+        """Starts the command on a terminal of the sandbox (nsbox pty), and returns what it
+        printed within the window (10 s by default, 250 ms to 30 s; sooner if it exits).
+        While it runs, ``process_id`` is the session to write to. Without ``tty`` its
+        stdin is closed to writes (``pty_write_stdin`` may only poll)."""
+        if not self.supports_pty():
+            raise NotImplementedError("PTY execution is not supported by this sandbox session")
+        words = [str(c) for c in command]
+        if not words:
+            raise SandboxConfigError("pty_exec_start needs a command", op="exec")
+        line: Union[str, List[str]] = " ".join(words) if shell is True else (list(shell) + words if shell else words)
+        sid = await _run(self.sandbox.pty_start, line)
+        if not tty:
+            self._no_stdin.add(sid)
+        out = await _run(self.sandbox.pty_read, sid, yield_ms=self._window_ms(yield_time_s, 10.0))
+        return self._update(out)
+
+    async def pty_write_stdin(self, *, session_id: int, chars: str, yield_time_s: Optional[float] = None,
+                              **kwargs: Any) -> PtyExecUpdate:
+        """Types ``chars`` ("\\u0003" is Ctrl-C) and returns what followed within the window
+        (250 ms by default; an empty poll waits at least 5 s)."""
+        default_s = 0.25 if chars else 5.0
+        try:
+            if chars and session_id in self._no_stdin:
+                raise SandboxConfigError("stdin is not available for this process", op="exec")
+            if chars:
+                out = await _run(self.sandbox.pty_write, session_id, chars, yield_ms=self._window_ms(yield_time_s, default_s))
+            else:
+                out = await _run(self.sandbox.pty_read, session_id, yield_ms=self._window_ms(yield_time_s, default_s))
+        except NotFound as e:
+            raise PtySessionNotFoundError(session_id=session_id, cause=e) from e
+        if out.exit_code is not None:
+            self._no_stdin.discard(session_id)
+        return self._update(out)
 
     async def pty_terminate_all(self) -> None:
+        """Kills every PTY process of the sandbox."""
+        self._no_stdin.clear()
+        if self._deleted or not self.supports_pty():
+            return None
+        try:
+            await _run(self.sandbox.pty_kill)
+        except NsboxError:
+            pass  # a sandbox that is gone or stopped has no PTY left
         return None
 
     def describe(self) -> str:

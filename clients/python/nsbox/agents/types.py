@@ -32,6 +32,23 @@ class ExecResult:
         return "ExecResult(exit_code=%r, stdout=%r, stderr=%r)" % (self.exit_code, self.stdout, self.stderr)
 
 
+class PtyExecUpdate:
+    """What a PTY process printed in a window: ``output`` (bytes), ``exit_code`` once it
+    exited, and ``process_id`` (the session id to write to) while it runs."""
+
+    def __init__(self, *, process_id: Optional[int], output: bytes, exit_code: Optional[int]) -> None:
+        self.process_id = process_id
+        self.output = output
+        self.exit_code = exit_code
+
+    @property
+    def session_id(self) -> Optional[int]:
+        return self.process_id
+
+    def __repr__(self) -> str:
+        return "PtyExecUpdate(process_id=%r, exit_code=%r, output=%r)" % (self.process_id, self.exit_code, self.output)
+
+
 class Permissions:
     """rwx bits of owner, group and other (``to_mode()``), as the SDK's Permissions."""
 

@@ -1,0 +1,278 @@
+#include "runtime/supervisor/pty_sessions.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace nsbox {
+namespace {
+
+using protocol::Json;
+
+constexpr uint64_t kDefaultYieldMs = 250;
+constexpr unsigned kMaxDimension = 1000;
+
+Error invalid(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
+
+// cols/rows of a request; 80x24 when absent.
+Result<winsize> window_of(const Json& r) {
+  winsize w{};
+  w.ws_col = 80;
+  w.ws_row = 24;
+  for (auto [key, slot] : {std::pair{"cols", &w.ws_col}, std::pair{"rows", &w.ws_row}}) {
+    auto it = r.find(key);
+    if (it == r.end()) continue;
+    if (!it->is_number_unsigned() || it->get<uint64_t>() == 0 || it->get<uint64_t>() > kMaxDimension)
+      return fail(invalid(std::string(key) + " must be a number from 1 to " + std::to_string(kMaxDimension)));
+    *slot = static_cast<unsigned short>(it->get<uint64_t>());
+  }
+  return w;
+}
+
+Result<uint64_t> yield_of(const Json& r) {
+  auto it = r.find("yield_ms");
+  if (it == r.end()) return kDefaultYieldMs;
+  if (!it->is_number_unsigned() || it->get<uint64_t>() > PtySessions::kMaxYieldMs)
+    return fail(invalid("yield_ms must be a number from 0 to " + std::to_string(PtySessions::kMaxYieldMs)));
+  return it->get<uint64_t>();
+}
+
+}  // namespace
+
+void PtySessions::error(int client_fd, const Error& e) {
+  Json err = {{"code", error_code_name(e.code)}, {"message", e.message}};
+  if (!e.hint.empty()) err["hint"] = e.hint;
+  host_.send_to_client(client_fd, {{"ok", false}, {"error", err}});
+}
+
+void PtySessions::handle(int client_fd, const std::string& op, const Json& request) {
+  if (op == "pty_start") return start(client_fd, request);
+  if (op == "pty_write") return exchange(client_fd, request, true);
+  if (op == "pty_read") return exchange(client_fd, request, false);
+  if (op == "pty_resize") return resize(client_fd, request);
+  if (op == "pty_kill") return kill(client_fd, request);
+  error(client_fd, make_error(ErrorCode::kMalformedRequest, "unknown PTY request '" + op + "'"));
+}
+
+void PtySessions::start(int client_fd, const Json& request) {
+  std::vector<std::string> argv;
+  if (auto it = request.find("argv"); it != request.end() && it->is_array())
+    for (const auto& a : *it)
+      if (a.is_string()) argv.push_back(a.get<std::string>());
+  if (argv.empty()) return error(client_fd, invalid("a PTY session needs a command (argv)"));
+  auto window = window_of(request);
+  if (!window) return error(client_fd, window.error());
+  EnvList env;
+  if (auto it = request.find("env"); it != request.end() && it->is_object())
+    for (const auto& [k, v] : it->items())
+      if (v.is_string()) env.emplace_back(k, v.get<std::string>());
+  if (auto checked = check_env(env); !checked) return error(client_fd, checked.error());
+  if (std::none_of(env.begin(), env.end(), [](const auto& kv) { return kv.first == "TERM"; })) env.emplace_back("TERM", "xterm-256color");
+  if (sessions_.size() >= kMaxSessions) prune();
+
+  auto master = host_.open_pty_master();
+  if (!master) return error(client_fd, std::move(master.error()).context("open a terminal in the sandbox"));
+  int unlock = 0;
+  if (::ioctl(master->get(), TIOCSPTLCK, &unlock) != 0) return error(client_fd, sys_error("unlock the terminal (TIOCSPTLCK)"));
+  if (::ioctl(master->get(), TIOCSWINSZ, &*window) != 0) return error(client_fd, sys_error("set the window size (TIOCSWINSZ)"));
+  // The slave by the master, not by a path in the sandbox's /dev/pts.
+  UniqueFd slave(::ioctl(master->get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!slave) return error(client_fd, sys_error("open the terminal's slave (TIOCGPTPEER)"));
+  auto command = host_.spawn_on_tty(argv, env, slave.get());
+  if (!command) return error(client_fd, std::move(command.error()).context("start the PTY session"));
+
+  uint64_t id = next_id_++;
+  Session& s = sessions_[id];
+  s.id = id;
+  s.command = *command;
+  s.master = std::move(*master);
+  s.last_used = std::chrono::steady_clock::now();
+  (void)host_.loop().add(s.master.get(), EPOLLIN, [this, id](uint32_t) { on_readable(id); });
+  host_.send_to_client(client_fd, {{"ok", true}, {"session_id", id}});
+}
+
+Result<PtySessions::Session*> PtySessions::find(const Json& request) {
+  auto it = request.find("session_id");
+  if (it == request.end() || !it->is_number_unsigned()) return fail(invalid("session_id must be a PTY session's number"));
+  auto s = sessions_.find(it->get<uint64_t>());
+  if (s == sessions_.end())
+    return fail(make_error(ErrorCode::kNotFound, "no PTY session " + std::to_string(it->get<uint64_t>()) + " in this sandbox",
+                           "sessions end when their command exits and is read, when killed, or when pruned (64 at most)"));
+  return &s->second;
+}
+
+void PtySessions::exchange(int client_fd, const Json& request, bool writes) {
+  auto found = find(request);
+  if (!found) return error(client_fd, found.error());
+  Session& s = **found;
+  auto yield = yield_of(request);
+  if (!yield) return error(client_fd, yield.error());
+  s.last_used = std::chrono::steady_clock::now();
+  if (writes) {
+    std::string chars;
+    if (auto it = request.find("chars_b64"); it != request.end() && it->is_string()) {
+      auto decoded = protocol::base64_decode(it->get<std::string>());
+      if (!decoded) return error(client_fd, invalid("chars_b64 is not base64"));
+      chars = std::move(*decoded);
+    } else if (auto it = request.find("chars"); it != request.end() && it->is_string()) {
+      chars = it->get<std::string>();
+    } else {
+      return error(client_fd, invalid("pty_write needs chars"));
+    }
+    if (chars.size() > kMaxInput) return error(client_fd, invalid("at most 1 MiB of input at a time"));
+    if (!s.master || s.exit_code) return error(client_fd, make_error(ErrorCode::kInvalidArgument, "PTY session " + std::to_string(s.id) + " has exited"));
+    // The terminal takes a few KiB at a time; what it cannot take now is refused rather
+    // than queued without bound.
+    for (size_t done = 0; done < chars.size();) {
+      ssize_t n = ::write(s.master.get(), chars.data() + done, chars.size() - done);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) {
+        pollfd p{s.master.get(), POLLOUT, 0};
+        if (::poll(&p, 1, 1000) > 0) continue;
+      }
+      return error(client_fd, sys_error("write to PTY session " + std::to_string(s.id) + " (" + std::to_string(done) + " of " +
+                                        std::to_string(chars.size()) + " bytes taken)"));
+    }
+  }
+  if (*yield == 0 || s.exit_code) return answer(s, client_fd);
+  uint64_t id = s.id;
+  auto timer = host_.loop().add_timer(*yield, [this, id, client_fd] {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return;
+    auto& waiters = it->second.waiters;
+    waiters.erase(std::remove_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.client_fd == client_fd; }), waiters.end());
+    answer(it->second, client_fd);
+  });
+  if (!timer) return answer(s, client_fd);
+  s.waiters.push_back({client_fd, *timer});
+}
+
+void PtySessions::take_output(Session& s) {
+  std::string chunk;
+  for (int i = 0; i < 64 && host_.loop().read_chunk(s.master, chunk); ++i) {
+    s.output += chunk;
+    if (s.output.size() > kMaxBuffered) {
+      size_t cut = s.output.size() - kMaxBuffered;
+      s.output.erase(0, cut);
+      s.dropped += cut;
+    }
+  }
+}
+
+void PtySessions::on_readable(uint64_t id) {
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) take_output(it->second);
+}
+
+// {output | output_b64, exit_code, dropped}: what the session printed since the last
+// answer. A session whose command exited is gone once its last output was read.
+void PtySessions::answer(Session& s, int client_fd) {
+  take_output(s);
+  Json reply = {{"ok", true}, {"session_id", s.id}, {"exit_code", s.exit_code ? Json(*s.exit_code) : Json(nullptr)}};
+  if (protocol::is_valid_utf8(s.output)) reply["output"] = s.output;
+  else reply["output_b64"] = protocol::base64_encode(s.output);
+  if (s.dropped) reply["dropped"] = s.dropped;
+  s.output.clear();
+  s.dropped = 0;
+  host_.send_to_client(client_fd, reply);
+  if (s.exit_code && s.waiters.empty()) end(s.id);
+}
+
+void PtySessions::answer_waiters(Session& s) {
+  auto waiters = std::move(s.waiters);
+  s.waiters.clear();
+  uint64_t id = s.id;
+  for (const auto& w : waiters) {
+    host_.loop().cancel_timer(w.timer);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return;
+    answer(it->second, w.client_fd);
+  }
+}
+
+bool PtySessions::on_init_message(uint64_t command_id, const Json& m) {
+  for (auto& [id, s] : sessions_) {
+    if (s.command != command_id) continue;
+    std::string event = m.value("event", "");
+    if (event == "spawn_failed") {
+      s.exit_code = 127;
+      s.spawn_failed = true;
+      s.output += "nsbox: could not start the command: " + m.value("message", std::string("exec failed")) + "\r\n";
+    } else if (event == "exited") {
+      s.exit_code = m.contains("exit_code") ? m["exit_code"].get<int>() : 128 + m.value("signal", SIGKILL);
+    } else {
+      return true;
+    }
+    answer_waiters(s);  // an exit ends the window early
+    return true;
+  }
+  return false;
+}
+
+void PtySessions::resize(int client_fd, const Json& request) {
+  auto found = find(request);
+  if (!found) return error(client_fd, found.error());
+  auto window = window_of(request);
+  if (!window) return error(client_fd, window.error());
+  // The kernel sends SIGWINCH to the terminal's foreground process group.
+  if ((*found)->master && ::ioctl((*found)->master.get(), TIOCSWINSZ, &*window) != 0)
+    return error(client_fd, sys_error("resize PTY session " + std::to_string((*found)->id)));
+  host_.send_to_client(client_fd, {{"ok", true}});
+}
+
+void PtySessions::kill(int client_fd, const Json& request) {
+  Json killed = Json::array();
+  if (request.value("all", false)) {
+    for (const auto& [id, s] : sessions_) killed.push_back(id);
+    kill_all();
+  } else {
+    auto found = find(request);
+    if (!found) return error(client_fd, found.error());
+    killed.push_back((*found)->id);
+    end((*found)->id);
+  }
+  host_.send_to_client(client_fd, {{"ok", true}, {"killed", killed}});
+}
+
+// The session's processes are killed (its command's process group: what it started in
+// the foreground and background alike), waiters answered, and it is forgotten.
+void PtySessions::end(uint64_t id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  if (!s.exit_code) host_.signal_in_sandbox(s.command, SIGKILL, true);
+  if (s.master) host_.loop().remove(s.master.get());
+  auto waiters = std::move(s.waiters);
+  sessions_.erase(it);
+  for (const auto& w : waiters) {
+    host_.loop().cancel_timer(w.timer);
+    host_.send_to_client(w.client_fd, {{"ok", false}, {"error", {{"code", "not_found"}, {"message", "PTY session " + std::to_string(id) + " was killed"}}}});
+  }
+}
+
+void PtySessions::kill_all() {
+  while (!sessions_.empty()) end(sessions_.begin()->first);
+}
+
+// Room for one more: the least recently used session that is not among the newest few.
+void PtySessions::prune() {
+  if (sessions_.size() <= kKeepNewest) return;
+  std::vector<uint64_t> ids;
+  for (const auto& [id, s] : sessions_) ids.push_back(id);  // ascending: oldest first
+  ids.resize(ids.size() - kKeepNewest);
+  auto victim = std::min_element(ids.begin(), ids.end(),
+                                 [&](uint64_t a, uint64_t b) { return sessions_[a].last_used < sessions_[b].last_used; });
+  end(*victim);
+}
+
+}  // namespace nsbox

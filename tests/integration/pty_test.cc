@@ -1,0 +1,117 @@
+// PTY sessions (docs/semantics.md, "PTY sessions") through the command line: a terminal
+// of the sandbox's own, typed into and read in windows; Ctrl-C reaches the foreground
+// process group; bounded in number; stop ends them all.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+using nlohmann::json;
+
+namespace {
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string start_session(const TestRoot& root, const std::string& id, const std::vector<std::string>& command,
+                          const std::vector<std::string>& flags = {}) {
+  std::vector<std::string> args = {"pty", id, "start"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back("--");
+  args.insert(args.end(), command.begin(), command.end());
+  auto r = root.nsbox(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return first_line(r.out);
+}
+
+json write(const TestRoot& root, const std::string& id, const std::string& sid, const std::string& chars, int yield_ms = 1000) {
+  auto r = root.nsbox({"pty", id, "write", "--json", sid, chars, "--yield-ms", std::to_string(yield_ms)});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return TestRoot::json(r);
+}
+
+// Reads until `text` appeared or `rounds` windows passed (each bounded): output comes when
+// the terminal has it, not on a schedule.
+std::string read_until(const TestRoot& root, const std::string& id, const std::string& sid, const std::string& text, int rounds = 20) {
+  std::string seen;
+  for (int i = 0; i < rounds && seen.find(text) == std::string::npos; ++i) {
+    auto r = root.nsbox({"pty", id, "read", "--json", sid, "--yield-ms", "500"});
+    if (r.exit_code != 0) break;
+    seen += TestRoot::json(r).value("output", "");
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("a PTY session echoes what is typed, is a terminal of the given size, and reports its exit", "[pty]") {
+  TestRoot root;
+  auto id = root.create();
+  auto sid = start_session(root, id, {"bash", "--norc", "--noprofile"}, {"--cols", "100", "--rows", "30"});
+  CHECK(sid == "1");
+  auto out = write(root, id, sid, "echo round-$((20+1)); tty; stty size\n");
+  std::string text = out["output"].get<std::string>() + read_until(root, id, sid, "30 100", 5);
+  CHECK(text.find("round-21") != std::string::npos);
+  CHECK(text.find("/dev/pts/") != std::string::npos);
+  CHECK(text.find("30 100") != std::string::npos);
+  CHECK(out["exit_code"].is_null());
+
+  REQUIRE(root.nsbox({"pty", id, "resize", sid, "--cols", "120", "--rows", "40"}).exit_code == 0);
+  write(root, id, sid, "stty size\n", 0);
+  CHECK(read_until(root, id, sid, "40 120").find("40 120") != std::string::npos);
+
+  auto ended = write(root, id, sid, "exit 7\n", 5000);
+  std::string tail = ended["output"];
+  for (int i = 0; i < 10 && ended["exit_code"].is_null(); ++i) ended = write(root, id, sid, "", 1000);  // bounded
+  CHECK(ended["exit_code"] == 7);
+  // Read to the end, the session is gone.
+  auto gone = root.nsbox({"pty", id, "read", sid});
+  CHECK(gone.exit_code != 0);
+  CHECK(gone.err.find("no PTY session 1") != std::string::npos);
+}
+
+TEST_CASE("Ctrl-C reaches the foreground process group: sleep dies under a parent that ignores SIGINT", "[pty]") {
+  TestRoot root;
+  auto id = root.create();
+  auto sid = start_session(root, id, {"bash", "--norc", "--noprofile"});
+  write(root, id, sid,
+        "python3 -c \"import signal, subprocess; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "r = subprocess.run(['sleep', '30'], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)); "
+        "print('sleep ended by', -r.returncode)\"\n",
+        500);
+  CHECK(root.sh(id, "pgrep -x sleep > /dev/null && echo sleeping").out == "sleeping\n");
+  auto after = write(root, id, sid, "\x03", 1000);
+  std::string text = after["output"].get<std::string>() + read_until(root, id, sid, "sleep ended by 2", 10);
+  CHECK(text.find("sleep ended by 2") != std::string::npos);  // SIGINT is 2; the parent lived to say so
+  CHECK(root.sh(id, "pgrep -x sleep || echo none").out == "none\n");
+}
+
+TEST_CASE("PTY sessions are bounded: the 65th prunes the least recently used but never the 8 newest; kill and stop end them", "[pty]") {
+  TestRoot root;
+  auto id = root.create();
+  for (int i = 1; i <= 64; ++i) CHECK(start_session(root, id, {"sleep", "1000"}) == std::to_string(i));
+  CHECK(root.sh(id, "pgrep -c -x sleep").out == "64\n");
+  REQUIRE(root.nsbox({"pty", id, "read", "1", "--yield-ms", "0"}).exit_code == 0);  // 1 is used now
+  CHECK(start_session(root, id, {"sleep", "1000"}) == "65");
+  CHECK(root.nsbox({"pty", id, "read", "1", "--yield-ms", "0"}).exit_code == 0);
+  auto pruned = root.nsbox({"pty", id, "read", "2", "--yield-ms", "0"});
+  CHECK(pruned.exit_code != 0);
+  CHECK(pruned.err.find("no PTY session 2") != std::string::npos);
+  CHECK(root.sh(id, "pgrep -c -x sleep").out == "64\n");  // its process was killed
+
+  auto unknown = root.nsbox({"pty", id, "write", "999", "x"});
+  CHECK(unknown.exit_code != 0);
+  CHECK(unknown.err.find("no PTY session 999") != std::string::npos);
+
+  auto killed = TestRoot::json(root.nsbox({"pty", id, "kill", "--json", "65"}));
+  CHECK(killed["killed"] == json::array({65}));
+  CHECK(root.sh(id, "pgrep -c -x sleep").out == "63\n");
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  REQUIRE(root.nsbox({"start", id}).exit_code == 0);
+  CHECK(root.sh(id, "pgrep -c -x sleep || true").out == "0\n");
+  CHECK(root.nsbox({"pty", id, "read", "1"}).err.find("no PTY session 1") != std::string::npos);
+  auto all = TestRoot::json(root.nsbox({"pty", id, "kill", "--json", "--all"}));
+  CHECK(all["killed"].empty());
+}
