@@ -84,6 +84,8 @@ int cmd_sh(const Invocation& inv) {
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox sh takes one sandbox id or name, then -- CMD"));
   auto req = command_request(ctx->args, true);
   if (!req) return ctx->out.error(req.error());
+  // A terminal: no deadline, no capture; the local terminal in raw mode (pty_commands.cc).
+  if (ctx->args.has("tty")) return sh_on_tty(*ctx, ctx->args.positionals.front(), req->argv, req->env);
   Captured captured;
   // --json: the supervisor's capture is the result (stdout cut at 64 KiB, the rest in a
   // file); no output is streamed.

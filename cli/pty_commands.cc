@@ -5,9 +5,22 @@
 //   nsbox pty ID read SID [--yield-ms N]
 //   nsbox pty ID resize SID --cols N --rows N
 //   nsbox pty ID kill SID|--all
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
+#include <optional>
+#include <thread>
 
 #include "cli/context.h"
+#include "isolation/sys/syscall.h"
+#include "isolation/sys/unique_fd.h"
 
 namespace nsbox::cli {
 namespace {
@@ -34,7 +47,98 @@ int print_output(Output& out, const PtyOutput& o) {
   return 0;
 }
 
+// Our terminal in raw mode while it lives (when stdin is one): keys go to the sandbox's
+// terminal as typed, Ctrl-C included.
+class RawMode {
+ public:
+  RawMode() {
+    if (!::isatty(0) || ::tcgetattr(0, &saved_) != 0) return;
+    termios raw = saved_;
+    ::cfmakeraw(&raw);
+    active_ = ::tcsetattr(0, TCSANOW, &raw) == 0;
+  }
+  ~RawMode() {
+    if (active_) ::tcsetattr(0, TCSANOW, &saved_);
+  }
+  RawMode(const RawMode&) = delete;
+  RawMode& operator=(const RawMode&) = delete;
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
 }  // namespace
+
+int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector<std::string>& argv, const EnvList& env) {
+  const Runtime& rt = *ctx.runtime;
+  PtyStart start;
+  start.argv = argv;
+  start.env = env;
+  winsize w{};
+  if (::ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col && w.ws_row) {
+    start.cols = w.ws_col;
+    start.rows = w.ws_row;
+  }
+  auto sid = rt.pty_start(sandbox, start);
+  if (!sid) return ctx.out.error(sid.error());
+  int wake[2];
+  if (::pipe2(wake, O_CLOEXEC) != 0) return ctx.out.error(sys_error("pipe2"));
+  UniqueFd wake_r(wake[0]), wake_w(wake[1]);
+  sigset_t winch;
+  sigemptyset(&winch);
+  sigaddset(&winch, SIGWINCH);
+  ::sigprocmask(SIG_BLOCK, &winch, nullptr);
+  UniqueFd sigfd(::signalfd(-1, &winch, SFD_CLOEXEC | SFD_NONBLOCK));
+
+  std::optional<int> exit_code;
+  std::optional<Error> failure;
+  RawMode raw;
+  // The screen: long polls that answer as soon as there is output, until the exit.
+  std::thread screen([&] {
+    for (;;) {
+      auto o = rt.pty_read(sandbox, *sid, 10000, /*early=*/true);
+      if (!o) {
+        failure = std::move(o.error());
+        break;
+      }
+      write_output(1, o->output);
+      if (o->exit_code) {
+        exit_code = o->exit_code;
+        break;
+      }
+    }
+    (void)!::write(wake_w.get(), "x", 1);
+  });
+  // The keyboard, and the window's size.
+  bool stdin_open = true;
+  char buf[4096];
+  for (;;) {
+    pollfd p[3] = {{stdin_open ? 0 : -1, POLLIN, 0}, {sigfd.get(), POLLIN, 0}, {wake_r.get(), POLLIN, 0}};
+    if (sys::retry_eintr([&] { return ::poll(p, 3, -1); }) < 0) break;
+    if (p[2].revents) break;
+    if (p[1].revents) {
+      signalfd_siginfo info;
+      while (::read(sigfd.get(), &info, sizeof info) == sizeof info) {}
+      if (::ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col && w.ws_row) (void)rt.pty_resize(sandbox, *sid, w.ws_col, w.ws_row);
+    }
+    if (p[0].revents) {
+      ssize_t n = ::read(0, buf, sizeof buf);
+      if (n <= 0) {
+        stdin_open = false;  // the command goes on; its own EOF is Ctrl-D typed on a terminal
+        continue;
+      }
+      if (auto typed = rt.pty_type(sandbox, *sid, std::string(buf, static_cast<size_t>(n))); !typed && !exit_code) {
+        failure = std::move(typed.error());
+        break;
+      }
+    }
+  }
+  if (failure) (void)rt.pty_kill(sandbox, *sid);  // the screen's long poll ends with it
+  screen.join();
+  if (failure) return ctx.out.error(*failure);
+  return exit_code.value_or(kExitOwnFailure);
+}
 
 int cmd_pty(const Invocation& inv) {
   int code = 0;

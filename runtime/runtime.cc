@@ -716,9 +716,18 @@ Result<PtyOutput> Runtime::pty_write(const std::string& id_or_name, uint64_t ses
   return pty_output_from(NSBOX_TRY(request(id, m, kRequestTimeoutMs + static_cast<int>(yield_ms))));
 }
 
-Result<PtyOutput> Runtime::pty_read(const std::string& id_or_name, uint64_t session, uint64_t yield_ms) const {
+Result<void> Runtime::pty_type(const std::string& id_or_name, uint64_t session, const std::string& chars) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  Json m = {{"op", "pty_read"}, {"session_id", session}, {"yield_ms", yield_ms}};
+  Json m = {{"op", "pty_write"}, {"session_id", session}, {"yield_ms", 0}, {"take_output", false}};
+  if (protocol::is_valid_utf8(chars)) m["chars"] = chars;
+  else m["chars_b64"] = protocol::base64_encode(chars);
+  NSBOX_CHECK(request(id, m, kRequestTimeoutMs));
+  return {};
+}
+
+Result<PtyOutput> Runtime::pty_read(const std::string& id_or_name, uint64_t session, uint64_t yield_ms, bool early) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  Json m = {{"op", "pty_read"}, {"session_id", session}, {"yield_ms", yield_ms}, {"early", early}};
   return pty_output_from(NSBOX_TRY(request(id, m, kRequestTimeoutMs + static_cast<int>(yield_ms))));
 }
 

@@ -169,7 +169,10 @@ class Runtime {
   // Writes `chars` (bytes; "\x03" is Ctrl-C), then answers with what the session printed
   // within `yield_ms` (sooner if it exits). pty_read is the same without writing.
   Result<PtyOutput> pty_write(const std::string& id_or_name, uint64_t session, const std::string& chars, uint64_t yield_ms) const;
-  Result<PtyOutput> pty_read(const std::string& id_or_name, uint64_t session, uint64_t yield_ms) const;
+  // With `early`, answers as soon as there is output (interactive use: `sh --tty`).
+  Result<PtyOutput> pty_read(const std::string& id_or_name, uint64_t session, uint64_t yield_ms, bool early = false) const;
+  // Types `chars` and answers at once, leaving the output for pty_read.
+  Result<void> pty_type(const std::string& id_or_name, uint64_t session, const std::string& chars) const;
   Result<void> pty_resize(const std::string& id_or_name, uint64_t session, unsigned cols, unsigned rows) const;
   // Kills a session (`session` 0: all of them); the ids killed.
   Result<std::vector<uint64_t>> pty_kill(const std::string& id_or_name, uint64_t session) const;

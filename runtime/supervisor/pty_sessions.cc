@@ -144,7 +144,13 @@ void PtySessions::exchange(int client_fd, const Json& request, bool writes) {
                                         std::to_string(chars.size()) + " bytes taken)"));
     }
   }
-  if (*yield == 0 || s.exit_code) return answer(s, client_fd);
+  if (writes && !request.value("take_output", true)) {
+    Json done = {{"ok", true}, {"session_id", s.id}, {"exit_code", s.exit_code ? Json(*s.exit_code) : Json(nullptr)}};
+    return host_.send_to_client(client_fd, done);
+  }
+  const bool early = !writes && request.value("early", false);
+  if (early) take_output(s);
+  if (*yield == 0 || s.exit_code || (early && !s.output.empty())) return answer(s, client_fd);
   uint64_t id = s.id;
   auto timer = host_.loop().add_timer(*yield, [this, id, client_fd] {
     auto it = sessions_.find(id);
@@ -154,7 +160,7 @@ void PtySessions::exchange(int client_fd, const Json& request, bool writes) {
     answer(it->second, client_fd);
   });
   if (!timer) return answer(s, client_fd);
-  s.waiters.push_back({client_fd, *timer});
+  s.waiters.push_back({client_fd, *timer, early});
 }
 
 void PtySessions::take_output(Session& s) {
@@ -171,7 +177,17 @@ void PtySessions::take_output(Session& s) {
 
 void PtySessions::on_readable(uint64_t id) {
   auto it = sessions_.find(id);
-  if (it != sessions_.end()) take_output(it->second);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  take_output(s);
+  if (s.output.empty()) return;
+  for (size_t i = 0; i < s.waiters.size(); ++i) {
+    if (!s.waiters[i].early) continue;
+    Waiter w = s.waiters[i];
+    s.waiters.erase(s.waiters.begin() + static_cast<long>(i));
+    host_.loop().cancel_timer(w.timer);
+    return answer(s, w.client_fd);  // one reader takes it
+  }
 }
 
 // {output | output_b64, exit_code, dropped}: what the session printed since the last

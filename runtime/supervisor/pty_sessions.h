@@ -4,7 +4,9 @@
 //
 //   pty_start  {argv, cols, rows}           -> {session_id}
 //   pty_write  {session_id, chars|chars_b64, yield_ms} -> {output, exit_code} after the window
-//   pty_read   {session_id, yield_ms}       -> the same, without writing
+//   pty_read   {session_id, yield_ms, early} -> the same, without writing; with `early`,
+//                                              as soon as there is output (interactive use)
+//   (pty_write with "take_output": false answers at once and leaves the output for a read)
 //   pty_resize {session_id, cols, rows}
 //   pty_kill   {session_id} | {all: true}
 //
@@ -64,6 +66,7 @@ class PtySessions {
   struct Waiter {
     int client_fd;
     int timer;
+    bool early;  // answered as soon as output comes
   };
   struct Session {
     uint64_t id = 0;

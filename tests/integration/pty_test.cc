@@ -115,3 +115,42 @@ TEST_CASE("PTY sessions are bounded: the 65th prunes the least recently used but
   auto all = TestRoot::json(root.nsbox({"pty", id, "kill", "--json", "--all"}));
   CHECK(all["killed"].empty());
 }
+
+TEST_CASE("sh --tty is interactive: raw keys, the window's size followed (SIGWINCH), the command's exit status", "[pty]") {
+  TestRoot root;
+  auto id = root.create();
+  // The test's own terminal: Python's pty module runs nsbox on one, types, resizes it.
+  const std::string driver = R"(
+import os, pty, select, struct, sys, time, fcntl, termios
+nsbox, root, sandbox = sys.argv[1:4]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(nsbox, [nsbox, "--root", root, "sh", "--tty", sandbox, "--",
+             "bash -c 'stty size; read x; stty size; echo got:$x; exit 5'"])
+def size(rows, cols):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+size(33, 99)
+out = b""
+def pump(until):
+    global out
+    end = time.time() + 30
+    while until not in out and time.time() < end:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:
+                break
+pump(b"33 99")
+size(41, 120)  # the kernel sends nsbox SIGWINCH now, before the keys below: it is handled first
+os.write(fd, b"hello\r")
+pump(b"got:hello")
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace") + "\nexit %d\n" % os.waitstatus_to_exitcode(status))
+)";
+  auto r = run_process({"/usr/bin/python3.11", "-c", driver, nsbox_binary(), root.path(), id}, {.timeout_s = 90});
+  INFO(r.out << r.err);
+  CHECK(r.out.find("33 99") != std::string::npos);
+  CHECK(r.out.find("41 120") != std::string::npos);
+  CHECK(r.out.find("got:hello") != std::string::npos);
+  CHECK(r.out.find("exit 5\n") != std::string::npos);
+}
