@@ -81,6 +81,7 @@ bench: build
 	@bench/files
 	@bench/buckets
 	@bench/network
+	@bench/snapshot
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(ASAN_BUILD)

@@ -341,7 +341,7 @@ TEST_CASE("rm after the supervisor was killed removes the mount tool's cache fro
   CHECK(staging_leftovers(root, id).empty());
 }
 
-TEST_CASE("stop and start keep a sandbox's mounts (the credentials taken again); a snapshot never holds a mount", "[s3]") {
+TEST_CASE("stop and start keep a sandbox's mounts (the credentials taken again), and a snapshot never holds a mount", "[s3]") {
   NSBOX_NEEDS(node_peers());
   NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"kept"});

@@ -35,7 +35,7 @@ json inspect(const TestRoot& root, const std::string& id) { return TestRoot::jso
 
 }  // namespace
 
-TEST_CASE("stop keeps /home/user, /mnt/files and the definition and loses the kernel's state; start brings a fresh kernel", "[persistence]") {
+TEST_CASE("stop keeps /home/user, /mnt/files and the definition and loses the kernel's state, and start brings a fresh kernel", "[persistence]") {
   TestRoot root;
   auto id = root.create({"--name", "keeper", "--size", "medium", "--env", "GREETING=hello", "--env", "TOKEN=t0"});
   REQUIRE(root.sh(id, "echo home > ~/notes.txt && mkdir -p ~/proj && echo f > /mnt/files/kept.txt && "

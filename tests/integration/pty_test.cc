@@ -88,7 +88,7 @@ TEST_CASE("Ctrl-C reaches the foreground process group: sleep dies under a paren
   CHECK(root.sh(id, "pgrep -x sleep || echo none").out == "none\n");
 }
 
-TEST_CASE("PTY sessions are bounded: the 65th prunes the least recently used but never the 8 newest; kill and stop end them", "[pty]") {
+TEST_CASE("PTY sessions are bounded: the 65th prunes the least recently used but never the 8 newest, and kill and stop end them", "[pty]") {
   TestRoot root;
   auto id = root.create();
   for (int i = 1; i <= 64; ++i) CHECK(start_session(root, id, {"sleep", "1000"}) == std::to_string(i));

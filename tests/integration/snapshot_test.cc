@@ -64,7 +64,7 @@ void check_nothing_made(const TestRoot& root) {
 
 }  // namespace
 
-TEST_CASE("a snapshot holds the workspace, relative, links as links, no FIFO and no nsbox output; a new sandbox starts from it", "[snapshot]") {
+TEST_CASE("a snapshot holds the workspace, relative, links as links, no FIFO and no nsbox output, and a new sandbox starts from it", "[snapshot]") {
   TestRoot root;
   auto id = root.create({"--name", "origin"});
   REQUIRE(root.sh(id, "mkdir -p ~/proj/empty && printf 'print(1)\\n' > ~/proj/a.py && chmod 750 ~/proj/a.py && "

@@ -6,7 +6,7 @@
 
 using namespace nsbox::snapshot;
 
-TEST_CASE("member names are made relative and clean; absolute, '..' and empty names are refused") {
+TEST_CASE("member names are made relative and clean, and absolute, '..' and empty names are refused") {
   CHECK(*clean_member_name("a/b") == "a/b");
   CHECK(*clean_member_name("./a//b/") == "a/b");
   CHECK(*clean_member_name("a/./b") == "a/b");

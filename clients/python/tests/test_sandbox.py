@@ -303,7 +303,7 @@ def test_errors_are_exceptions_by_code(sock_client: nsbox.Client, sandbox: nsbox
         sandbox.run_code("1", timeout=0)
     with pytest.raises(nsbox.NotFound):
         sock_client.json("GET", "/v1/nothing-here")
-    with pytest.raises(nsbox.Unsupported):
+    with pytest.raises(nsbox.NotFound):  # snapshots are made at POST /v1/snapshots
         sock_client.json("POST", "/v1/sandboxes/%s/snapshots" % sandbox.id)
     with pytest.raises(nsbox.InvalidArgument) as not_callback:  # its tools are not a client's to serve
         sock_client.json("GET", "/v1/sandboxes/%s/events" % sandbox.id)
@@ -315,7 +315,9 @@ def test_errors_are_exceptions_by_code(sock_client: nsbox.Client, sandbox: nsbox
 def test_info_endpoint_reports_features(sock_client: nsbox.Client) -> None:
     info = sock_client.json("GET", "/v1/info")
     assert info["api_version"] == 1
-    assert info["features"]["pty"] is False and info["features"]["cells"] is True
+    features = info["features"]
+    assert features["cells"] is True and features["pty"] is True
+    assert features["snapshots"] is True and features["stop_start"] is True
 
 
 def test_stop_and_start_keep_home_and_files_and_lose_the_kernel(sock_client: nsbox.Client) -> None:
