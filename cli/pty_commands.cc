@@ -13,8 +13,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -85,12 +85,15 @@ int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector
   int wake[2];
   if (::pipe2(wake, O_CLOEXEC) != 0) return ctx.out.error(sys_error("pipe2"));
   UniqueFd wake_r(wake[0]), wake_w(wake[1]);
-  sigset_t winch;
-  sigemptyset(&winch);
-  sigaddset(&winch, SIGWINCH);
-  ::sigprocmask(SIG_BLOCK, &winch, nullptr);
-  UniqueFd sigfd(::signalfd(-1, &winch, SFD_CLOEXEC | SFD_NONBLOCK));
+  // SIGWINCH: the window changed. SIGHUP, SIGTERM: we are told to go; the session goes
+  // with us and the terminal is given back as it was.
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGWINCH, SIGHUP, SIGTERM}) sigaddset(&mask, sig);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
 
+  std::mutex mutex;  // exit_code and failure, set by either thread
   std::optional<int> exit_code;
   std::optional<Error> failure;
   RawMode raw;
@@ -98,8 +101,9 @@ int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector
   std::thread screen([&] {
     for (;;) {
       auto o = rt.pty_read(sandbox, *sid, 10000, /*early=*/true);
+      std::lock_guard lock(mutex);
       if (!o) {
-        failure = std::move(o.error());
+        if (!failure) failure = std::move(o.error());
         break;
       }
       write_output(1, o->output);
@@ -112,15 +116,29 @@ int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector
   });
   // The keyboard, and the window's size.
   bool stdin_open = true;
+  bool stop = false;
   char buf[4096];
-  for (;;) {
+  while (!stop) {
     pollfd p[3] = {{stdin_open ? 0 : -1, POLLIN, 0}, {sigfd.get(), POLLIN, 0}, {wake_r.get(), POLLIN, 0}};
-    if (sys::retry_eintr([&] { return ::poll(p, 3, -1); }) < 0) break;
+    if (sys::retry_eintr([&] { return ::poll(p, 3, -1); }) < 0) {
+      std::lock_guard lock(mutex);
+      failure = sys_error("poll");
+      break;
+    }
     if (p[2].revents) break;
     if (p[1].revents) {
       signalfd_siginfo info;
-      while (::read(sigfd.get(), &info, sizeof info) == sizeof info) {}
-      if (::ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col && w.ws_row) (void)rt.pty_resize(sandbox, *sid, w.ws_col, w.ws_row);
+      bool resized = false;
+      while (::read(sigfd.get(), &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo == SIGWINCH) resized = true;
+        else stop = true;
+      }
+      if (stop) {
+        std::lock_guard lock(mutex);
+        failure = make_error(ErrorCode::kUnavailable, "stopped by a signal; the PTY session was killed");
+        break;
+      }
+      if (resized && ::ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col && w.ws_row) (void)rt.pty_resize(sandbox, *sid, w.ws_col, w.ws_row);
     }
     if (p[0].revents) {
       ssize_t n = ::read(0, buf, sizeof buf);
@@ -128,15 +146,22 @@ int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector
         stdin_open = false;  // the command goes on; its own EOF is Ctrl-D typed on a terminal
         continue;
       }
-      if (auto typed = rt.pty_type(sandbox, *sid, std::string(buf, static_cast<size_t>(n))); !typed && !exit_code) {
-        failure = std::move(typed.error());
-        break;
+      if (auto typed = rt.pty_type(sandbox, *sid, std::string(buf, static_cast<size_t>(n))); !typed) {
+        std::lock_guard lock(mutex);
+        if (!exit_code && !failure) failure = std::move(typed.error());
+        if (failure) break;
       }
     }
   }
-  if (failure) (void)rt.pty_kill(sandbox, *sid);  // the screen's long poll ends with it
+  bool failed;
+  {
+    std::lock_guard lock(mutex);
+    failed = failure.has_value();
+  }
+  if (failed) (void)rt.pty_kill(sandbox, *sid);  // the screen's long poll ends with it
   screen.join();
-  if (failure) return ctx.out.error(*failure);
+  std::lock_guard lock(mutex);
+  if (failure && !exit_code) return ctx.out.error(*failure);
   return exit_code.value_or(kExitOwnFailure);
 }
 

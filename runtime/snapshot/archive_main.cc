@@ -5,10 +5,12 @@
 //
 //   nsbox-archive pack   (--image IMG | --dir DIR) --out FILE [--skip REL]... [limits]
 //   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [--replace] [limits]
+//   nsbox-archive check  --archive FILE [limits]     (every member, nothing written)
 //   limits: --max-members N --max-bytes N
 //
 // On success one JSON line on stdout: {"members", "bytes", "skipped", "left_out", "sha256"}. On
-// failure the error on stderr, exit status 1.
+// failure the error on stderr, and the exit status says its kind: 2 a refused member, 3 a
+// limit, 1 anything else (never read from the message, which holds names the sandbox chose).
 #include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
@@ -34,8 +36,9 @@ using namespace nsbox;
 int failed(const Error& e) {
   std::fprintf(stderr, "%s\n", e.message.c_str());
   if (!e.hint.empty()) std::fprintf(stderr, "hint: %s\n", e.hint.c_str());
-  return 1;
+  return e.code == ErrorCode::kInvalidArgument ? 2 : e.code == ErrorCode::kLimitExceeded ? 3 : 1;
 }
+
 
 struct Args {
   std::string mode;
@@ -83,6 +86,14 @@ Result<UniqueFd> open_root(const Args& a) {
   return fail(make_error(ErrorCode::kInvalidArgument, "--image or --dir is needed"));
 }
 
+Result<UniqueFd> open_archive(const Args& a) {
+  if (!a.values.count("archive")) return fail(make_error(ErrorCode::kInternal, a.mode + " needs --archive FILE"));
+  const std::string& path = a.values.at("archive");
+  UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in) return fail(sys_error("open " + path));
+  return in;
+}
+
 // Everything in the root goes (as the sandbox user): a restore replaces the workspace.
 Result<void> empty_root(int root_fd) {
   for (const auto& name : NSBOX_TRY(files::list_dir_at(root_fd, "the volume"))) NSBOX_CHECK(files::remove_tree_at(root_fd, name, name));
@@ -91,6 +102,10 @@ Result<void> empty_root(int root_fd) {
 
 Result<snapshot::ArchiveSummary> run(const Args& a) {
   snapshot::ArchiveLimits limits{NSBOX_TRY(number(a, "max-members", 100000)), NSBOX_TRY(number(a, "max-bytes", 4ull << 30))};
+  if (a.mode == "check") {
+    UniqueFd in = NSBOX_TRY(open_archive(a));
+    return snapshot::check(in.get(), limits);
+  }
   UniqueFd root = NSBOX_TRY(open_root(a));
   if (a.mode == "pack") {
     if (!a.values.count("out")) return fail(make_error(ErrorCode::kInvalidArgument, "pack needs --out FILE"));
@@ -102,10 +117,7 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     return summary;
   }
   if (a.mode == "unpack") {
-    if (!a.values.count("archive")) return fail(make_error(ErrorCode::kInvalidArgument, "unpack needs --archive FILE"));
-    const std::string& path = a.values.at("archive");
-    UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!in) return fail(sys_error("open " + path));
+    UniqueFd in = NSBOX_TRY(open_archive(a));
     uid_t uid = static_cast<uid_t>(NSBOX_TRY(number(a, "uid", ::getuid())));
     gid_t gid = static_cast<gid_t>(NSBOX_TRY(number(a, "gid", ::getgid())));
     // From here on, the sandbox user's rights only: what the archive makes is theirs, and
@@ -113,6 +125,9 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups"));
     if (::setresgid(gid, gid, gid) != 0) return fail(sys_error("setresgid " + std::to_string(gid)));
     if (::setresuid(uid, uid, uid) != 0) return fail(sys_error("setresuid " + std::to_string(uid)));
+    // Every member checked before the workspace is touched: a refused archive leaves it
+    // as it was, even with --replace.
+    NSBOX_CHECK(snapshot::check(in.get(), limits));
     if (a.replace) NSBOX_CHECK(empty_root(root.get()));
     if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
     ::umask(022);
@@ -130,6 +145,7 @@ int main(int argc, char** argv) {
   if (!summary) return failed(summary.error());
   nlohmann::json j = {{"members", summary->members}, {"bytes", summary->bytes}, {"skipped", summary->skipped}, {"left_out", summary->left_out},
                     {"sha256", summary->sha256}};
-  std::printf("%s\n", j.dump().c_str());
+  // Names the sandbox chose need not be UTF-8.
+  std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
 }

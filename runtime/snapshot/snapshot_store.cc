@@ -96,12 +96,12 @@ Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const st
   if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + archiver_ + ": " + err));
   if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(kArchiverTimeoutS)) + " s"));
   if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
-    // nsbox-archive says what failed on its first line, and a hint on a second.
+    // nsbox-archive says what failed on its first line, a hint on a second, and the kind
+    // in its exit status.
     std::string message = err.substr(0, err.find('\n')), hint;
     if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7);
-    ErrorCode code = message.find("refused") != std::string::npos           ? ErrorCode::kInvalidArgument
-                     : message.find("more than") != std::string::npos ? ErrorCode::kLimitExceeded
-                                                                       : ErrorCode::kSystem;
+    int status = WIFEXITED(run.status) ? WEXITSTATUS(run.status) : 1;
+    ErrorCode code = status == 2 ? ErrorCode::kInvalidArgument : status == 3 ? ErrorCode::kLimitExceeded : ErrorCode::kSystem;
     return fail(make_error(code, what + ": " + (message.empty() ? "nsbox-archive failed" : message), hint));
   }
   auto report = json::parse(run.out, nullptr, false);
@@ -150,7 +150,8 @@ Result<SnapshotInfo> SnapshotStore::create(const SandboxRecord& record, const Vo
       for (const auto& name : f.value("left_out", std::vector<std::string>{})) s.left_out.push_back("files/" + name);
     }
     s.fingerprint = sha256_hex(digests + ":" + s.spec.dump());
-    NSBOX_CHECK(files::atomic_write(making + "/snapshot.json", s.to_json().dump(2) + "\n", 0600));
+    NSBOX_CHECK(files::atomic_write(making + "/snapshot.json",
+                                    s.to_json().dump(2, ' ', false, json::error_handler_t::replace) + "\n", 0600));
     if (::rename(making.c_str(), (dir_ + "/" + s.id).c_str()) != 0) return fail(sys_error("rename " + making));
     return {};
   }();
@@ -190,6 +191,19 @@ Result<void> SnapshotStore::remove(const std::string& id_or_name) const {
 
 Result<void> SnapshotStore::restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const {
   auto ids = userns::host_ids();
+  // Both archives checked, and their contents measured against the volumes, before either
+  // volume is touched.
+  std::vector<std::pair<std::string, const Volume*>> parts = {{"home.tar", &home}};
+  if (snapshot.include_files) parts.push_back({"files.tar", &files});
+  for (const auto& [archive, volume] : parts) {
+    json checked = NSBOX_TRY(run_archiver({"check", "--archive", snapshot.dir + "/" + archive}, "check " + archive + " of " + snapshot.id));
+    uint64_t bytes = checked.value("bytes", uint64_t{0});
+    if (volume->quota_bytes && bytes > volume->quota_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded,
+                             "snapshot " + snapshot.id + " holds " + format_bytes(bytes) + " in " + archive + ", more than the " +
+                                 format_bytes(volume->quota_bytes) + " volume it would go to",
+                             archive == "home.tar" ? "create with a larger --home-size" : "create with a larger --files-quota"));
+  }
   auto unpack = [&](const Volume& v, const std::string& archive, const std::string& what) -> Result<void> {
     std::vector<std::string> argv = {"unpack"};
     for (auto& a : volume_args(v)) argv.push_back(a);

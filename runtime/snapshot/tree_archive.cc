@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "isolation/sys/files.h"
@@ -23,6 +25,7 @@ namespace {
 
 constexpr size_t kChunk = 1 << 20;
 constexpr int kMaxDepth = 256;
+constexpr size_t kMaxPath = 4096;  // a member's relative name
 constexpr uid_t kSandboxUid = 1000;  // owners as the sandbox sees them
 
 struct ArchiveDeleter {
@@ -134,6 +137,10 @@ class Packer {
     for (const auto& name : NSBOX_TRY(sorted_names(dirfd, prefix))) {
       std::string rel = prefix.empty() ? name : prefix + "/" + name;
       if (skip_.count(rel)) continue;
+      if (rel.size() > kMaxPath) {  // names are archived too: a chain of long ones stays bounded
+        leave_out(rel);
+        continue;
+      }
       struct stat st{};
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) continue;  // removed while we walk
@@ -167,11 +174,32 @@ class Packer {
   static constexpr size_t kNamedLeftOut = 20;
 
   void leave_out(const std::string& what) {
-    if (++summary_.skipped <= kNamedLeftOut) summary_.left_out.push_back(what.substr(0, 512));
+    if (++summary_.skipped > kNamedLeftOut) return;
+    // At most 512 bytes, cut before a UTF-8 continuation byte, not inside a character.
+    size_t n = std::min<size_t>(what.size(), 512);
+    while (n < what.size() && n > 0 && (static_cast<unsigned char>(what[n]) & 0xC0) == 0x80) --n;
+    summary_.left_out.push_back(what.substr(0, n));
   }
 
+  // A directory's names, sorted; read with the member limit applied as they come, so a
+  // directory of millions of (hard-linked, free) entries costs no more than the limit.
   Result<std::vector<std::string>> sorted_names(int dirfd, const std::string& shown) {
-    auto names = NSBOX_TRY(files::list_dir_at(dirfd, shown.empty() ? std::string(".") : shown));
+    UniqueFd copy(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!copy) return fail(sys_error("open " + (shown.empty() ? std::string(".") : shown)));
+    DIR* d = ::fdopendir(copy.get());
+    if (!d) return fail(sys_error("opendir " + shown));
+    copy.release();
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d)) {
+      std::string_view n = e->d_name;
+      if (n == "." || n == "..") continue;
+      if (summary_.members + names.size() >= limits_.max_members) {
+        ::closedir(d);
+        return fail(over_limit("members", limits_.max_members));
+      }
+      names.emplace_back(n);
+    }
+    ::closedir(d);
     std::sort(names.begin(), names.end());
     return names;
   }
@@ -282,9 +310,10 @@ bool link_stays_inside(const std::string& member, const std::string& target) {
 }
 
 Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>& skip, const ArchiveLimits& limits) {
+  // The sink outlives the writer: freeing a writer closes it, which may still write.
+  Sink sink{out_fd, {}, {}};
   Writer a(archive_write_new());
   if (!a) return fail(make_error(ErrorCode::kSystem, "archive_write_new failed"));
-  Sink sink{out_fd, {}, {}};
   if (archive_write_set_format_pax_restricted(a.get()) != ARCHIVE_OK) return fail(archive_error(a.get(), "pax format"));
   archive_write_set_bytes_per_block(a.get(), static_cast<int>(kChunk));  // 1 MiB writes, not 10 KiB ones
   archive_write_set_bytes_in_last_block(a.get(), 1);  // no padding past the end-of-archive blocks
@@ -293,6 +322,7 @@ Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>
   Packer packer(a.get(), skip, limits);
   auto packed = packer.add_dir(root_fd, "", 0);
   if (!packed) {
+    archive_write_fail(a.get());  // nothing more is written: the caller removes the file
     if (!sink.error.empty()) return fail(make_error(ErrorCode::kSystem, "write the snapshot: " + sink.error));
     return fail(std::move(packed.error()));
   }
@@ -314,7 +344,7 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
   archive_read_support_format_tar(in.get());  // tar and pax only; no filter, no other format
   if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) return fail(archive_error(in.get(), "open the snapshot"));
   ArchiveSummary summary;
-  std::set<std::string> seen;
+  std::unordered_set<size_t> seen;  // names' hashes: memory bounded by the member limit alone
   for (;;) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(in.get(), &e);
@@ -331,7 +361,7 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
       if (!target || !link_stays_inside(name, target))
         return fail(refused(name, std::string("a symlink pointing out (to '") + (target ? target : "") + "')"));
     }
-    if (!seen.insert(name).second) return fail(refused(name, "a duplicate"));
+    if (!seen.insert(std::hash<std::string>{}(name)).second) return fail(refused(name, "a duplicate"));
     if (++summary.members > limits.max_members)
       return fail(make_error(ErrorCode::kLimitExceeded, "the snapshot has more than " + std::to_string(limits.max_members) + " members",
                              "NSBOX_SNAPSHOT_MAX_MEMBERS raises the limit"));
@@ -363,11 +393,13 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
 
 }  // namespace
 
-// Two passes: the whole archive is checked before anything is written, so a refused
-// member leaves the workspace as it was.
-Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits) {
-  NSBOX_CHECK(read_members(archive_fd, limits, nullptr));
+Result<ArchiveSummary> check(int archive_fd, const ArchiveLimits& limits) {
+  auto summary = NSBOX_TRY(read_members(archive_fd, limits, nullptr));
   if (::lseek(archive_fd, 0, SEEK_SET) != 0) return fail(sys_error("rewind the snapshot"));
+  return summary;
+}
+
+Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits) {
   Writer out(archive_write_disk_new());
   constexpr int kFlags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                          ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_NO_OVERWRITE;

@@ -40,14 +40,20 @@ struct ArchiveSummary {
 // left out with all they contain (bucket mounts, ephemeral entries, nsbox's own dirs).
 Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>& skip, const ArchiveLimits& limits);
 
-// Unpacks `archive_fd` into the current directory.
+// Reads the whole archive and checks every member (the refusals above), writing nothing;
+// rewinds it. Unpacking checks again as it goes, but only this says "nothing written".
+Result<ArchiveSummary> check(int archive_fd, const ArchiveLimits& limits);
+// Unpacks `archive_fd` into the current directory; call check() first.
 Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits);
 
 // A member's name made relative and clean ("./a//b/" -> "a/b"), or the reason it is
 // refused (absolute, `..`, empty). Exposed for the unit tests.
 Result<std::string> clean_member_name(const std::string& name);
 // Whether a symlink at `member` pointing to `target` stays inside the root, read
-// lexically (a relative target whose `..` never climb above the root).
+// lexically (a relative target whose `..` never climb above the root). Lexical only: a
+// chain through other links can resolve elsewhere; what keeps the host safe is that
+// nothing on the host side follows them (packing stores links, unpacking never writes
+// through one), and inside the sandbox they resolve in the sandbox's own view.
 bool link_stays_inside(const std::string& member, const std::string& target);
 
 }  // namespace nsbox::snapshot

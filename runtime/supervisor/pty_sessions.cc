@@ -93,7 +93,7 @@ void PtySessions::start(int client_fd, const Json& request) {
   s.command = *command;
   s.master = std::move(*master);
   s.last_used = std::chrono::steady_clock::now();
-  (void)host_.loop().add(s.master.get(), EPOLLIN, [this, id](uint32_t) { on_readable(id); });
+  (void)host_.loop().add(s.master.get(), EPOLLIN, [this, id](uint32_t events) { on_events(id, events); });
   host_.send_to_client(client_fd, {{"ok", true}, {"session_id", id}});
 }
 
@@ -125,24 +125,15 @@ void PtySessions::exchange(int client_fd, const Json& request, bool writes) {
     } else {
       return error(client_fd, invalid("pty_write needs chars"));
     }
-    if (chars.size() > kMaxInput) return error(client_fd, invalid("at most 1 MiB of input at a time"));
     if (!s.master || s.exit_code) return error(client_fd, make_error(ErrorCode::kInvalidArgument, "PTY session " + std::to_string(s.id) + " has exited"));
-    // The terminal takes a few KiB at a time; what it cannot take now is refused rather
-    // than queued without bound.
-    for (size_t done = 0; done < chars.size();) {
-      ssize_t n = ::write(s.master.get(), chars.data() + done, chars.size() - done);
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) {
-        pollfd p{s.master.get(), POLLOUT, 0};
-        if (::poll(&p, 1, 1000) > 0) continue;
-      }
-      return error(client_fd, sys_error("write to PTY session " + std::to_string(s.id) + " (" + std::to_string(done) + " of " +
-                                        std::to_string(chars.size()) + " bytes taken)"));
-    }
+    if (s.input.size() + chars.size() > kMaxInput)
+      return error(client_fd, make_error(ErrorCode::kLimitExceeded, "PTY session " + std::to_string(s.id) + " has " +
+                                                                      std::to_string(s.input.size()) + " bytes typed that its program has not read",
+                                         "at most 1 MiB waits; read its output, or wait for it to read its input"));
+    // The terminal takes what it can now; the rest waits for it (EPOLLOUT), never the
+    // supervisor.
+    s.input += chars;
+    if (auto fed = feed(s); !fed) return error(client_fd, fed.error());
   }
   if (writes && !request.value("take_output", true)) {
     Json done = {{"ok", true}, {"session_id", s.id}, {"exit_code", s.exit_code ? Json(*s.exit_code) : Json(nullptr)}};
@@ -163,22 +154,43 @@ void PtySessions::exchange(int client_fd, const Json& request, bool writes) {
   s.waiters.push_back({client_fd, *timer, early});
 }
 
+Result<void> PtySessions::feed(Session& s) {
+  while (!s.input.empty() && s.master) {
+    ssize_t n = ::write(s.master.get(), s.input.data(), s.input.size());
+    if (n > 0) {
+      s.input.erase(0, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    return fail(sys_error("write to PTY session " + std::to_string(s.id)));
+  }
+  if (s.master) (void)host_.loop().modify(s.master.get(), s.input.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT);
+  return {};
+}
+
+// Unread output is kept to kMaxBuffered; trimmed only past twice that, so that a program
+// printing without end costs one move per MiB, not one per read.
+void PtySessions::trim(Session& s) {
+  if (s.output.size() <= kMaxBuffered) return;
+  size_t cut = s.output.size() - kMaxBuffered;
+  s.output.erase(0, cut);
+  s.dropped += cut;
+}
+
 void PtySessions::take_output(Session& s) {
   std::string chunk;
   for (int i = 0; i < 64 && host_.loop().read_chunk(s.master, chunk); ++i) {
     s.output += chunk;
-    if (s.output.size() > kMaxBuffered) {
-      size_t cut = s.output.size() - kMaxBuffered;
-      s.output.erase(0, cut);
-      s.dropped += cut;
-    }
+    if (s.output.size() > 2 * kMaxBuffered) trim(s);
   }
 }
 
-void PtySessions::on_readable(uint64_t id) {
+void PtySessions::on_events(uint64_t id, uint32_t events) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
   Session& s = it->second;
+  if (events & EPOLLOUT) (void)feed(s);
   take_output(s);
   if (s.output.empty()) return;
   for (size_t i = 0; i < s.waiters.size(); ++i) {
@@ -193,7 +205,13 @@ void PtySessions::on_readable(uint64_t id) {
 // {output | output_b64, exit_code, dropped}: what the session printed since the last
 // answer. A session whose command exited is gone once its last output was read.
 void PtySessions::answer(Session& s, int client_fd) {
+  send_answer(s, client_fd);
+  if (s.exit_code && s.waiters.empty()) end(s.id);
+}
+
+void PtySessions::send_answer(Session& s, int client_fd) {
   take_output(s);
+  trim(s);
   Json reply = {{"ok", true}, {"session_id", s.id}, {"exit_code", s.exit_code ? Json(*s.exit_code) : Json(nullptr)}};
   if (protocol::is_valid_utf8(s.output)) reply["output"] = s.output;
   else reply["output_b64"] = protocol::base64_encode(s.output);
@@ -201,18 +219,27 @@ void PtySessions::answer(Session& s, int client_fd) {
   s.output.clear();
   s.dropped = 0;
   host_.send_to_client(client_fd, reply);
-  if (s.exit_code && s.waiters.empty()) end(s.id);
 }
 
+// Every waiter is answered (the first gets the output, all get the exit), then a
+// session whose command exited is gone.
 void PtySessions::answer_waiters(Session& s) {
   auto waiters = std::move(s.waiters);
   s.waiters.clear();
-  uint64_t id = s.id;
   for (const auto& w : waiters) {
     host_.loop().cancel_timer(w.timer);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return;
-    answer(it->second, w.client_fd);
+    send_answer(s, w.client_fd);
+  }
+  if (s.exit_code && !waiters.empty()) end(s.id);
+}
+
+void PtySessions::client_gone(int client_fd) {
+  for (auto& [id, s] : sessions_) {
+    auto& waiters = s.waiters;
+    for (const auto& w : waiters)
+      if (w.client_fd == client_fd) host_.loop().cancel_timer(w.timer);
+    waiters.erase(std::remove_if(waiters.begin(), waiters.end(), [&](const Waiter& w) { return w.client_fd == client_fd; }),
+                  waiters.end());
   }
 }
 

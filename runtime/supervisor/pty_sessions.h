@@ -60,6 +60,8 @@ class PtySessions {
   void handle(int client_fd, const std::string& op, const protocol::Json& request);
   // init's news about a command: true if it was a session's.
   bool on_init_message(uint64_t command_id, const protocol::Json& message);
+  // A client connection closed: its waits are dropped (its fd number may be reused).
+  void client_gone(int client_fd);
   void kill_all();
 
  private:
@@ -72,7 +74,8 @@ class PtySessions {
     uint64_t id = 0;
     uint64_t command = 0;
     UniqueFd master;
-    std::string output;     // not yet read
+    std::string output;     // not yet read (kept to kMaxBuffered; trimmed when twice that)
+    std::string input;      // typed, not yet taken by the terminal (at most kMaxInput)
     uint64_t dropped = 0;   // bytes dropped from `output` since the last read
     std::optional<int> exit_code;
     bool spawn_failed = false;
@@ -85,8 +88,11 @@ class PtySessions {
   void resize(int client_fd, const protocol::Json& request);
   void kill(int client_fd, const protocol::Json& request);
   Result<Session*> find(const protocol::Json& request);
-  void on_readable(uint64_t id);
+  void on_events(uint64_t id, uint32_t events);
   void take_output(Session& s);
+  void trim(Session& s);
+  Result<void> feed(Session& s);
+  void send_answer(Session& s, int client_fd);
   void answer(Session& s, int client_fd);
   void answer_waiters(Session& s);
   void end(uint64_t id);

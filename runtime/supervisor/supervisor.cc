@@ -429,6 +429,7 @@ void Supervisor::close_client(int fd) {
   }
   it->second.commands.clear();
   kernel_->client_gone(fd);
+  if (ptys_) ptys_->client_gone(fd);
   if (tools_) tools_->client_gone(fd);
   loop_->remove(fd);
   // Erased (and its fd closed, so the number cannot be reused) once no caller holds it.

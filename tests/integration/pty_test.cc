@@ -154,3 +154,26 @@ sys.stdout.write(out.decode(errors="replace") + "\nexit %d\n" % os.waitstatus_to
   CHECK(r.out.find("got:hello") != std::string::npos);
   CHECK(r.out.find("exit 5\n") != std::string::npos);
 }
+
+TEST_CASE("input a program does not read waits in a bounded queue and never holds up the supervisor", "[pty]") {
+  TestRoot root;
+  auto id = root.create();
+  // Raw mode reads nothing: the terminal fills and stops taking input (a canonical one
+  // would drop what does not fit instead).
+  auto sid = start_session(root, id, {"bash", "-c", "stty raw -echo; exec sleep 1000"});
+  // 100 KiB at a time (one argument of a command line holds at most 128 KiB).
+  std::string paste(100 << 10, 'x');
+  auto r = root.nsbox({"pty", id, "write", "--json", sid, paste, "--yield-ms", "0"}, {.timeout_s = 60});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);  // answered at once: what the terminal cannot take waits
+  CHECK(root.sh(id, "echo served").out == "served\n");
+  ProcessResult over;
+  for (int i = 0; i < 12; ++i) {  // past 1 MiB waiting, a write is refused
+    over = root.nsbox({"pty", id, "write", sid, paste, "--yield-ms", "0"}, {.timeout_s = 60});
+    if (over.exit_code != 0) break;
+  }
+  CHECK(over.exit_code != 0);
+  CHECK(over.err.find("has not read") != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"pty", id, "kill", "--json", sid}))["killed"] == json::array({1}));
+  CHECK(root.sh(id, "pgrep -x sleep || echo none").out == "none\n");
+}

@@ -202,3 +202,31 @@ TEST_CASE("crafted archives are refused before anything is written, and nothing 
   CHECK(refused.exit_code != 0);
   CHECK(refused.err.find("more than 10 members") != std::string::npos);
 }
+
+TEST_CASE("a refused restore leaves a stopped sandbox's workspace as it was, and one too big for the volume is refused first", "[snapshot]") {
+  TestRoot root;
+  auto id = root.create({"--home-size", "64M"});
+  REQUIRE(root.sh(id, "echo mine > ~/kept && mkfifo ~/$'\\xff-pipe'").exit_code == 0);
+  // A name that is not UTF-8 is left out and named (its bytes replaced), never fatal.
+  auto odd = root.nsbox({"snapshot", "create", "--json", id});
+  INFO(odd.err);
+  REQUIRE(odd.exit_code == 0);
+  CHECK(TestRoot::json(odd)["left_out"].size() == 1);
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  plant_snapshot(root.path() + "/data/snapshots", "snp-00000000000000aa", "[f('fine'), f('../evil')]");
+  auto refused = root.nsbox({"start", id, "--from-snapshot", "snp-00000000000000aa"});
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("'../evil' refused") != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["status"] == "stopped");
+  REQUIRE(root.nsbox({"start", id}).exit_code == 0);
+  CHECK(root.sh(id, "cat ~/kept; ls ~/fine 2>&1 | grep -c 'No such'").out == "mine\n1\n");
+
+  if (TestRoot::json(root.nsbox({"inspect", "--json", id}))["home"]["kind"] == "image") {
+    REQUIRE(root.sh(id, "head -c 40M /dev/zero > ~/big").exit_code == 0);
+    auto big = first_line(root.nsbox({"snapshot", "create", id}).out);
+    auto small = root.nsbox({"create", "--home-size", "32M", "--from-snapshot", big});
+    CHECK(small.exit_code != 0);
+    CHECK(small.err.find("more than the 32 MiB volume") != std::string::npos);
+    CHECK(small.err.find("--home-size") != std::string::npos);
+  }
+}
