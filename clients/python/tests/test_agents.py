@@ -280,6 +280,51 @@ def test_10_exec_timeout_raises_and_leaves_no_process(sdk: NsboxSandboxClient) -
     arun(scenario())
 
 
+# -- 13: snapshots: stop persists, resume restores into a new sandbox ---------------------
+
+def test_13_stop_persists_and_resume_restores_after_the_sandbox_is_gone(sdk: NsboxSandboxClient) -> None:
+    async def scenario() -> None:
+        noop = await sdk.create()
+        try:
+            await noop.stop()  # the default spec persists nothing
+            assert noop.state.snapshot == {"type": "noop"}
+        finally:
+            await sdk.delete(noop)
+
+        session = await sdk.create(snapshot=agents.NsboxSnapshotSpec(), manifest=Manifest(environment={"MODE": "test"}))
+        gone_id = session.sandbox.id
+        try:
+            await session.exec("mkdir -p notes && echo kept > notes/a.md && ln -s notes/a.md latest")
+            await session.stop()
+            snap_id = session.state.snapshot["id"]
+            assert snap_id.startswith("snp-") and session.state.snapshot["fingerprint"]
+            state = json.loads(json.dumps(sdk.serialize_session_state(session.state)))
+            # A second persist replaces the first: one snapshot per session.
+            await session.exec("echo newer > notes/b.md")
+            second = await session.persist_workspace()
+            assert second != snap_id
+            assert [s.id for s in nsbox.Sandbox.snapshots(client=sdk.client)] == [second]
+            # hydrate_workspace puts back what the last persist saw.
+            await session.exec("rm -rf notes")
+            await session.hydrate_workspace()
+            assert (await session.exec("cat notes/a.md notes/b.md")).stdout == b"kept\nnewer\n"
+        finally:
+            await sdk.delete(session)
+        # Its sandbox is gone: resume makes a new one from the snapshot named in the state,
+        # its env values from the trusted manifest (the state holds none).
+        state["snapshot"]["id"] = second
+        assert "test" not in json.dumps(state)
+        resumed = await sdk.resume(sdk.deserialize_session_state(state), manifest=Manifest(environment={"MODE": "test"}))
+        try:
+            assert resumed.sandbox.id != gone_id
+            assert (await resumed.exec("cat latest notes/b.md; echo $MODE")).stdout == b"kept\nnewer\ntest\n"
+        finally:
+            await sdk.delete(resumed)
+            nsbox.Sandbox.remove_snapshot(second, client=sdk.client)
+
+    arun(scenario())
+
+
 # -- 18: serialized state holds no secret; resume reattaches -----------------------------
 
 SECRET = "sEcReT-KeY-" + str(int(time.time()))

@@ -47,6 +47,7 @@ from .errors import (
 from .manifest import Manifest
 from .mounts import AzureBlobMount, GCSMount, R2Mount, S3Mount
 from .session import NsboxSandboxSession
+from .snapshots import NoopSnapshotSpec, NsboxSnapshotSpec
 from .types import WORKSPACE_ROOT, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate
 
 __all__ = [
@@ -66,6 +67,8 @@ __all__ = [
     "EnvEntry",
     "ExecResult",
     "PtyExecUpdate",
+    "NoopSnapshotSpec",
+    "NsboxSnapshotSpec",
     "PtySessionNotFoundError",
     "FileEntry",
     "EntryKind",

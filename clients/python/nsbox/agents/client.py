@@ -10,6 +10,7 @@ from ..sandbox import Sandbox, make_client
 from .errors import MountConfigError, SandboxConfigError, WorkspaceStartError
 from .manifest import Manifest, _resolve_env
 from .session import NsboxSandboxSession
+from .snapshots import restorable, snapshot_state
 from .types import _run
 
 
@@ -107,11 +108,15 @@ class NsboxSandboxSessionState:
         if not isinstance(sandbox_id, str) or not sandbox_id:
             raise SandboxConfigError("sandbox session state has no sandbox_id")
         manifest = Manifest.model_validate(payload.get("manifest") or {})
-        return cls(sandbox_id=sandbox_id, manifest=manifest,
+        state = cls(sandbox_id=sandbox_id, manifest=manifest,
                    options=NsboxSandboxClientOptions.parse(payload.get("options")),
                    session_id=str(payload.get("session_id") or "") or None,
                    workspace_root_ready=bool(payload.get("workspace_root_ready", False)),
                    exposed_ports=tuple(payload.get("exposed_ports") or ()))
+        snapshot = payload.get("snapshot")
+        if isinstance(snapshot, Mapping):
+            state.snapshot = {str(k): v for k, v in snapshot.items()}
+        return state
 
     def __repr__(self) -> str:
         return "NsboxSandboxSessionState(session_id=%r, sandbox_id=%r)" % (self.session_id, self.sandbox_id)
@@ -153,8 +158,7 @@ class NsboxSandboxClient:
         """A new sandbox with the manifest's files, directories, environment and mounts
         (made by the server before it answers). Everything is checked before anything
         is made."""
-        if snapshot is not None and getattr(snapshot, "type", None) not in ("noop", None):
-            raise SandboxConfigError("nsbox has no snapshots yet: create without snapshot=")
+        snapshot_doc = snapshot_state(snapshot)
         if manifest is None:
             manifest = Manifest()
         elif isinstance(manifest, Mapping):
@@ -182,6 +186,7 @@ class NsboxSandboxClient:
                 m.pop("credentials", None)
         await _run(self._server_features)
         state = NsboxSandboxSessionState(sandbox_id=sandbox.id, manifest=manifest, options=opts)
+        state.snapshot = snapshot_doc
         return NsboxSandboxSession(self, sandbox, state)
 
     async def delete(self, session: "NsboxSandboxSession") -> "NsboxSandboxSession":
@@ -209,16 +214,52 @@ class NsboxSandboxClient:
                 raise MountConfigError(
                     message="sandbox mount configuration can be rebound only from a current trusted mount "
                             "configuration with exactly matching credential-free topology")
+        snapshot_id = restorable(state.snapshot)
         try:
             sandbox = await _run(Sandbox.connect, state.sandbox_id, client=self._client)
         except NotFound as e:
-            raise WorkspaceStartError(message="sandbox %s no longer exists; it cannot be resumed" % state.sandbox_id,
-                                      context={"sandbox_id": state.sandbox_id}, cause=e) from e
-        if sandbox.last_info.status != "running":
-            raise WorkspaceStartError(message="sandbox %s is %s; remove it" % (state.sandbox_id, sandbox.last_info.status),
-                                      context={"sandbox_id": state.sandbox_id})
+            if snapshot_id is None:
+                raise WorkspaceStartError(message="sandbox %s no longer exists and has no snapshot; it cannot be resumed"
+                                          % state.sandbox_id, context={"sandbox_id": state.sandbox_id}, cause=e) from e
+            sandbox = await self._recreate(state, snapshot_id, manifest)
+        else:
+            if sandbox.last_info.status != "running":
+                # Stopped or dead: the same sandbox again, its files kept (a fresh kernel).
+                env = await _resolve_env(state.manifest.environment)
+                env.update(state.options.env)
+                try:
+                    await _run(sandbox.start, env or None)
+                except NsboxError as e:
+                    raise WorkspaceStartError(message="sandbox %s is %s and did not start again: %s"
+                                              % (state.sandbox_id, sandbox.last_info.status, e),
+                                              context={"sandbox_id": state.sandbox_id}, cause=e) from e
         await _run(self._server_features)
         return NsboxSandboxSession(self, sandbox, state)
+
+    async def _recreate(self, state: NsboxSandboxSessionState, snapshot_id: str, manifest: Optional[Manifest]) -> Sandbox:
+        """A new sandbox for a state whose sandbox is gone, hydrated from its snapshot before
+        its first command; mounts (ephemeral) come again from the trusted manifest."""
+        trusted = manifest if manifest is not None else state.manifest
+        mounts = trusted.mounts_request()
+        env = await _resolve_env(trusted.environment)
+        env.update(state.options.env)
+        opts = state.options
+
+        def make() -> Sandbox:
+            return Sandbox.create(size=opts.size, env=env or None, net=opts.net, mounts=mounts or None,
+                                  files_quota=opts.files_quota, from_snapshot=snapshot_id, client=self._client)
+
+        try:
+            sandbox = await _run(make)
+        except NsboxError as e:
+            raise WorkspaceStartError(message="sandbox %s is gone and its snapshot %s did not restore: %s"
+                                      % (state.sandbox_id, snapshot_id, e),
+                                      context={"sandbox_id": state.sandbox_id, "snapshot_id": snapshot_id}, cause=e) from e
+        finally:
+            for m in mounts:
+                m.pop("credentials", None)
+        state.sandbox_id = sandbox.id
+        return sandbox
 
     def serialize_session_state(self, state: NsboxSandboxSessionState) -> Dict[str, object]:
         """A JSON-compatible document of the state: no token, no mount credential, no

@@ -24,7 +24,7 @@ from .errors import (
     WorkspaceReadNotFoundError,
     WorkspaceStartError,
 )
-from .manifest import _DRIVE
+from .manifest import _DRIVE, _resolve_env
 from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate, _run
 
 if TYPE_CHECKING:
@@ -103,8 +103,44 @@ class NsboxSandboxSession:
         self.state.workspace_root_ready = True
 
     async def stop(self) -> None:
-        """Persistence only: nothing to persist without snapshots (a later nsbox)."""
+        """Ends every PTY process, then persists the workspace through the session's
+        snapshot spec (nothing with the default, noop)."""
         await self.pty_terminate_all()
+        if self.state.snapshot.get("type") == "nsbox" and not self._deleted:
+            await self.persist_workspace()
+
+    async def persist_workspace(self) -> str:
+        """A snapshot of the workspace on the server (``/home/user``; ``/mnt/files`` when
+        the spec says so): members relative, no mount, no secret. Its id, also recorded in
+        the session's state, so that ``resume`` of a sandbox that is gone restores it."""
+        include_files = bool(self.state.snapshot.get("include_files", False))
+        try:
+            snap = await _run(self.sandbox.snapshot, None, include_files=include_files)
+        except NsboxError as e:
+            raise WorkspaceArchiveReadError(path=_ROOT, cause=e) from e
+        previous = self.state.snapshot.get("id")
+        self.state.snapshot = {"type": "nsbox", "include_files": include_files, "id": snap.id,
+                               "fingerprint": snap.fingerprint}
+        if isinstance(previous, str) and previous and previous != snap.id:
+            try:  # one snapshot per session: the newest
+                await _run(Sandbox.remove_snapshot, previous, client=self.sandbox.client)
+            except NsboxError:
+                pass
+        return snap.id
+
+    async def hydrate_workspace(self, snapshot_id: Optional[str] = None) -> None:
+        """Replaces the workspace with a snapshot's (the session's last one by default).
+        The sandbox restarts to do it: its processes and the kernel's state are lost."""
+        target = snapshot_id or self.state.snapshot.get("id")
+        if not isinstance(target, str) or not target:
+            raise SandboxConfigError("there is no snapshot to hydrate from: persist_workspace() first", op="hydrate")
+        env = await _resolve_env(self.state.manifest.environment)
+        env.update(self.state.options.env)
+        try:
+            await _run(self.sandbox.stop)
+            await _run(self.sandbox.start, env or None, target)
+        except NsboxError as e:
+            raise WorkspaceArchiveWriteError(path=_ROOT, cause=e) from e
 
     async def shutdown(self) -> None:
         """Ends this session's use of the sandbox; the sandbox keeps running for
