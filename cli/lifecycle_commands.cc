@@ -137,6 +137,12 @@ int cmd_inspect(const Invocation& inv) {
   if (!ctx) return code;
   auto id = one_id(ctx->args, "inspect");
   if (!id) return ctx->out.error(id.error());
+  if (ctx->args.has("state")) {
+    auto state = ctx->runtime->state(*id);
+    if (!state) return ctx->out.error(state.error());
+    std::puts(state->dump(2).c_str());  // JSON whatever --json says: it is for a file
+    return 0;
+  }
   auto info = ctx->runtime->inspect(*id);
   if (!info) return ctx->out.error(info.error());
   if (ctx->out.json) {

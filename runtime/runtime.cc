@@ -424,6 +424,24 @@ Result<SandboxInfo> Runtime::inspect(const std::string& id_or_name) const {
   return info;
 }
 
+Result<Json> Runtime::state(const std::string& id_or_name) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  auto r = NSBOX_TRY(store_.load(id));
+  Json mounts = Json::array();
+  for (const auto& m : r.mounts) {
+    Json j = m.to_json();
+    j.erase("credentials_file");  // a path on this host: not the state's to carry
+    mounts.push_back(std::move(j));
+  }
+  Json snapshot = nullptr;
+  for (const auto& s : NSBOX_TRY(snapshots()))  // oldest first: the last one of this sandbox wins
+    if (s.sandbox == id) snapshot = {{"id", s.id}, {"name", s.name}, {"created_at", s.created_at}, {"fingerprint", s.fingerprint},
+                                     {"include_files", s.include_files}};
+  return Json{{"version", 1},          {"type", "nsbox"},        {"id", r.id},         {"name", r.name},
+              {"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"env_names", r.env_names}, {"mounts", mounts},
+              {"packages", r.packages}, {"snapshot", snapshot}};
+}
+
 Result<CommandResult> Runtime::exec(const std::string& id_or_name, const CommandRequest& request,
                                     const OutputCallback& on_output, int stdin_fd, const CallControl& control) const {
   NSBOX_CHECK(request.check());

@@ -118,6 +118,10 @@ class Runtime {
   Result<SandboxInfo> create(const CreateOptions& options);
   Result<std::vector<SandboxInfo>> list() const;
   Result<SandboxInfo> inspect(const std::string& id_or_name) const;
+  // `inspect --state`: what resuming the sandbox needs, serialisable and without a secret
+  // (no env value, no credential, no host path): id, name, size, network, env names,
+  // credential-free mounts, packages, and its newest snapshot with its fingerprint.
+  Result<protocol::Json> state(const std::string& id_or_name) const;
   // Runs a command; output goes to `on_output` as it arrives. `stdin_fd` (-1: none) is
   // passed to the command.
   Result<CommandResult> exec(const std::string& id_or_name, const CommandRequest& request,

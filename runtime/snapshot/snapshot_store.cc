@@ -172,9 +172,15 @@ Result<std::vector<SnapshotInfo>> SnapshotStore::list() const {
     auto text = files::read_file(dir + "/snapshot.json");
     if (!text) continue;
     auto j = json::parse(*text, nullptr, false);
-    if (auto s = SnapshotInfo::from_json(j, dir)) out.push_back(std::move(*s));
+    auto s = SnapshotInfo::from_json(j, dir);
+    if (!s) continue;
+    struct stat st{};
+    if (::stat((dir + "/snapshot.json").c_str(), &st) == 0) s->made_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    out.push_back(std::move(*s));
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.created_at < b.created_at; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.made_ns != b.made_ns ? a.made_ns < b.made_ns : a.id < b.id;
+  });
   return out;
 }
 

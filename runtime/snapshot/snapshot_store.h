@@ -40,6 +40,7 @@ struct SnapshotInfo {
   std::string fingerprint;
   nlohmann::json spec;  // {"size", "net", "mounts", "env_names"}: never a credential or env value
   std::string dir;      // where it is on disk
+  int64_t made_ns = 0;  // when its record was written (ns): orders snapshots made within a second
 
   nlohmann::json to_json() const;
   static Result<SnapshotInfo> from_json(const nlohmann::json& j, std::string dir);
@@ -62,7 +63,7 @@ class SnapshotStore {
   // /home/user left out (bucket mounts under it).
   Result<SnapshotInfo> create(const SandboxRecord& record, const Volume& home, const Volume& files, const std::string& name,
                               bool include_files, const std::vector<std::string>& skip_home) const;
-  Result<std::vector<SnapshotInfo>> list() const;
+  Result<std::vector<SnapshotInfo>> list() const;  // oldest first
   Result<SnapshotInfo> find(const std::string& id_or_name) const;
   Result<void> remove(const std::string& id_or_name) const;
   // Unpacks a snapshot into the volumes, as the sandbox user; `replace` empties each first.

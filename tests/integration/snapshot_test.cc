@@ -230,3 +230,25 @@ TEST_CASE("a refused restore leaves a stopped sandbox's workspace as it was, and
     CHECK(small.err.find("--home-size") != std::string::npos);
   }
 }
+
+TEST_CASE("inspect --state says what resuming needs, with the newest snapshot and its fingerprint, and no secret", "[snapshot]") {
+  TestRoot root;
+  auto id = root.create({"--name", "stateful", "--env", "API_TOKEN=tok-5b1f9e-secret", "--size", "medium"});
+  auto bare = root.nsbox({"inspect", id, "--state"});
+  INFO(bare.err);
+  REQUIRE(bare.exit_code == 0);
+  auto state = TestRoot::json(bare);
+  CHECK(state["version"] == 1);
+  CHECK(state["id"] == id);
+  CHECK(state["size"] == "medium");
+  CHECK(state["env_names"] == json::array({"API_TOKEN"}));
+  CHECK(state["snapshot"].is_null());
+  auto first = TestRoot::json(root.nsbox({"snapshot", "create", "--json", id}));
+  auto second = TestRoot::json(root.nsbox({"snapshot", "create", "--json", id}));
+  auto later = root.nsbox({"inspect", "stateful", "--state"});
+  CHECK(later.out.find("tok-5b1f9e-secret") == std::string::npos);
+  auto with_snapshot = TestRoot::json(later);
+  CHECK(with_snapshot["snapshot"]["id"] == second["id"]);
+  CHECK(with_snapshot["snapshot"]["fingerprint"] == second["fingerprint"]);
+  CHECK(first["id"] != second["id"]);
+}
