@@ -1,5 +1,6 @@
 // create, ls, inspect, stop, start, resize, rm.
 #include <cstdio>
+#include <functional>
 #include <sstream>
 
 #include <unistd.h>
@@ -83,6 +84,30 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
   if (!mounts.empty()) doc["mounts"] = std::move(mounts);
   if (nlohmann::json tools = tools_document(args); !tools.empty()) doc["tools"] = std::move(tools);
   return doc;
+}
+
+// Acts on each of `targets` in turn: what each gave is listed (its line, or the
+// document {key: [items]} with --json); a failure is said and the rest go on. The exit
+// status is the last failure's, 0 when none failed.
+struct Done {
+  nlohmann::json item;
+  std::string line;
+};
+int for_each_target(CommandContext& ctx, std::vector<std::string> targets, const char* key,
+                    const std::function<Result<Done>(const std::string&)>& act) {
+  nlohmann::json items = nlohmann::json::array();
+  int exit_code = 0;
+  for (const auto& target : targets) {
+    auto done = act(target);
+    if (!done) {
+      exit_code = ctx.out.error(done.error());
+      continue;
+    }
+    items.push_back(std::move(done->item));
+    if (!ctx.out.json) ctx.out.line(done->line);
+  }
+  if (ctx.out.json) ctx.out.document({{key, items}});
+  return exit_code;
 }
 
 }  // namespace
@@ -217,19 +242,11 @@ int cmd_stop(const Invocation& inv) {
   if (!ctx) return code;
   if (ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox stop takes one or more sandbox ids or names"));
-  nlohmann::json stopped = nlohmann::json::array();
-  int exit_code = 0;
-  for (const auto& target : ctx->args.positionals) {
-    auto info = ctx->runtime->stop(target);
-    if (!info) {
-      exit_code = ctx->out.error(info.error());
-      continue;
-    }
-    stopped.push_back({{"id", info->record.id}, {"status", status_name(info->status)}, {"kernel_state_lost", true}});
-    if (!ctx->out.json) ctx->out.line(info->record.id + ": stopped (the kernel's state is lost; files and /home/user are kept)");
-  }
-  if (ctx->out.json) ctx->out.document({{"stopped", stopped}});
-  return exit_code;
+  return for_each_target(*ctx, ctx->args.positionals, "stopped", [&](const std::string& target) -> Result<Done> {
+    auto info = NSBOX_TRY(ctx->runtime->stop(target));
+    return Done{{{"id", info.record.id}, {"status", status_name(info.status)}, {"kernel_state_lost", true}},
+                info.record.id + ": stopped (the kernel's state is lost; files and /home/user are kept)"};
+  });
 }
 
 int cmd_start(const Invocation& inv) {
@@ -285,20 +302,11 @@ int cmd_snapshot(const Invocation& inv) {
     return 0;
   }
   if (verb == "rm" && pos.size() >= 2) {
-    nlohmann::json removed = nlohmann::json::array();
-    int exit_code = 0;
-    for (size_t i = 1; i < pos.size(); ++i) {
-      auto s = ctx->runtime->find_snapshot(pos[i]);
-      auto r = s ? ctx->runtime->remove_snapshot(s->id) : Result<void>(fail(s.error()));
-      if (!r) {
-        exit_code = ctx->out.error(r.error());
-        continue;
-      }
-      removed.push_back(s->id);
-      if (!ctx->out.json) ctx->out.line(s->id);
-    }
-    if (ctx->out.json) ctx->out.document({{"removed", removed}});
-    return exit_code;
+    return for_each_target(*ctx, {pos.begin() + 1, pos.end()}, "removed", [&](const std::string& target) -> Result<Done> {
+      auto snapshot = NSBOX_TRY(ctx->runtime->find_snapshot(target));
+      NSBOX_CHECK(ctx->runtime->remove_snapshot(snapshot.id));
+      return Done{snapshot.id, snapshot.id};
+    });
   }
   return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox snapshot takes create ID, ls, or rm ID|NAME...",
                                    "see `nsbox snapshot --help`"));
@@ -310,20 +318,11 @@ int cmd_rm(const Invocation& inv) {
   if (!ctx) return code;
   if (ctx->args.positionals.empty())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox rm takes one or more sandbox ids or names"));
-  nlohmann::json removed = nlohmann::json::array();
-  int exit_code = 0;
-  for (const auto& target : ctx->args.positionals) {
-    auto id = ctx->runtime->store().resolve(target);
-    auto r = id ? ctx->runtime->remove(*id, ctx->args.has("keep-files")) : Result<void>(fail(id.error()));
-    if (!r) {
-      exit_code = ctx->out.error(r.error());
-      continue;
-    }
-    removed.push_back(*id);
-    if (!ctx->out.json) ctx->out.line(*id);
-  }
-  if (ctx->out.json) ctx->out.document({{"removed", removed}});
-  return exit_code;
+  return for_each_target(*ctx, ctx->args.positionals, "removed", [&](const std::string& target) -> Result<Done> {
+    std::string id = NSBOX_TRY(ctx->runtime->store().resolve(target));
+    NSBOX_CHECK(ctx->runtime->remove(id, ctx->args.has("keep-files")));
+    return Done{id, id};
+  });
 }
 
 }  // namespace nsbox::cli

@@ -65,6 +65,12 @@ std::map<std::string, std::string> test_resolve_overrides() {
   return out;
 }
 
+// The test hooks of a supervisor's spec (NSBOX_TEST_RESOLVE, NSBOX_TEST_NAT_NETNS:
+// runtime/supervisor/nat_helper.h), from this process's environment, at create and start.
+void add_test_hooks(SupervisorSpec& spec) {
+  spec.net_resolve = test_resolve_overrides();
+  if (const char* netns = std::getenv("NSBOX_TEST_NAT_NETNS")) spec.nat_netns = netns;
+}
 
 using protocol::Json;
 
@@ -204,10 +210,10 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
       return fail(std::move(restored.error()).context("create sandbox"));
     }
   }
-  const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");  // tests only (nat_helper.h)
-  SupervisorSpec spec{id,           options.name,  options.size,  options.net,       test_resolve_overrides(),
-                      nat_netns ? nat_netns : "", options.packages, options.env, volume->name, home->name, {},
+  SupervisorSpec spec{id,           options.name,  options.size,  options.net,  {},
+                      {},           options.packages, options.env, volume->name, home->name, {},
                       options.mounts, options.tools, options.tool_keys};
+  add_test_hooks(spec);
   auto info = launch(spec);
   if (!info) {
     remove_leftovers(id, options.name);
@@ -328,11 +334,11 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
       auto files = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
       NSBOX_CHECK_CTX(snapshot_store().restore(snapshot, home, files, /*replace=*/true), "start " + id);
     }
-    const char* nat_netns = std::getenv("NSBOX_TEST_NAT_NETNS");
-    spec = SupervisorSpec{id,      record.name, record.size, record.net, test_resolve_overrides(), nat_netns ? nat_netns : "",
+    spec = SupervisorSpec{id,      record.name, record.size, record.net, {}, {},
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
                           std::move(tools), std::move(keys)};
   }  // the new supervisor takes the lock
+  add_test_hooks(spec);
   auto info = launch(spec);
   for (auto& m : spec.mounts) m.credentials.wipe();
   spec.tool_keys.wipe();

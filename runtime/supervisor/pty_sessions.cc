@@ -249,7 +249,6 @@ bool PtySessions::on_init_message(uint64_t command_id, const Json& m) {
     std::string event = m.value("event", "");
     if (event == "spawn_failed") {
       s.exit_code = 127;
-      s.spawn_failed = true;
       s.output += "nsbox: could not start the command: " + m.value("message", std::string("exec failed")) + "\r\n";
     } else if (event == "exited") {
       s.exit_code = m.contains("exit_code") ? m["exit_code"].get<int>() : 128 + m.value("signal", SIGKILL);

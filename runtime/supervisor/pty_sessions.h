@@ -78,7 +78,6 @@ class PtySessions {
     std::string input;      // typed, not yet taken by the terminal (at most kMaxInput)
     uint64_t dropped = 0;   // bytes dropped from `output` since the last read
     std::optional<int> exit_code;
-    bool spawn_failed = false;
     std::chrono::steady_clock::time_point last_used;
     std::vector<Waiter> waiters;
   };

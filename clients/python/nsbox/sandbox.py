@@ -46,6 +46,24 @@ def make_client(
                   timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout)
 
 
+def _list_of(doc: Any, key: str) -> List[Dict[str, Any]]:
+    """The objects of ``doc[key]`` (a list answer: {"sandboxes": [...]})."""
+    items = doc.get(key) if isinstance(doc, dict) else None
+    return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+
+
+def _request_once(client: Optional[Client], method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
+                  **connection: Any) -> Any:
+    """One request through ``client``, or through a client made from ``connection`` for it
+    alone and closed after it (the class-level calls: list, snapshots, ...)."""
+    c = make_client(client, **connection)
+    try:
+        return c.json(method, path, query=query)
+    finally:
+        if client is None:
+            c.close()
+
+
 class _Workbench:
     """What a sandbox and a session's sandbox share: cells, commands, files, fs,
     interrupt, restart."""
@@ -247,17 +265,12 @@ class Sandbox(_Workbench):
         timeout: Optional[float] = None,
     ) -> List[SandboxInfo]:
         """Every sandbox of the server's state root (``nsbox ls``)."""
-        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
-        try:
-            doc = c.json("GET", "/v1/sandboxes")
-        finally:
-            if client is None:
-                c.close()
-        items = doc.get("sandboxes") if isinstance(doc, dict) else None
-        return [SandboxInfo(x) for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+        doc = _request_once(client, "GET", "/v1/sandboxes", url=url, token=token, socket=socket, token_file=token_file,
+                            timeout=timeout)
+        return [SandboxInfo(x) for x in _list_of(doc, "sandboxes")]
 
     def info(self) -> SandboxInfo:
-        """The sandbox as it is now (``nsbox inspect``); ``status`` says running or dead."""
+        """The sandbox as it is now (``nsbox inspect``); ``status`` says running, stopped or dead."""
         self._info = SandboxInfo(self._client.json("GET", self._base))
         return self._info
 
@@ -353,25 +366,15 @@ class Sandbox(_Workbench):
     def snapshots(cls, *, client: Optional[Client] = None, url: Optional[str] = None, token: Optional[str] = None,
                   socket: Optional[str] = None, token_file: Optional[str] = None) -> List[SnapshotInfo]:
         """Every snapshot of the server (``nsbox snapshot ls``)."""
-        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file)
-        try:
-            doc = c.json("GET", "/v1/snapshots")
-        finally:
-            if client is None:
-                c.close()
-        items = doc.get("snapshots") if isinstance(doc, dict) else None
-        return [SnapshotInfo(s) for s in items if isinstance(s, dict)] if isinstance(items, list) else []
+        doc = _request_once(client, "GET", "/v1/snapshots", url=url, token=token, socket=socket, token_file=token_file)
+        return [SnapshotInfo(x) for x in _list_of(doc, "snapshots")]
 
     @classmethod
     def remove_snapshot(cls, id_or_name: str, *, client: Optional[Client] = None, url: Optional[str] = None,
                         token: Optional[str] = None, socket: Optional[str] = None, token_file: Optional[str] = None) -> None:
         """Deletes a snapshot by id or name (``nsbox snapshot rm``)."""
-        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file)
-        try:
-            c.json("DELETE", "/v1/snapshots/" + id_or_name)
-        finally:
-            if client is None:
-                c.close()
+        _request_once(client, "DELETE", "/v1/snapshots/" + _quote(id_or_name), url=url, token=token, socket=socket,
+                      token_file=token_file)
 
     def remove(self, *, keep_files: bool = False) -> List[str]:
         """Removes the sandbox (and its files volume unless ``keep_files``)."""
@@ -477,14 +480,9 @@ class Session(_Workbench):
         token_file: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> List[SessionInfo]:
-        c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
-        try:
-            doc = c.json("GET", "/v1/sessions", query={"user_id": user_id})
-        finally:
-            if client is None:
-                c.close()
-        items = doc.get("sessions") if isinstance(doc, dict) else None
-        sessions = [SessionInfo(x) for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+        doc = _request_once(client, "GET", "/v1/sessions", query={"user_id": user_id}, url=url, token=token, socket=socket,
+                            token_file=token_file, timeout=timeout)
+        sessions = [SessionInfo(x) for x in _list_of(doc, "sessions")]
         return [s for s in sessions if user_id is None or s.user_id == user_id]
 
     def info(self) -> SessionInfo:
