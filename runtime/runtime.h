@@ -195,6 +195,9 @@ class Runtime {
   Runtime(StateStore store, InstallLayout layout, std::string snapshot_dir)
       : store_(std::move(store)), layout_(std::move(layout)), snapshot_dir_(std::move(snapshot_dir)) {}
   SnapshotStore snapshot_store() const { return SnapshotStore(snapshot_dir_, layout_.archiver()); }
+  // How long a plain request waits for the supervisor's answer.
+  static constexpr int kRequestTimeoutMs = 15000;
+
   Result<SandboxInfo> info_for(const std::string& id) const;
   Error not_running(const std::string& id) const;
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
