@@ -41,7 +41,10 @@ const std::vector<CommandHelp>& command_table() {
         {"mount", "URL:PATH[:rw][:staging_bytes=SIZE]",
          "a bucket at PATH: s3://B[/P], r2://B, gs://B, azblob://ACCOUNT/CONTAINER (repeatable); writes staged on the host "
          "up to SIZE (default 10G)"},
-        {"manifest", "FILE", "bucket mounts from a JSON file (docs/semantics.md; repeatable)"},
+        {"manifest", "FILE",
+         "the workspace's entries, environment and mounts from a JSON manifest (docs/semantics.md, \"Manifests\"); "
+         "a list of mounts may be given more than once"},
+        {"local-grant", "DIR", "a directory the manifest's local_file, local_dir and git_repo may read besides its own (repeatable)"},
         kTools,
         kToolsDir,
         kToolsConfig,

@@ -1,6 +1,9 @@
 #include "cli/context.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <cmath>
 #include <tuple>
@@ -49,6 +52,17 @@ std::string absolute_path(std::string path) {
   char cwd[4096];
   if (!path.empty() && path[0] != '/' && ::getcwd(cwd, sizeof cwd)) path = std::string(cwd) + "/" + path;
   return path;
+}
+
+Result<std::string> real_dir(const std::string& path, const std::string& flag) {
+  std::string dir = absolute_path(path);
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) dir = dir.substr(0, dir.rfind('/'));
+  char* real = ::realpath(dir.empty() ? "/" : dir.c_str(), nullptr);
+  if (!real) return fail(sys_error(flag + " " + path));
+  std::string out = real;
+  std::free(real);
+  return out;
 }
 
 nlohmann::json tools_document(const ParsedArgs& args) {

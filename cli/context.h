@@ -30,6 +30,9 @@ Result<EnvList> env_flags(const ParsedArgs& args);
 Result<double> timeout_flag(const ParsedArgs& args);
 // `path` made absolute against the working directory (flags naming host paths).
 std::string absolute_path(std::string path);
+// The real path (no symlink, no `..`) of an existing directory a flag names; for a
+// file, of the directory holding it.
+Result<std::string> real_dir(const std::string& path, const std::string& flag);
 // The tool bridge's config (runtime/tools/tools_config.h) from --tools, --tools-dir,
 // --tools-replay, --tools-record, --user-id, --llm-url, --llm-model; paths made absolute.
 nlohmann::json tools_document(const ParsedArgs& args);

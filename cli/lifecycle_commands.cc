@@ -78,8 +78,21 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
     for (const auto& flag : it->second) mounts.push_back(flag);
   if (auto it = args.values.find("manifest"); it != args.values.end())
     for (const auto& path : it->second) {
-      std::string text = NSBOX_TRY(files::read_file(path));
-      for (auto& m : NSBOX_TRY(bucket::parse_manifest(text, path))) mounts.push_back(m.to_json());
+      std::string text = NSBOX_TRY(files::read_file(path, 64 << 20));
+      auto parsed = nlohmann::json::parse(text, nullptr, false);
+      if (!is_manifest_v1(parsed)) {
+        for (auto& m : NSBOX_TRY(bucket::parse_manifest(text, path))) mounts.push_back(m.to_json());
+        continue;
+      }
+      if (doc.contains("manifest"))
+        return fail(make_error(ErrorCode::kInvalidArgument, "--manifest " + path + ": only one manifest with entries may be given"));
+      doc["manifest"] = std::move(parsed);
+      // Its local_file, local_dir and git_repo sources come from its own directory, or
+      // one granted (runtime/manifest.h); both by their real paths.
+      nlohmann::json grants = nlohmann::json::array();
+      if (auto g = args.values.find("local-grant"); g != args.values.end())
+        for (const auto& dir : g->second) grants.push_back(NSBOX_TRY(real_dir(dir, "--local-grant")));
+      doc["local_sources"] = {{"base", NSBOX_TRY(real_dir(path, "--manifest"))}, {"grants", grants}};
     }
   if (!mounts.empty()) doc["mounts"] = std::move(mounts);
   if (nlohmann::json tools = tools_document(args); !tools.empty()) doc["tools"] = std::move(tools);

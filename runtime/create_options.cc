@@ -82,84 +82,6 @@ Result<bucket::MountRequest> mount_from_json(const Json& entry, const bucket::En
   return bucket::MountRequest{std::move(mount), std::move(credentials)};
 }
 
-// "a/./b" -> "a/b"; refuses absolute paths, `..` and empty names.
-Result<std::string> workspace_path(const std::string& prefix, const std::string& key) {
-  if (key.empty() || key.front() == '/' || (key.size() > 1 && key[1] == ':'))
-    return fail(invalid("manifest path must be relative: " + prefix + key));
-  std::string out;
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t end = key.find('/', start);
-    if (end == std::string::npos) end = key.size();
-    std::string part = key.substr(start, end - start);
-    if (part == "..") return fail(invalid("manifest path must not escape root: " + prefix + key));
-    if (!part.empty() && part != ".") out += (out.empty() ? "" : "/") + part;
-    start = end + 1;
-  }
-  if (out.empty()) return fail(invalid("manifest path names the root itself: " + prefix + key));
-  return prefix + out;
-}
-
-Result<mode_t> entry_mode(const Json& e) {
-  auto it = e.find("mode");
-  if (it == e.end()) it = e.find("permissions");
-  if (it == e.end()) return static_cast<mode_t>(0755);
-  unsigned long mode = 0;
-  if (it->is_number_unsigned()) {
-    mode = it->get<unsigned long>();
-  } else if (it->is_string() && !it->get<std::string>().empty()) {
-    std::string text = it->get<std::string>();
-    char* end = nullptr;
-    mode = std::strtoul(text.c_str(), &end, 8);
-    if (*end) return fail(invalid("manifest mode '" + text + "' is not octal"));
-  } else {
-    return fail(malformed("a manifest entry's \"mode\" must be an octal string or a number"));
-  }
-  if (mode > 07777) return fail(invalid("manifest mode " + std::to_string(mode) + " is not a file mode"));
-  return static_cast<mode_t>(mode);
-}
-
-Result<void> add_entries(const Json& entries, const std::string& prefix, std::vector<WorkspaceEntry>& out) {
-  if (!entries.is_object()) return fail(malformed("manifest \"entries\" must be an object of path -> entry"));
-  for (const auto& [key, e] : entries.items()) {
-    std::string path = NSBOX_TRY(workspace_path(prefix, key));
-    if (!e.is_object() || !e.contains("type") || !e["type"].is_string())
-      return fail(malformed("manifest entry " + path + " needs a \"type\""));
-    std::string type = e["type"].get<std::string>();
-    // The mode first: a NSBOX_TRY's return from inside a braced initializer would skip the
-    // destructor of the members already made (a leak the fuzzer found).
-    mode_t mode = NSBOX_TRY(entry_mode(e));
-    WorkspaceEntry w{path, type == "dir", {}, mode};
-    if (type == "file") {
-      if (e.contains("content") && e["content"].is_string()) w.content = e["content"].get<std::string>();
-      else if (e.contains("content_b64") && e["content_b64"].is_string())
-        w.content = NSBOX_TRY(protocol::base64_decode(e["content_b64"].get<std::string>()));
-      else if (e.contains("content") || e.contains("content_b64"))
-        return fail(malformed("manifest entry " + path + ": \"content\" must be a string"));
-      out.push_back(std::move(w));
-    } else if (type == "dir") {
-      out.push_back(std::move(w));
-      if (e.contains("children")) NSBOX_CHECK(add_entries(e["children"], path + "/", out));
-    } else {
-      return fail(invalid("manifest entry " + path + " has type '" + type + "'",
-                          "this server makes file and dir entries; bucket mounts go in \"mounts\""));
-    }
-  }
-  return {};
-}
-
-Result<std::vector<WorkspaceEntry>> workspace_from_json(const Json& m) {
-  if (!m.is_object()) return fail(malformed("\"manifest\" must be an object"));
-  if (auto root = m.find("root"); root != m.end() && (!root->is_string() || (*root != "/home/user" && *root != "/home/user/")))
-    return fail(invalid("manifest root must be /home/user (the sandbox's workspace)", "leave \"root\" out"));
-  std::vector<WorkspaceEntry> out;
-  if (auto entries = m.find("entries"); entries != m.end()) NSBOX_CHECK(add_entries(*entries, "", out));
-  std::set<std::string> seen;
-  for (const auto& w : out)
-    if (!seen.insert(w.path).second) return fail(invalid("manifest path given twice: " + w.path));
-  return out;
-}
-
 // The tool bridge runs a tools directory's programs and appends to a recording as the
 // server's user: a remote caller names them only inside the directory the server's owner
 // set aside for that (NSBOX_TOOLS_ROOT), by a path without `..`.
@@ -211,14 +133,53 @@ Result<uint64_t> size_field(const Json& j, const char* key) {
   return fail(malformed("\"" + std::string(key) + "\" must be bytes or a size such as \"10G\""));
 }
 
+
+// Where a local caller's manifest may take host files from: {"base": DIR, "grants": [DIR]}
+// (the nsbox command sets it from the manifest file's directory and --local-grant).
+Result<LocalSourceRoots> local_sources(const Json& doc, Caller caller) {
+  LocalSourceRoots roots;
+  auto it = doc.find("local_sources");
+  if (it == doc.end() || caller == Caller::kRemote) return roots;  // a remote caller's was refused
+  if (!it->is_object() || !it->contains("base") || !(*it)["base"].is_string())
+    return fail(malformed("\"local_sources\" must be {\"base\": DIR, \"grants\": [DIR]}"));
+  roots.base = (*it)["base"].get<std::string>();
+  if (auto g = it->find("grants"); g != it->end()) {
+    if (!g->is_array()) return fail(malformed("\"local_sources\".grants must be a list of directories"));
+    for (const auto& d : *g) {
+      if (!d.is_string()) return fail(malformed("\"local_sources\".grants must be a list of directories"));
+      roots.grants.push_back(d.get<std::string>());
+    }
+  }
+  if (!roots.base.starts_with("/")) return fail(invalid("\"local_sources\" base " + roots.base + " is not absolute"));
+  for (const auto& d : roots.grants)
+    if (!d.starts_with("/")) return fail(invalid("--local-grant " + d + " is not absolute"));
+  return roots;
+}
+
+// The manifest's entries, environment (under the document's own env) and mounts.
+Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, const bucket::Environment& env, Caller caller) {
+  if (!m.is_object()) return fail(malformed("\"manifest\" must be an object"));
+  Manifest manifest = NSBOX_TRY(parse_manifest_v1(m, NSBOX_TRY(local_sources(doc, caller))));
+  for (auto& kv : manifest.environment) {
+    bool given = false;
+    for (const auto& [k, v] : o.env) given = given || k == kv.first;
+    if (!given) o.env.push_back(std::move(kv));
+  }
+  for (const auto& entry : manifest.mounts) o.mounts.push_back(NSBOX_TRY(mount_from_json(entry, env, caller)));
+  o.ephemeral = manifest.ephemeral_paths();
+  o.workspace = std::move(manifest.entries);
+  return {};
+}
 }  // namespace
 
 Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Environment& env, Caller caller) {
   if (!j.is_object()) return fail(malformed("a sandbox's options are a JSON object"));
   static const std::set<std::string> kFields = {"size", "name", "env", "net", "packages", "volume", "files_quota", "home_size",
-                                                "mounts", "manifest", "tools", "from_snapshot"};
+                                                "mounts", "manifest", "local_sources", "tools", "from_snapshot"};
   for (const auto& [key, value] : j.items())
     if (!kFields.count(key)) return fail(malformed("unknown field \"" + key + "\""));
+  if (caller == Caller::kRemote && j.contains("local_sources"))
+    return fail(make_error(ErrorCode::kPermissionDenied, "\"local_sources\" names directories on the server's host, which a request may not"));
   CreateOptions o;
   if (j.contains("size")) o.size = NSBOX_TRY(parse_size_tier(NSBOX_TRY(string_field(j, "size"))));
   if (j.contains("name")) o.name = NSBOX_TRY(string_field(j, "name"));
@@ -242,11 +203,13 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   if (auto m = j.find("mounts"); m != j.end()) {
     if (!m->is_array()) return fail(malformed("\"mounts\" must be a list"));
     for (const auto& entry : *m) o.mounts.push_back(NSBOX_TRY(mount_from_json(entry, env, caller)));
+  }
+  if (auto m = j.find("manifest"); m != j.end()) NSBOX_CHECK(add_manifest(o, *m, j, env, caller));
+  if (!o.mounts.empty()) {
     std::vector<std::string> paths;
     for (const auto& r : o.mounts) paths.push_back(r.mount.mount_path);
     NSBOX_CHECK(bucket::check_mount_paths(paths));
   }
-  if (auto m = j.find("manifest"); m != j.end()) o.workspace = NSBOX_TRY(workspace_from_json(*m));
   // The tools config file's fields are defaults under the document's; its keys serve
   // when the environment has none.
   ToolsConfigFile file = NSBOX_TRY(tools_config_file(env));

@@ -6,7 +6,8 @@
 //   {"size": "large", "name": "etl", "env": {"K": "V"}, "net": "none", "volume": "memory",
 //    "files_quota": "10G" | 10737418240, "home_size": "2G" | 2147483648,
 //    "mounts": ["s3://bucket/prefix:/data:rw", {manifest entry..., "credentials": {...}}],
-//    "manifest": {"root": "/home/user", "entries": {"notes/a.md": {"type": "file", "content": "..."}}},
+//    "manifest": {"version": 1, "environment": {...}, "entries": {"notes/a.md": {"type": "file", "content": "..."}}},
+//    "local_sources": {"base": DIR, "grants": [DIR]},   (the nsbox command's: runtime/manifest.h)
 //    "tools": {"backend": "dir", "tools_dir": "/srv/tools", ...}}   (runtime/tools/tools_config.h)
 #pragma once
 
@@ -20,19 +21,11 @@
 #include "isolation/size_tier.h"
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/command.h"
+#include "runtime/manifest.h"
 #include "runtime/protocol/frame.h"
 #include "runtime/tools/tools_config.h"
 
 namespace nsbox {
-
-// A file or directory made in /home/user before the sandbox is handed over (the Agents
-// SDK's manifest entries `file` and `dir`).
-struct WorkspaceEntry {
-  std::string path;  // relative to /home/user, normalised, no `..`
-  bool directory = false;
-  std::string content;  // bytes of a file
-  mode_t mode = 0755;   // the SDK's default, for files too
-};
 
 struct CreateOptions {
   SizeTier size = SizeTier::kStandard;
@@ -46,7 +39,8 @@ struct CreateOptions {
   // Buckets mounted as directories, served from the host side (bucket::resolve finds a
   // mount's credentials in an environment).
   std::vector<bucket::MountRequest> mounts;
-  std::vector<WorkspaceEntry> workspace;  // parents before children
+  std::vector<WorkspaceEntry> workspace;  // the manifest's entries, parents before children
+  std::vector<std::string> ephemeral;     // its ephemeral paths: never in a snapshot
   std::string from_snapshot;  // a snapshot's id or name, restored before the first command
   ToolsConfig tools;    // the tool bridge (docs/tools.md)
   ToolKeys tool_keys;   // from the caller's environment (or the server's); never saved

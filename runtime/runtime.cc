@@ -20,6 +20,7 @@
 #include "runtime/stdin_pump.h"
 #include "runtime/protocol/supervisor_spec.h"
 #include "runtime/supervisor_process.h"
+#include "runtime/workspace_sources.h"
 
 namespace nsbox {
 namespace {
@@ -162,6 +163,8 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   std::vector<std::string> mount_paths;
   for (const auto& m : options.mounts) mount_paths.push_back(m.mount.mount_path);
   NSBOX_CHECK(bucket::check_mount_paths(mount_paths));
+  // Host sources checked and repositories cloned before anything of the sandbox is made.
+  auto sources = NSBOX_TRY(WorkspaceSources::prepare(options.workspace, store_.root().cache_dir()));
   std::string id;
   for (int attempt = 0;; ++attempt) {
     id = store_.new_id();
@@ -211,7 +214,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   }
   SupervisorSpec spec{id,           options.name,  options.size,  options.net,  {},
                       {},           options.packages, options.env, volume->name, home->name, {},
-                      options.mounts, options.tools, options.tool_keys};
+                      options.mounts, options.tools, options.tool_keys, options.ephemeral};
   add_test_hooks(spec);
   auto info = launch(spec);
   if (!info) {
@@ -219,7 +222,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     drop_volumes();
     return fail(std::move(info.error()).context("create sandbox"));
   }
-  if (auto written = write_workspace(id, options.workspace); !written) {
+  if (auto written = write_workspace(id, options.workspace, sources); !written) {
     (void)remove(id);  // nothing is left of a create that failed
     return fail(std::move(written.error()).context("create sandbox"));
   }
@@ -335,7 +338,7 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     }
     spec = SupervisorSpec{id,      record.name, record.size, record.net, {}, {},
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
-                          std::move(tools), std::move(keys)};
+                          std::move(tools), std::move(keys), record.ephemeral};
   }  // the new supervisor takes the lock
   add_test_hooks(spec);
   auto info = launch(spec);
@@ -672,15 +675,10 @@ Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
 
 // A create's manifest entries, made in /home/user as the sandbox user before the sandbox
 // is handed over.
-Result<void> Runtime::write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries) const {
+Result<void> Runtime::write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries,
+                                      const WorkspaceSources& sources) const {
   if (entries.empty()) return {};
-  auto fs = NSBOX_TRY(sandbox_fs(id));
-  for (const auto& e : entries) {
-    std::string path = std::string(SandboxFs::kWorkspace) + "/" + e.path;
-    if (e.directory) NSBOX_CHECK_CTX(fs.make_dir(path, true, e.mode), "manifest entry " + e.path);
-    else NSBOX_CHECK_CTX(fs.write_bytes(path, e.content, e.mode), "manifest entry " + e.path);
-  }
-  return {};
+  return sources.write(NSBOX_TRY(sandbox_fs(id)), entries);
 }
 
 Result<SnapshotInfo> Runtime::snapshot(const std::string& id_or_name, const std::string& name, bool include_files) const {
@@ -691,8 +689,9 @@ Result<SnapshotInfo> Runtime::snapshot(const std::string& id_or_name, const std:
                            "its /mnt/files can be downloaded with `nsbox files`"));
   auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record.home));
   auto files = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
-  // Bucket mounts are never in a snapshot: those under /home/user are left out by path.
-  std::vector<std::string> skip;
+  // Bucket mounts and ephemeral entries are never in a snapshot: those under /home/user
+  // are left out by path.
+  std::vector<std::string> skip = record.ephemeral;
   const std::string home_prefix = std::string(SandboxFs::kWorkspace) + "/";
   for (const auto& m : record.mounts)
     if (m.mount_path.starts_with(home_prefix)) skip.push_back(m.mount_path.substr(home_prefix.size()));

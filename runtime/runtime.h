@@ -28,6 +28,8 @@
 
 namespace nsbox {
 
+class WorkspaceSources;
+
 struct RuntimeOptions {
   std::optional<std::string> root;  // --root / NSBOX_ROOT
   std::optional<std::string> snapshot_dir;  // --snapshot-dir; default <data>/snapshots
@@ -206,7 +208,8 @@ class Runtime {
   void kill_supervisor(const std::string& id) const;
   Result<SandboxInfo> launch(const SupervisorSpec& spec) const;
   Result<void> clean_after_supervisor(const SandboxRecord& record) const;
-  Result<void> write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries) const;
+  Result<void> write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries,
+                               const WorkspaceSources& sources) const;
 
   StateStore store_;
   InstallLayout layout_;

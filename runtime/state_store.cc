@@ -59,6 +59,7 @@ nlohmann::json SandboxRecord::to_json() const {
       {"stopped_at", stopped_at},
       {"mounts", mounts_json},
       {"signed_mounts", signed_mounts},
+      {"ephemeral", ephemeral},
       {"mount_servers", mount_servers},
       {"tools", tools},
       {"packages", packages},
@@ -105,6 +106,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     r.stopped_at = j.value("stopped_at", "");
     for (const auto& m : j.value("mounts", nlohmann::json::array())) r.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
     r.signed_mounts = j.value("signed_mounts", std::vector<std::string>{});
+    r.ephemeral = j.value("ephemeral", std::vector<std::string>{});
     for (const auto& pid : j.value("mount_servers", nlohmann::json::array())) r.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
     r.tools = j.value("tools", nlohmann::json());
     r.packages = j.value("packages", nlohmann::json());

@@ -38,6 +38,7 @@ struct SupervisorSpec {
   std::vector<bucket::MountRequest> mounts;  // with their credentials (wiped once the servers have them)
   ToolsConfig tools;
   ToolKeys tool_keys;  // handed to the tool bridge when it starts; never saved
+  std::vector<std::string> ephemeral;  // manifest paths under /home/user a snapshot leaves out
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);

@@ -115,6 +115,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   for (const auto& [k, v] : spec.env) r.env_names.push_back(k);
   r.volume = spec.volume;
   r.home = spec.home;
+  r.ephemeral = spec.ephemeral;
   for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
   r.mount_servers = self->buckets_.pids();
   if (spec.tools.enabled()) r.tools = spec.tools.to_json();

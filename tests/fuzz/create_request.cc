@@ -5,7 +5,8 @@
 //
 // Checks: what is accepted has a valid name, environment names without '=', mounts with
 // plain absolute mount paths, and workspace entries that stay in /home/user (relative,
-// no '..', each once, and what SandboxFs then accepts). From a remote caller: no mount
+// no '..', each once, and what SandboxFs then accepts; host sources only from a local
+// caller, absolute and without '..'). From a remote caller: no mount
 // names a credentials file (the server would read it for the caller), and a mount that
 // brings its own credentials gets none of the server's secrets with them.
 #include <cstdint>
@@ -46,6 +47,10 @@ void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, s
     FUZZ_CHECK(plain_relative(w.path));
     FUZZ_CHECK(paths.insert(w.path).second);
     FUZZ_CHECK(w.mode <= 07777);
+    // Host sources: never from a remote caller; from a local one, absolute, without `..`.
+    bool host_source = w.kind == nsbox::WorkspaceEntry::Kind::kLocalFile || w.kind == nsbox::WorkspaceEntry::Kind::kLocalDir;
+    if (host_source || w.kind == nsbox::WorkspaceEntry::Kind::kGitRepo) FUZZ_CHECK(caller == nsbox::Caller::kLocal);
+    if (host_source) FUZZ_CHECK(w.source.starts_with("/") && w.source.find("/../") == std::string::npos && !w.source.ends_with("/.."));
     if (w.path.find('\0') == std::string::npos) {
       auto in_sandbox = nsbox::SandboxFs::normalize(std::string(nsbox::SandboxFs::kWorkspace) + "/" + w.path);
       FUZZ_CHECK(in_sandbox && in_sandbox->starts_with("/home/user/"));
@@ -57,6 +62,7 @@ void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, s
     FUZZ_CHECK(!m.bucket.empty());
     if (caller != nsbox::Caller::kRemote) continue;
     FUZZ_CHECK(m.credentials_file.empty());
+    if (!j.contains("mounts") || i >= j["mounts"].size()) continue;  // the manifest's, after the list's
     const Json& entry = j["mounts"][i];
     if (!entry.is_object() || !entry.contains("credentials")) continue;
     for (const auto& secret : o.mounts[i].credentials.secrets())

@@ -1,0 +1,90 @@
+// The manifest's parse (runtime/manifest.h, runtime/create_options.h): where mounts go,
+// what a remote caller may not name, and what is refused before anything is made.
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "runtime/create_options.h"
+#include "runtime/manifest.h"
+
+using nsbox::protocol::Json;
+
+namespace {
+
+const nsbox::LocalSourceRoots kRoots{"/srv/m", {"/data/shared"}};
+
+nsbox::Result<nsbox::Manifest> parse(const Json& entries) {
+  return nsbox::parse_manifest_v1({{"version", 1}, {"entries", entries}}, kRoots);
+}
+
+}  // namespace
+
+TEST_CASE("a manifest's mount entries are placed by their key, or mount_path, read-only unless said", "[manifest]") {
+  auto m = parse({{"data", {{"type", "s3"}, {"bucket", "b"}, {"description", "d"}, {"permissions", "0700"}}},
+                  {"rel", {{"type", "gcs"}, {"bucket", "g"}, {"mount_path", "x/y"}, {"mount_strategy", "rclone"}}},
+                  {"abs", {{"type", "azure_blob"}, {"container", "box"}, {"account", "acct"}, {"mount_path", "/mnt/az"}}}});
+  REQUIRE(m);
+  REQUIRE(m->mounts.size() == 3);
+  // nlohmann's objects keep their keys sorted: abs, data, rel.
+  CHECK(m->mounts[0]["mount_path"] == "/mnt/az");
+  CHECK(m->mounts[1]["mount_path"] == "/home/user/data");
+  CHECK(m->mounts[2]["mount_path"] == "/home/user/x/y");
+  CHECK(m->mounts[2]["strategy"] == "rclone");
+  CHECK_FALSE(m->mounts[1].contains("description"));
+  auto o = nsbox::create_options_from_json(
+      {{"manifest", {{"entries", {{"data", {{"type", "s3"}, {"bucket", "b"}}},
+                                  {"rel", {{"type", "gcs"}, {"bucket", "g"}, {"mount_path", "x/y"}, {"mount_strategy", "rclone"}}},
+                                  {"abs", {{"type", "azure_blob"}, {"container", "box"}, {"account", "acct"}, {"mount_path", "/mnt/az"}}}}}}}},
+      {}, nsbox::Caller::kRemote);
+  INFO((o ? std::string() : o.error().message));
+  REQUIRE(o);
+  REQUIRE(o->mounts.size() == 3);
+  std::map<std::string, const nsbox::bucket::BucketMount*> by_path;
+  for (const auto& r : o->mounts) by_path[r.mount.mount_path] = &r.mount;
+  REQUIRE(by_path.count("/home/user/data"));
+  REQUIRE(by_path.count("/home/user/x/y"));
+  REQUIRE(by_path.count("/mnt/az"));
+  CHECK(by_path["/home/user/data"]->read_only);
+  CHECK(by_path["/home/user/x/y"]->strategy == nsbox::bucket::MountStrategy::kRclone);
+  CHECK(o->workspace.empty());
+}
+
+TEST_CASE("host sources resolve against the manifest's directory or a grant, and never from a remote caller", "[manifest]") {
+  auto m = parse({{"a", {{"type", "local_file"}, {"src", "x/./a.txt"}}},
+                  {"b", {{"type", "local_dir"}, {"src", "/data/shared/tree"}}},
+                  {"c", {{"type", "git_repo"}, {"repo", "openai/openai-agents-python"}, {"ref", "v1.0"}}},
+                  {"d", {{"type", "git_repo"}, {"repo", "file:///srv/m/r.git"}}}});
+  REQUIRE(m);
+  REQUIRE(m->entries.size() == 4);
+  CHECK(m->entries[0].source == "/srv/m/x/a.txt");
+  CHECK(m->entries[1].source == "/data/shared/tree");
+  CHECK(m->entries[2].source == "https://github.com/openai/openai-agents-python");
+  CHECK(m->entries[3].source == "/srv/m/r.git");
+  for (const Json& bad : {Json{{"type", "local_file"}, {"src", "/srv/mx/a"}}, Json{{"type", "git_repo"}, {"repo", "file:///etc"}},
+                          Json{{"type", "local_dir"}, {"src", "/"}}}) {
+    auto r = parse({{"x", bad}});
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == nsbox::ErrorCode::kPermissionDenied);
+  }
+  auto remote = nsbox::create_options_from_json({{"manifest", {{"entries", {{"a", {{"type", "local_file"}, {"src", "a"}}}}}}}}, {},
+                                                nsbox::Caller::kRemote);
+  REQUIRE_FALSE(remote);
+  CHECK(remote.error().code == nsbox::ErrorCode::kPermissionDenied);
+  auto smuggled = nsbox::create_options_from_json({{"local_sources", {{"base", "/"}}}}, {}, nsbox::Caller::kRemote);
+  REQUIRE_FALSE(smuggled);
+}
+
+TEST_CASE("a manifest's environment joins the env, which wins; ephemeral paths are listed", "[manifest]") {
+  auto o = nsbox::create_options_from_json(
+      {{"env", {{"A", "flag"}}},
+       {"manifest", {{"environment", {{"A", "manifest"}, {"B", {{"value", "b"}, {"description", "d"}}}}},
+                     {"entries", {{"e", {{"type", "dir"}, {"ephemeral", true}}}, {"k", {{"type", "file"}}}}}}}},
+      {}, nsbox::Caller::kRemote);
+  REQUIRE(o);
+  CHECK(o->env == nsbox::EnvList{{"A", "flag"}, {"B", "b"}});
+  CHECK(o->ephemeral == std::vector<std::string>{"e"});
+  for (const Json& bad : {Json{{"version", 2}}, Json{{"users", {"bob"}}}, Json{{"environment", {{"A", 1}}}},
+                          Json{{"entries", {{"a", {{"type", "file"}, {"ephemeral", "yes"}}}}}}}) {
+    INFO(bad.dump());
+    CHECK_FALSE(nsbox::create_options_from_json({{"manifest", bad}}, {}, nsbox::Caller::kRemote));
+  }
+}
