@@ -83,6 +83,18 @@ const std::vector<CommandHelp>& command_table() {
         kSnapshotDir},
        cmd_start, false,
        "Mount credentials and tool keys come from this command's environment, as at create."},
+      {"resume", "STATE [--manifest TRUSTED] [--env K=V...]",
+       "bring back the sandbox of a state (`inspect ID --state`): reattach, start, or recreate from its snapshot",
+       {{"manifest", "FILE", "the trusted manifest: its mounts (with credentials) must match the state's exactly"},
+        {"local-grant", "DIR", "a directory the manifest's local sources may read besides its own (repeatable)"},
+        {"env", "K=V", "an environment variable: every one the sandbox was created with must be given (repeatable)"},
+        kToolsConfig,
+        kSnapshotDir},
+       cmd_resume, false,
+       "A running sandbox is reattached as it is. A stopped or dead one is started; its snapshot is restored first unless "
+       "the workspace's fingerprint is still the snapshot's. A gone one is made again (a new id) from its snapshot, with "
+       "the trusted manifest's mounts and ephemeral entries. Mount credentials come only from the trusted manifest or this "
+       "command's environment, never from the state."},
       {"snapshot", "(create ID [--name N] [--include-files] | ls | rm ID|NAME...)",
        "snapshots of /home/user (and /mnt/files): never a bucket mount, never a secret",
        {{"name", "NAME", "create: a name to use instead of the snapshot's id"},

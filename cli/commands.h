@@ -29,6 +29,7 @@ int cmd_net(const Invocation& inv);
 int cmd_rm(const Invocation& inv);
 int cmd_stop(const Invocation& inv);
 int cmd_start(const Invocation& inv);
+int cmd_resume(const Invocation& inv);
 int cmd_snapshot(const Invocation& inv);
 int cmd_pty(const Invocation& inv);
 int cmd_doctor(const Invocation& inv);

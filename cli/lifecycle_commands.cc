@@ -281,6 +281,41 @@ int cmd_start(const Invocation& inv) {
   return 0;
 }
 
+int cmd_resume(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, code);
+  if (!ctx) return code;
+  if (ctx->args.positionals.size() != 1)
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "resume takes one STATE file (from `nsbox inspect ID --state`)"));
+  const std::string& path = ctx->args.positionals[0];
+  auto text = files::read_file(path, 1 << 20);
+  if (!text) return ctx->out.error(text.error());
+  auto state = nlohmann::json::parse(*text, nullptr, false);
+  if (state.is_discarded())
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "state file " + path + " is not JSON"));
+  // The trusted manifest and --env as a create document: one parser for its mounts (their
+  // credentials from this command's environment or the manifest), environment and entries.
+  auto doc = create_document(ctx->args);
+  if (!doc) return ctx->out.error(doc.error());
+  bucket::Environment environment = tools_environment(ctx->args);
+  auto trusted = create_options_from_json(*doc, environment, Caller::kLocal);
+  if (!trusted) return ctx->out.error(trusted.error());
+  ResumeOptions options;
+  options.start.env = trusted->env;
+  options.start.environment = std::move(environment);
+  options.start.mounts = std::move(trusted->mounts);
+  options.trusted_manifest = ctx->args.values.count("manifest") > 0;
+  for (auto& e : trusted->workspace)
+    if (e.ephemeral) options.ephemeral_entries.push_back(std::move(e));
+  options.ephemeral = trusted->ephemeral;
+  auto result = ctx->runtime->resume(state, options);
+  for (auto& m : options.start.mounts) m.credentials.wipe();
+  if (!result) return ctx->out.error(result.error());
+  if (ctx->out.json) ctx->out.document(result->to_json());
+  else ctx->out.line(result->info.record.id + ": " + result->action + (result->snapshot.empty() ? "" : " (snapshot " + result->snapshot + ")"));
+  return 0;
+}
+
 int cmd_snapshot(const Invocation& inv) {
   int code = 0;
   auto ctx = prepare(inv, code);

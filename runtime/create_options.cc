@@ -240,9 +240,22 @@ Result<StartOptions> start_options_from_json(const Json& j, const bucket::Enviro
   if (!j.is_object()) return fail(malformed("a start's options are a JSON object"));
   for (const auto& [key, value] : j.items())
     if (key != "env" && key != "from_snapshot") return fail(malformed("unknown field \"" + key + "\""));
-  StartOptions o{NSBOX_TRY(env_field(j)), env, {}, {}, {}};
+  StartOptions o{NSBOX_TRY(env_field(j)), env, {}, {}, {}, {}};
   if (j.contains("from_snapshot")) o.from_snapshot = NSBOX_TRY(string_field(j, "from_snapshot"));
   return o;
+}
+
+Result<void> require_env(const std::string& id, const std::vector<std::string>& names, const EnvList& env) {
+  std::string missing;
+  for (const auto& name : names) {
+    bool given = false;
+    for (const auto& [k, v] : env) given = given || k == name;
+    if (!given) missing += (missing.empty() ? "" : ", ") + name;
+  }
+  if (missing.empty()) return {};
+  return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " was created with env " + missing + ": give " +
+                                                          (missing.find(',') == std::string::npos ? "it" : "them") + " again",
+                         "env values are never stored (they may be secrets): pass --env NAME=VALUE again"));
 }
 
 bucket::Environment process_environment() {

@@ -70,8 +70,14 @@ struct StartOptions {
   std::string link_key;
   std::string link_base_url;
   std::string from_snapshot;  // replaces /home/user (and /mnt/files if it holds them) first
+  // Credentials for the sandbox's mounts from a trusted manifest (`resume --manifest`),
+  // matched by mount path; a mount not here finds its credentials in `environment`.
+  std::vector<bucket::MountRequest> mounts;
 };
 Result<StartOptions> start_options_from_json(const protocol::Json& j, const bucket::Environment& env);
+// Every variable named in `names` (those sandbox `id` was created with) is in `env`; the
+// error names the missing ones.
+Result<void> require_env(const std::string& id, const std::vector<std::string>& names, const EnvList& env);
 // The tool bridge's keys for `tools`, from `env` or the NSBOX_TOOLS_CONFIG file it names.
 Result<ToolKeys> tool_keys_from(ToolsConfig& tools, const bucket::Environment& env);
 

@@ -297,19 +297,13 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     if (record.home.empty())
       return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " was made before sandboxes could be started again",
                              "its files are in `nsbox files " + id + "`; make a new sandbox"));
-    std::string missing;
-    for (const auto& name : record.env_names) {
-      bool given = false;
-      for (const auto& [k, v] : options.env) given = given || k == name;
-      if (!given) missing += (missing.empty() ? "" : ", ") + name;
-    }
-    if (!missing.empty())
-      return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " was created with env " + missing + ": give " +
-                                                              (missing.find(',') == std::string::npos ? "it" : "them") + " again",
-                             "env values are never stored (they may be secrets): pass --env NAME=VALUE to start"));
+    NSBOX_CHECK(require_env(id, record.env_names, options.env));
     std::vector<bucket::MountRequest> mounts;
     for (auto mount : record.mounts) {
-      auto credentials = bucket::resolve(mount, options.environment);
+      auto trusted = std::find_if(options.mounts.begin(), options.mounts.end(),
+                                  [&](const bucket::MountRequest& t) { return t.mount.mount_path == mount.mount_path; });
+      auto credentials = trusted != options.mounts.end() ? Result<bucket::BucketCredentials>(trusted->credentials)
+                                                         : bucket::resolve(mount, options.environment);
       if (!credentials) return fail(std::move(credentials.error()).context("mount at " + mount.mount_path));
       bool was_signed = std::find(record.signed_mounts.begin(), record.signed_mounts.end(), mount.mount_path) != record.signed_mounts.end();
       if (was_signed && credentials->anonymous())
@@ -430,24 +424,6 @@ Result<SandboxInfo> Runtime::inspect(const std::string& id_or_name) const {
   SandboxInfo info = NSBOX_TRY(info_for(NSBOX_TRY(store_.resolve(id_or_name))));
   if (info.record.net.mode == network::Mode::kAllow) info.net_denials = recent_denials(store_.root().net_denials(info.record.id));
   return info;
-}
-
-Result<Json> Runtime::state(const std::string& id_or_name) const {
-  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  auto r = NSBOX_TRY(store_.load(id));
-  Json mounts = Json::array();
-  for (const auto& m : r.mounts) {
-    Json j = m.to_json();
-    j.erase("credentials_file");  // a path on this host: not the state's to carry
-    mounts.push_back(std::move(j));
-  }
-  Json snapshot = nullptr;
-  for (const auto& s : NSBOX_TRY(snapshots()))  // oldest first: the last one of this sandbox wins
-    if (s.sandbox == id) snapshot = {{"id", s.id}, {"name", s.name}, {"created_at", s.created_at}, {"fingerprint", s.fingerprint},
-                                     {"include_files", s.include_files}};
-  return Json{{"version", 1},          {"type", "nsbox"},        {"id", r.id},         {"name", r.name},
-              {"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"env_names", r.env_names}, {"mounts", mounts},
-              {"packages", r.packages}, {"snapshot", snapshot}};
 }
 
 Result<CommandResult> Runtime::exec(const std::string& id_or_name, const CommandRequest& request,
@@ -680,29 +656,6 @@ Result<void> Runtime::write_workspace(const std::string& id, const std::vector<W
   if (entries.empty()) return {};
   return sources.write(NSBOX_TRY(sandbox_fs(id)), entries);
 }
-
-Result<SnapshotInfo> Runtime::snapshot(const std::string& id_or_name, const std::string& name, bool include_files) const {
-  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  auto record = NSBOX_TRY(store_.load(id));
-  if (record.home.empty())
-    return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " keeps /home/user in memory (made by an older nsbox)",
-                           "its /mnt/files can be downloaded with `nsbox files`"));
-  auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record.home));
-  auto files = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
-  // Bucket mounts and ephemeral entries are never in a snapshot: those under /home/user
-  // are left out by path.
-  std::vector<std::string> skip = record.ephemeral;
-  const std::string home_prefix = std::string(SandboxFs::kWorkspace) + "/";
-  for (const auto& m : record.mounts)
-    if (m.mount_path.starts_with(home_prefix)) skip.push_back(m.mount_path.substr(home_prefix.size()));
-  return snapshot_store().create(record, home, files, name, include_files, skip);
-}
-
-Result<std::vector<SnapshotInfo>> Runtime::snapshots() const { return snapshot_store().list(); }
-
-Result<SnapshotInfo> Runtime::find_snapshot(const std::string& id_or_name) const { return snapshot_store().find(id_or_name); }
-
-Result<void> Runtime::remove_snapshot(const std::string& id_or_name) const { return snapshot_store().remove(id_or_name); }
 
 Result<std::vector<Volume>> Runtime::volumes() const { return VolumeStore(store_.root()).list(); }
 

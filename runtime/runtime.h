@@ -100,6 +100,26 @@ struct PtyOutput {
   protocol::Json to_json() const;
 };
 
+// What `resume` needs besides a state (docs/semantics.md, "Resume"). From a trusted
+// manifest: the mounts with their credentials (`start.mounts`), its environment in
+// `start.env`, and its ephemeral entries, made again when the sandbox is recreated.
+struct ResumeOptions {
+  StartOptions start;
+  bool trusted_manifest = false;  // start.mounts came from one: their topology must be the state's
+  std::vector<WorkspaceEntry> ephemeral_entries;
+  std::vector<std::string> ephemeral;  // their paths
+};
+
+struct ResumeResult {
+  SandboxInfo info;
+  // reattached (it runs), started (stopped or dead, its workspace already the snapshot's
+  // or no snapshot), restored (started from the snapshot), recreated (gone: a new
+  // sandbox from the snapshot)
+  std::string action;
+  std::string snapshot;  // the state's snapshot, if any
+  protocol::Json to_json() const;
+};
+
 struct RunOptions {
   SizeTier size = SizeTier::kStandard;
   network::Mode net = network::Mode::kNone;
@@ -124,6 +144,11 @@ class Runtime {
   // (no env value, no credential, no host path): id, name, size, network, env names,
   // credential-free mounts, packages, and its newest snapshot with its fingerprint.
   Result<protocol::Json> state(const std::string& id_or_name) const;
+  // Brings a state's sandbox back: reattaches when it runs; starts it when stopped or dead
+  // (restoring its snapshot unless the live workspace's fingerprint is the snapshot's);
+  // recreates it from its snapshot when gone. A trusted manifest's mounts must have the
+  // state's credential-free topology exactly; nothing starts otherwise.
+  Result<ResumeResult> resume(const protocol::Json& state, const ResumeOptions& options);
   // Runs a command; output goes to `on_output` as it arrives. `stdin_fd` (-1: none) is
   // passed to the command.
   Result<CommandResult> exec(const std::string& id_or_name, const CommandRequest& request,
@@ -208,6 +233,8 @@ class Runtime {
   void kill_supervisor(const std::string& id) const;
   Result<SandboxInfo> launch(const SupervisorSpec& spec) const;
   Result<void> clean_after_supervisor(const SandboxRecord& record) const;
+  // What a snapshot of the sandbox leaves out of /home/user: ephemeral entries and mounts.
+  static std::vector<std::string> snapshot_skips(const SandboxRecord& record);
   Result<void> write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries,
                                const WorkspaceSources& sources) const;
 

@@ -6,6 +6,8 @@
 //   nsbox-archive pack   (--image IMG | --dir DIR) --out FILE [--skip REL]... [limits]
 //   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [--replace] [limits]
 //   nsbox-archive check  --archive FILE [limits]     (every member, nothing written)
+//   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
+//                        (pack's report, the archive written nowhere: a live fingerprint)
 //   limits: --max-members N --max-bytes N
 //
 // On success one JSON line on stdout: {"members", "bytes", "skipped", "left_out", "sha256"}. On
@@ -115,6 +117,11 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     auto summary = NSBOX_TRY(snapshot::pack(root.get(), out.get(), a.skip, limits));
     if (::fsync(out.get()) != 0) return fail(sys_error("fsync " + path));
     return summary;
+  }
+  if (a.mode == "digest") {
+    UniqueFd out(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    if (!out) return fail(sys_error("open /dev/null"));
+    return snapshot::pack(root.get(), out.get(), a.skip, limits);
   }
   if (a.mode == "unpack") {
     UniqueFd in = NSBOX_TRY(open_archive(a));

@@ -24,6 +24,8 @@ using nlohmann::json;
 // Bounds a pack or unpack that hangs; a 4 GiB workspace takes well under a minute.
 constexpr double kArchiverTimeoutS = 3600;
 constexpr size_t kMaxReport = 64 << 10;
+// nsbox's own in /mnt/files: long outputs spilled by commands and cells.
+constexpr const char* kOwnFilesDir = ".nsbox";
 
 std::string new_snapshot_id() { return "snp-" + sys::random_hex(8); }
 
@@ -127,27 +129,19 @@ Result<SnapshotInfo> SnapshotStore::create(const SandboxRecord& record, const Vo
   std::string making = dir_ + "/.making-" + s.id + "-" + std::to_string(::getpid());
   if (::mkdir(making.c_str(), 0700) != 0) return fail(sys_error("mkdir " + making));
   auto built = [&]() -> Result<void> {
-    std::vector<std::string> argv = {"pack"};
-    for (auto& a : volume_args(home)) argv.push_back(a);
-    argv.insert(argv.end(), {"--out", making + "/home.tar"});
-    for (const auto& rel : skip_home) argv.insert(argv.end(), {"--skip", rel});
-    json h = NSBOX_TRY(run_archiver(argv, "snapshot /home/user of " + record.id));
+    auto add = [&](const json& report, const char* root) {
+      s.members += report.value("members", uint64_t{0});
+      s.bytes += report.value("bytes", uint64_t{0});
+      s.skipped += report.value("skipped", uint64_t{0});
+      for (const auto& name : report.value("left_out", std::vector<std::string>{})) s.left_out.push_back(root + name);
+    };
+    json h = NSBOX_TRY(pack(home, making + "/home.tar", skip_home, "snapshot /home/user of " + record.id));
+    add(h, "home/");
     std::string digests = h.value("sha256", "") + ":";
-    s.members += h.value("members", uint64_t{0});
-    s.bytes += h.value("bytes", uint64_t{0});
-    s.skipped += h.value("skipped", uint64_t{0});
-    for (const auto& name : h.value("left_out", std::vector<std::string>{})) s.left_out.push_back("home/" + name);
     if (include_files) {
-      argv = {"pack"};
-      for (auto& a : volume_args(files)) argv.push_back(a);
-      // nsbox's own: long outputs spilled by commands and cells.
-      argv.insert(argv.end(), {"--out", making + "/files.tar", "--skip", ".nsbox"});
-      json f = NSBOX_TRY(run_archiver(argv, "snapshot /mnt/files of " + record.id));
+      json f = NSBOX_TRY(pack(files, making + "/files.tar", {kOwnFilesDir}, "snapshot /mnt/files of " + record.id));
+      add(f, "files/");
       digests += f.value("sha256", "");
-      s.members += f.value("members", uint64_t{0});
-      s.bytes += f.value("bytes", uint64_t{0});
-      s.skipped += f.value("skipped", uint64_t{0});
-      for (const auto& name : f.value("left_out", std::vector<std::string>{})) s.left_out.push_back("files/" + name);
     }
     s.fingerprint = sha256_hex(digests + ":" + s.spec.dump());
     NSBOX_CHECK(files::atomic_write(making + "/snapshot.json",
@@ -161,6 +155,23 @@ Result<SnapshotInfo> SnapshotStore::create(const SandboxRecord& record, const Vo
   }
   s.dir = dir_ + "/" + s.id;
   return s;
+}
+
+Result<json> SnapshotStore::pack(const Volume& volume, const std::string& out, const std::vector<std::string>& skip,
+                                 const std::string& what) const {
+  std::vector<std::string> argv = {out.empty() ? "digest" : "pack"};
+  for (auto& a : volume_args(volume)) argv.push_back(a);
+  if (!out.empty()) argv.insert(argv.end(), {"--out", out});
+  for (const auto& rel : skip) argv.insert(argv.end(), {"--skip", rel});
+  return run_archiver(argv, what);
+}
+
+Result<std::string> SnapshotStore::fingerprint(const SandboxRecord& record, const Volume& home, const Volume& files,
+                                               bool include_files, const std::vector<std::string>& skip_home) const {
+  json h = NSBOX_TRY(pack(home, "", skip_home, "fingerprint /home/user of " + record.id));
+  std::string digests = h.value("sha256", "") + ":";
+  if (include_files) digests += NSBOX_TRY(pack(files, "", {kOwnFilesDir}, "fingerprint /mnt/files of " + record.id)).value("sha256", "");
+  return sha256_hex(digests + ":" + secret_free_spec(record).dump());
 }
 
 Result<std::vector<SnapshotInfo>> SnapshotStore::list() const {

@@ -66,12 +66,19 @@ class SnapshotStore {
   Result<std::vector<SnapshotInfo>> list() const;  // oldest first
   Result<SnapshotInfo> find(const std::string& id_or_name) const;
   Result<void> remove(const std::string& id_or_name) const;
+  // The fingerprint a snapshot of the sandbox would have now, nothing written: a resume
+  // compares it with its snapshot's to skip restoring a workspace that already matches.
+  Result<std::string> fingerprint(const SandboxRecord& record, const Volume& home, const Volume& files, bool include_files,
+                                  const std::vector<std::string>& skip_home) const;
   // Unpacks a snapshot into the volumes, as the sandbox user; `replace` empties each first.
   // The whole archive is checked before anything is written.
   Result<void> restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
 
  private:
   Result<nlohmann::json> run_archiver(std::vector<std::string> argv, const std::string& what) const;
+  // nsbox-archive's pack of a volume into `out`, or only its report when `out` is empty.
+  Result<nlohmann::json> pack(const Volume& volume, const std::string& out, const std::vector<std::string>& skip,
+                              const std::string& what) const;
   std::string dir_;
   std::string archiver_;
 };

@@ -416,3 +416,50 @@ TEST_CASE("the credentials are in no host process's environment: not the supervi
   CHECK(server_env->find('\0') == server_env->size() - 1);  // PATH and nothing else
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
+
+TEST_CASE("resume of a gone sandbox with a mount re-binds credentials only from a trusted manifest of the same topology", "[s3]") {
+  NSBOX_NEEDS(node_peers());
+  NSBOX_NEEDS(fuse_device());
+  S3rverPeer s3({"resumed"});
+  TestRoot root;
+  auto write_manifest = [&](const std::string& name, bool read_only) {
+    std::string path = root.path() + "/" + name;
+    json m = {{"version", 1},
+              {"entries", {{"bucket", {{"type", "s3"}, {"bucket", "resumed"}, {"read_only", read_only}}},
+                           {"notes.md", {{"type", "file"}, {"content", "notes"}}}}}};
+    REQUIRE(nsbox::files::atomic_write(path, m.dump()));
+    return path;
+  };
+  std::string trusted = write_manifest("trusted.json", false);
+  auto created = root.nsbox({"create", "--manifest", trusted}, {.extra_env = credentials_env(s3)});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  std::string id = first_line(created.out);
+  REQUIRE(root.sh(id, "echo in-bucket > ~/bucket/b.txt && echo mine > ~/own.txt").exit_code == 0);
+  REQUIRE(root.nsbox({"snapshot", "create", id}).exit_code == 0);
+  auto state = root.nsbox({"inspect", id, "--state"});
+  REQUIRE(state.exit_code == 0);
+  CHECK(state.out.find(kSecret) == std::string::npos);
+  CHECK(TestRoot::json(state)["mounts"][0]["mount_path"] == "/home/user/bucket");
+  std::string state_file = root.path() + "/state.json";
+  REQUIRE(nsbox::files::atomic_write(state_file, state.out));
+  REQUIRE(root.nsbox({"rm", id}).exit_code == 0);
+
+  // Refused before anything starts: no manifest, or one whose topology differs.
+  auto without = root.nsbox({"resume", state_file}, {.extra_env = credentials_env(s3)});
+  CHECK(without.exit_code != 0);
+  CHECK(without.err.find("trusted manifest") != std::string::npos);
+  auto other = root.nsbox({"resume", state_file, "--manifest", write_manifest("other.json", true)}, {.extra_env = credentials_env(s3)});
+  CHECK(other.exit_code != 0);
+  CHECK(other.err.find("differs in read_only") != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+
+  auto resumed = root.nsbox({"resume", "--json", state_file, "--manifest", trusted}, {.extra_env = credentials_env(s3)});
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  auto info = TestRoot::json(resumed);
+  CHECK(info["action"] == "recreated");
+  std::string again = info["id"];
+  CHECK(root.sh(again, "cat ~/own.txt ~/bucket/b.txt").out == "mine\nin-bucket\n");
+  CHECK(nsbox::files::read_file(root.path() + "/run/sandboxes/" + again + "/state.json")->find(kSecret) == std::string::npos);
+}

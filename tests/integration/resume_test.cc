@@ -1,0 +1,100 @@
+// `nsbox resume STATE` (docs/semantics.md, "Resume"): reattach to a running sandbox,
+// start a stopped one (its snapshot restored only when the workspace no longer matches
+// it), recreate a gone one from its snapshot; errors before anything starts.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "isolation/sys/files.h"
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+using nlohmann::json;
+
+namespace {
+
+std::string save_state(const TestRoot& root, const std::string& id, const std::string& name = "state") {
+  auto r = root.nsbox({"inspect", id, "--state"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string path = root.path() + "/" + name + ".json";
+  REQUIRE(nsbox::files::atomic_write(path, r.out));
+  return path;
+}
+
+json resume(const TestRoot& root, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"resume", "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = root.nsbox(argv);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return TestRoot::json(r);
+}
+
+std::string inode(const TestRoot& root, const std::string& id, const std::string& path) {
+  auto r = root.sh(id, "stat -c %i " + path);
+  REQUIRE(r.exit_code == 0);
+  return r.out;
+}
+
+}  // namespace
+
+TEST_CASE("resume reattaches a running sandbox, starts a stopped one without restoring a workspace that matches its snapshot, "
+          "and restores one that changed", "[resume]") {
+  TestRoot root;
+  auto id = root.create({"--name", "kept", "--env", "TOKEN=t1"});
+  REQUIRE(root.sh(id, "echo v1 > ~/work.txt").exit_code == 0);
+  REQUIRE(root.cell(id, "x = 1")["status"] == "ok");  // the kernel's user site exists: the home holds still
+  REQUIRE(root.nsbox({"snapshot", "create", id}).exit_code == 0);
+  std::string state = save_state(root, id);
+  std::string before = inode(root, id, "~/work.txt");
+
+  auto attached = resume(root, {state});
+  CHECK(attached["action"] == "reattached");
+  CHECK(attached["id"] == id);
+  CHECK(root.cell(id, "x")["status"] == "ok");  // the same kernel: its variable is there
+
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  auto bare = root.nsbox({"resume", state});
+  CHECK(bare.exit_code != 0);
+  CHECK(bare.err.find("TOKEN") != std::string::npos);
+  auto started = resume(root, {state, "--env", "TOKEN=t2"});
+  CHECK(started["action"] == "started");  // the fingerprint matched: nothing restored
+  CHECK(inode(root, id, "~/work.txt") == before);
+  CHECK(root.sh(id, "cat ~/work.txt; echo $TOKEN").out == "v1\nt2\n");
+
+  REQUIRE(root.sh(id, "echo v2 > ~/work.txt && echo new > ~/extra.txt").exit_code == 0);
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  auto restored = resume(root, {state, "--env", "TOKEN=t3"});
+  CHECK(restored["action"] == "restored");
+  CHECK(root.sh(id, "cat ~/work.txt; ls ~/extra.txt 2>&1 >/dev/null | wc -l").out == "v1\n1\n");
+}
+
+TEST_CASE("resume recreates a gone sandbox from its snapshot (a new id, the same name, size and network), and refuses "
+          "without one", "[resume]") {
+  TestRoot root;
+  auto id = root.create({"--name", "gone", "--size", "medium"});
+  REQUIRE(root.sh(id, "mkdir -p ~/proj && echo kept > ~/proj/a.txt").exit_code == 0);
+  std::string no_snapshot = save_state(root, id, "before-snapshot");
+  REQUIRE(root.nsbox({"snapshot", "create", id}).exit_code == 0);
+  std::string state = save_state(root, id);
+  REQUIRE(root.nsbox({"rm", id}).exit_code == 0);
+
+  auto refused = root.nsbox({"resume", no_snapshot});
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("names no snapshot") != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+
+  auto recreated = resume(root, {state});
+  CHECK(recreated["action"] == "recreated");
+  std::string again = recreated["id"];
+  CHECK(again != id);
+  CHECK(recreated["name"] == "gone");
+  CHECK(recreated["size"] == "medium");
+  CHECK(root.sh("gone", "cat ~/proj/a.txt").out == "kept\n");
+
+  // Not a state: refused, naming what it wants.
+  REQUIRE(nsbox::files::atomic_write(root.path() + "/bad.json", R"({"id": "sbx-x"})"));
+  auto bad = root.nsbox({"resume", root.path() + "/bad.json"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("not an nsbox sandbox state") != std::string::npos);
+}
