@@ -1,10 +1,14 @@
-"""nsbox.agents against the OpenAI Agents SDK's contract (reference §4, items 1-3, 6, 8-10
+"""nsbox.agents against the OpenAI Agents SDK's contract (reference §4, items 1-6, 8-11, 13
 and 18, as they apply to nsbox: the root is /home/user, mounts are served from the host)."""
 from __future__ import annotations
 
 import asyncio
 import io
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 import time
 from typing import Any, Awaitable, TypeVar
 
@@ -150,6 +154,160 @@ def test_3_the_server_refuses_escaping_keys_too(server: Server) -> None:
         assert server.sandboxes() == []
     finally:
         c.close()
+
+
+# -- 4: local sources: confined to the working directory or a grant, no symlink ------------
+
+def _tree(base: str) -> None:
+    os.makedirs(os.path.join(base, "src", "sub"))
+    with open(os.path.join(base, "src", "a.txt"), "w") as f:
+        f.write("alpha\n")
+    with open(os.path.join(base, "src", "sub", "b.sh"), "w") as f:
+        f.write("#!/bin/sh\necho b\n")
+    os.chmod(os.path.join(base, "src", "sub", "b.sh"), 0o700)
+    with open(os.path.join(base, "one.txt"), "w") as f:
+        f.write("one\n")
+
+
+def test_4_local_file_and_local_dir_copy_from_the_working_directory(sdk: NsboxSandboxClient, tmp_path: Any,
+                                                                    monkeypatch: Any) -> None:
+    _tree(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    manifest = Manifest(entries={"data": agents.LocalDir(src="src"), "copy.txt": agents.LocalFile(src="one.txt"),
+                                 "nested": Dir(children={"again": agents.LocalDir(src=str(tmp_path / "src" / "sub"))})})
+
+    async def scenario() -> None:
+        session = await sdk.create(manifest=manifest)
+        try:
+            r = await session.exec("stat -c '%n %a %U' data/a.txt data/sub/b.sh copy.txt nested/again/b.sh && "
+                                   "cat data/a.txt copy.txt && data/sub/b.sh")
+            assert r.stdout.decode().splitlines() == ["data/a.txt 644 user", "data/sub/b.sh 700 user", "copy.txt 755 user",
+                                                      "nested/again/b.sh 700 user", "alpha", "one", "b"], r
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
+@pytest.mark.parametrize("case", ["outside", "dotdot", "symlink_in_path", "symlink_inside", "fifo_inside"])
+def test_4_local_sources_outside_the_base_or_with_a_symlink_fail_before_anything(sdk: NsboxSandboxClient, server: Server,
+                                                                                tmp_path: Any, monkeypatch: Any,
+                                                                                case: str) -> None:
+    base = tmp_path / "base"
+    base.mkdir()
+    _tree(str(base))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret\n")
+    os.symlink(str(base / "src"), str(base / "linked"))
+    (base / "withlink").mkdir()
+    os.symlink("/etc/passwd", str(base / "withlink" / "passwd"))
+    (base / "withfifo").mkdir()
+    os.mkfifo(str(base / "withfifo" / "pipe"))
+    monkeypatch.chdir(base)
+    entry, error, reason = {
+        "outside": (agents.LocalFile(src=str(outside)), agents.LocalFileReadError, "outside_base_dir"),
+        "dotdot": (agents.LocalFile(src="../outside.txt"), agents.LocalFileReadError, "path_escape"),
+        "symlink_in_path": (agents.LocalFile(src="linked/a.txt"), agents.LocalFileReadError, "symlink_not_supported"),
+        "symlink_inside": (agents.LocalDir(src="withlink"), agents.LocalDirReadError, "symlink_not_supported"),
+        "fifo_inside": (agents.LocalDir(src="withfifo"), agents.LocalDirReadError, "special_file"),
+    }[case]
+    with pytest.raises(error) as e:
+        arun(sdk.create(manifest=Manifest(entries={"fine.txt": File(content=b"x"), "x": entry})))
+    assert e.value.context["reason"] == reason
+    assert "secret" not in str(e.value)
+    assert server.sandboxes() == []
+
+
+def test_4_a_grant_lets_a_local_source_come_from_outside(sdk: NsboxSandboxClient, tmp_path: Any, monkeypatch: Any) -> None:
+    (tmp_path / "base").mkdir()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "cfg.toml").write_text("k = 1\n")
+    monkeypatch.chdir(tmp_path / "base")
+    manifest = Manifest(entries={"cfg.toml": agents.LocalFile(src=str(shared / "cfg.toml"))},
+                        extra_path_grants=[agents.SandboxPathGrant(path=str(shared), read_only=True)])
+
+    async def scenario() -> None:
+        session = await sdk.create(manifest=manifest)
+        try:
+            assert (await session.read("cfg.toml")).read() == b"k = 1\n"
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
+def test_4_the_server_refuses_host_sources_from_a_request(server: Server) -> None:
+    c = server.client()
+    try:
+        for entry in ({"type": "local_dir", "src": "/etc"}, {"type": "git_repo", "repo": "/srv/repo.git"}):
+            with pytest.raises(nsbox.PermissionDenied):
+                c.json("POST", "/v1/sandboxes", json_body={"manifest": {"entries": {"x": entry}}})
+        with pytest.raises(nsbox.PermissionDenied):
+            c.json("POST", "/v1/sandboxes", json_body={"local_sources": {"base": "/"}})
+        assert server.sandboxes() == []
+    finally:
+        c.close()
+
+
+# -- 5: git_repo: cloned on the caller's side, sha refs detached, bad subpath first ----------
+
+def _git(*args: str, cwd: str) -> str:
+    return subprocess.run(["git", "-c", "user.email=t@nsbox", "-c", "user.name=t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def _bare_repo(tmp: Any) -> str:
+    work = str(tmp / "work")
+    os.makedirs(os.path.join(work, "pkg"))
+    _git("init", "-q", "-b", "main", cwd=work)
+    with open(os.path.join(work, "pkg", "m.py"), "w") as f:
+        f.write("print('m')\n")
+    _git("add", ".", cwd=work)
+    _git("commit", "-q", "-m", "one", cwd=work)
+    first = _git("rev-parse", "HEAD", cwd=work)
+    with open(os.path.join(work, "later.txt"), "w") as f:
+        f.write("later\n")
+    _git("add", ".", cwd=work)
+    _git("commit", "-q", "-m", "two", cwd=work)
+    _git("clone", "-q", "--bare", work, str(tmp / "repo.git"), cwd=str(tmp))
+    return first
+
+
+def test_5_git_repo_at_a_branch_and_at_a_detached_commit(sdk: NsboxSandboxClient, tmp_path: Any, monkeypatch: Any) -> None:
+    first = _bare_repo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = set(os.listdir(tempfile.gettempdir()))
+    manifest = Manifest(entries={"code": agents.GitRepo(repo="./repo.git", ref="main"),
+                                 "old": agents.GitRepo(repo="./repo.git", ref=first[:12], subpath="pkg")})
+
+    async def scenario() -> None:
+        session = await sdk.create(manifest=manifest)
+        try:
+            r = await session.exec("find code old | sort")
+            assert r.stdout.decode().split() == ["code", "code/later.txt", "code/pkg", "code/pkg/m.py", "old", "old/m.py"]
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+    assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("nsbox-git-")]  # clone removed
+
+
+def test_5_git_repo_errors_are_typed_and_come_before_anything(sdk: NsboxSandboxClient, server: Server, tmp_path: Any,
+                                                              monkeypatch: Any) -> None:
+    _bare_repo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = set(os.listdir(tempfile.gettempdir()))
+    with pytest.raises(agents.GitSubpathError):
+        arun(sdk.create(manifest=Manifest(entries={"c": agents.GitRepo(repo="./repo.git", subpath="nope")})))
+    with pytest.raises(agents.GitCloneError) as e:
+        arun(sdk.create(manifest=Manifest(entries={"c": agents.GitRepo(repo="./repo.git", ref="no-such-branch")})))
+    assert "git clone failed for" in str(e.value)
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: None)
+    with pytest.raises(agents.GitMissingInImageError):
+        arun(sdk.create(manifest=Manifest(entries={"c": agents.GitRepo(repo="./repo.git")})))
+    assert server.sandboxes() == []
+    assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("nsbox-git-")]
 
 
 # -- 6: file calls refuse ../ and symlink escapes ----------------------------------------

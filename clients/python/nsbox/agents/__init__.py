@@ -44,6 +44,9 @@ from .errors import (
     WorkspaceReadNotFoundError,
     WorkspaceStartError,
 )
+from .entries import GitRepo, LocalDir, LocalFile
+from .errors import (ArtifactError, GitCloneError, GitMissingInImageError, GitSubpathError, LocalDirReadError,
+                     LocalFileReadError)
 from .manifest import Manifest
 from .mounts import AzureBlobMount, GCSMount, R2Mount, S3Mount
 from .session import NsboxSandboxSession
@@ -59,6 +62,15 @@ __all__ = [
     "Manifest",
     "File",
     "Dir",
+    "LocalFile",
+    "LocalDir",
+    "GitRepo",
+    "ArtifactError",
+    "LocalFileReadError",
+    "LocalDirReadError",
+    "GitMissingInImageError",
+    "GitCloneError",
+    "GitSubpathError",
     "SandboxPathGrant",
     "S3Mount",
     "GCSMount",

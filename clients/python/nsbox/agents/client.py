@@ -8,6 +8,7 @@ from .._http import Client
 from ..errors import InvalidArgument, NotFound, NsboxError
 from ..sandbox import Sandbox, make_client
 from .errors import MountConfigError, SandboxConfigError, WorkspaceStartError
+from .local_sources import LocalSources
 from .manifest import Manifest, _resolve_env
 from .session import NsboxSandboxSession
 from .snapshots import restorable, snapshot_state
@@ -177,13 +178,25 @@ class NsboxSandboxClient:
                                   files_quota=opts.files_quota, volume=opts.volume,
                                   manifest=workspace if workspace["entries"] else None, client=self._client)
 
+        # Host sources checked (and repositories cloned) before anything is made.
+        sources = await _run(LocalSources.prepare, manifest.entries, None,
+                             [g.path for g in manifest.extra_path_grants])
         try:
-            sandbox = await _run(make)
-        except InvalidArgument as e:
-            raise SandboxConfigError("nsbox refused the sandbox: %s" % e.message, op="start") from e
+            try:
+                sandbox = await _run(make)
+            except InvalidArgument as e:
+                raise SandboxConfigError("nsbox refused the sandbox: %s" % e.message, op="start") from e
+            finally:
+                for m in mounts:
+                    m.pop("credentials", None)
+            if sources.items:
+                try:
+                    await _run(sources.write, sandbox)
+                except BaseException:
+                    await _run(sandbox.remove)  # nothing is left of a create that failed
+                    raise
         finally:
-            for m in mounts:
-                m.pop("credentials", None)
+            sources.close()
         await _run(self._server_features)
         state = NsboxSandboxSessionState(sandbox_id=sandbox.id, manifest=manifest, options=opts)
         state.snapshot = snapshot_doc

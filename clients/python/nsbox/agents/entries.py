@@ -97,6 +97,78 @@ class Dir(_Entry):
         return "Dir(children=%r)" % (self.children,)
 
 
+class LocalFile(_Entry):
+    """A file copied from the caller's machine: ``src`` relative to the working directory
+    (or absolute), which it must stay under unless an extra path grant covers it. A
+    symlink anywhere in the path refuses it (LocalFileReadError)."""
+
+    type = "local_file"
+
+    def __init__(self, src: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.src = str(src)
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = self._common()
+        out["src"] = self.src
+        return out
+
+    def __repr__(self) -> str:
+        return "LocalFile(%r)" % self.src
+
+
+class LocalDir(_Entry):
+    """A directory tree copied from the caller's machine (regular files and directories;
+    any symlink, FIFO, socket or device refuses it: LocalDirReadError)."""
+
+    type = "local_dir"
+
+    def __init__(self, src: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.src = str(src)
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = self._common()
+        out["src"] = self.src
+        return out
+
+    def __repr__(self) -> str:
+        return "LocalDir(%r)" % self.src
+
+
+class GitRepo(_Entry):
+    """A repository cloned on the caller's machine (hooks off) at ``ref`` (a branch, tag
+    or 7-40 hex commit), its ``subpath`` (or all of it, without .git) copied like a
+    LocalDir. ``repo``: ``owner/name`` on ``host``, a URL, or a local path."""
+
+    type = "git_repo"
+
+    def __init__(self, repo: str, ref: Optional[str] = None, subpath: Optional[str] = None, host: str = "github.com",
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.repo = str(repo)
+        self.ref = ref
+        self.subpath = subpath
+        self.host = host
+
+    def url(self) -> str:
+        r = self.repo
+        if "://" in r or r.startswith("/") or r.startswith("./") or r.startswith("../") or r == ".":
+            return r
+        return "https://%s/%s" % (self.host, r)
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = self._common()
+        out.update({"repo": self.repo, "ref": self.ref, "subpath": self.subpath, "host": self.host})
+        return out
+
+    def __repr__(self) -> str:
+        return "GitRepo(%r, ref=%r)" % (self.repo, self.ref)
+
+
+_SOURCE_TYPES = {"local_file": LocalFile, "local_dir": LocalDir, "git_repo": GitRepo}
+
+
 class SandboxPathGrant:
     """A path outside the root that file calls may use (``read_only`` refuses writes).
     ``host_path`` (a Docker bind) is not supported by nsbox."""
@@ -135,6 +207,10 @@ def _coerce_entry(entry: Any) -> Any:
             if "mode" in d:
                 d["permissions"] = d.pop("mode")
             return Dir(**d)
+        if kind in _SOURCE_TYPES:
+            if "mode" in d:
+                d["permissions"] = d.pop("mode")
+            return _SOURCE_TYPES[kind](**d)
         from .mounts import _MOUNT_TYPES  # mounts.py builds on this module
 
         if kind in _MOUNT_TYPES:
@@ -144,8 +220,14 @@ def _coerce_entry(entry: Any) -> Any:
     kind = getattr(entry, "type", None)
     if kind in ("file", "dir") and hasattr(entry, "to_dict"):
         return entry
-    raise SandboxConfigError("manifest entries of type %r are not supported by nsbox (file, dir and bucket "
-                             "mounts are)" % (kind or type(entry).__name__,), op="materialize")
+    if kind in _SOURCE_TYPES:  # the SDK's own LocalFile, LocalDir, GitRepo
+        fields = {k: getattr(entry, k) for k in ("src", "repo", "ref", "subpath", "host") if getattr(entry, k, None) is not None}
+        for k in ("description", "ephemeral", "permissions"):
+            if getattr(entry, k, None) is not None:
+                fields[k] = getattr(entry, k)
+        return _SOURCE_TYPES[kind](**fields)
+    raise SandboxConfigError("manifest entries of type %r are not supported by nsbox (file, dir, local_file, "
+                             "local_dir, git_repo and bucket mounts are)" % (kind or type(entry).__name__,), op="materialize")
 
 
 class EnvEntry:

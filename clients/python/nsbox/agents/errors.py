@@ -22,6 +22,11 @@ class ErrorCode(str, enum.Enum):
     MOUNT_CONFIG_INVALID = "mount_config_invalid"
     SANDBOX_CONFIG_INVALID = "sandbox_config_invalid"
     PTY_SESSION_NOT_FOUND = "pty_session_not_found"
+    LOCAL_FILE_READ_ERROR = "local_file_read_error"
+    LOCAL_DIR_READ_ERROR = "local_dir_read_error"
+    GIT_MISSING = "git_missing_in_image"
+    GIT_CLONE_ERROR = "git_clone_error"
+    GIT_SUBPATH_ERROR = "git_subpath_error"
 
 
 class SandboxError(Exception):
@@ -172,3 +177,45 @@ class WorkspaceStartError(SandboxRuntimeError):
                  cause: Optional[BaseException] = None) -> None:
         super().__init__(message=message, error_code=ErrorCode.WORKSPACE_START_ERROR, op="start",
                          context=context, cause=cause, retryable=False)
+
+
+class ArtifactError(SandboxError):
+    """A manifest's host source (local_file, local_dir, git_repo) could not be read.
+    Raised before the sandbox is made."""
+
+    def __init__(self, *, message: str, error_code: ErrorCode, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None) -> None:
+        super().__init__(message=message, error_code=error_code, op="materialize", context=context, cause=cause,
+                         retryable=False)
+
+
+class LocalFileReadError(ArtifactError):
+    def __init__(self, *, src: Any, reason: str, message: str, cause: Optional[BaseException] = None) -> None:
+        super().__init__(message=message, error_code=ErrorCode.LOCAL_FILE_READ_ERROR,
+                         context={"src": str(src), "reason": reason}, cause=cause)
+        self.reason = reason
+
+
+class LocalDirReadError(ArtifactError):
+    def __init__(self, *, src: Any, reason: str, message: str, cause: Optional[BaseException] = None) -> None:
+        super().__init__(message=message, error_code=ErrorCode.LOCAL_DIR_READ_ERROR,
+                         context={"src": str(src), "reason": reason}, cause=cause)
+        self.reason = reason
+
+
+class GitMissingInImageError(ArtifactError):
+    def __init__(self, *, cause: Optional[BaseException] = None) -> None:
+        super().__init__(message="git is required for git_repo entries and was not found",
+                         error_code=ErrorCode.GIT_MISSING, context={}, cause=cause)
+
+
+class GitCloneError(ArtifactError):
+    def __init__(self, *, url: str, ref: Optional[str], stderr: str = "") -> None:
+        super().__init__(message="git clone failed for %s@%s" % (url, ref or "HEAD"), error_code=ErrorCode.GIT_CLONE_ERROR,
+                         context={"url": url, "ref": ref, "stderr": stderr[-2000:]})
+
+
+class GitSubpathError(ArtifactError):
+    def __init__(self, *, url: str, subpath: str) -> None:
+        super().__init__(message="git_repo subpath %s is not in %s" % (subpath, url), error_code=ErrorCode.GIT_SUBPATH_ERROR,
+                         context={"url": url, "subpath": subpath})

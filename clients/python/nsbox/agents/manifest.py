@@ -7,7 +7,7 @@ import posixpath
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .entries import Dir, EnvEntry, SandboxPathGrant, _coerce_entry, _group_name
+from .entries import Dir, EnvEntry, GitRepo, LocalDir, LocalFile, SandboxPathGrant, _coerce_entry, _group_name
 from .errors import ConfigurationError, ErrorCode, InvalidManifestPathError, SandboxConfigError
 from .mounts import _Mount
 from .types import WORKSPACE_ROOT, _SANDBOX_USER
@@ -118,12 +118,19 @@ class Manifest:
         return out
 
     def workspace_request(self) -> Dict[str, Any]:
-        """The create request's "manifest": file and dir entries (mounts go to "mounts")."""
+        """The create request's "manifest": file and dir entries (mounts go to "mounts";
+        host sources are copied by the client: local_sources.py)."""
 
         def strip(entries: Mapping[str, Any]) -> Dict[str, Any]:
             out: Dict[str, Any] = {}
             for key, entry in entries.items():
                 if isinstance(entry, _Mount):
+                    continue
+                if isinstance(entry, (LocalFile, LocalDir, GitRepo)):
+                    # Copied by the client after the create (local_sources.py); an
+                    # ephemeral one's path is made now so that the server records it.
+                    if entry.ephemeral:
+                        out[key] = {"type": "file" if isinstance(entry, LocalFile) else "dir", "ephemeral": True}
                     continue
                 d = entry.to_dict()
                 d.pop("group", None)
