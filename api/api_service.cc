@@ -55,7 +55,7 @@ bool ApiService::takes_upload(const HttpRequest& r) const {
   auto path = split_path(r.path);
   if (path.empty()) return false;
   const std::string& last = path.back();
-  return last == "files" || last == "fs";
+  return last == "files" || last == "fs" || last == "fs:extract";
 }
 
 bool ApiService::authorized(const HttpRequest& r, const Path& path) const {

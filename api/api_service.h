@@ -78,6 +78,7 @@ class ApiService {
   void list_files(Exchange& x, const std::string& sandbox);
   void sign_file(Exchange& x, const std::string& sandbox);
   void fs_route(Exchange& x, const std::string& sandbox, const std::string& verb);
+  void extract(Exchange& x, const std::string& sandbox, const std::string& dir);
 
   Runtime runtime_;
   BearerToken token_;

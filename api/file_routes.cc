@@ -2,12 +2,16 @@
 // of the sandbox's own view with its user's rights (…/fs, fs:ls, fs:mkdir). Paths come
 // in `?path=`: relative to /mnt/files or as /mnt/files/… for files; relative to
 // /home/user or absolute for fs.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 
 #include "api/api_service.h"
+#include "isolation/sys/files.h"
 #include "isolation/sys/rfc3339.h"
+#include "isolation/sys/syscall.h"
 #include "runtime/protocol/frame.h"
 
 namespace nsbox::api {
@@ -161,6 +165,48 @@ void ApiService::sign_file(Exchange& x, const std::string& sandbox) {
   x.respond(200, {{"download_url", config_.public_url + link}, {"download_path", link}, {"expires_at", sys::rfc3339(expires)}});
 }
 
+// A tar or zip archive unpacked into a directory of the sandbox (the Agents SDK's
+// `extract`): spooled to an unnamed file of the server's (the check reads it twice), then
+// Runtime::extract.
+void ApiService::extract(Exchange& x, const std::string& sandbox, const std::string& dir) {
+  const HttpRequest& r = x.request();
+  std::string format = r.query_value("format");
+  if (format.empty()) format = "tar";
+  if (format != "tar" && format != "zip")
+    return respond_error(x, make_error(ErrorCode::kInvalidArgument, "format must be tar or zip, not '" + format + "'"));
+  uint64_t limit[2] = {100000, 4ull << 30};
+  const char* names[2] = {"max_members", "max_bytes"};
+  for (int i = 0; i < 2; ++i) {
+    std::string v = r.query_value(names[i]);
+    if (v.empty()) continue;
+    char* end = nullptr;
+    unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (*end || n == 0) return respond_error(x, make_error(ErrorCode::kInvalidArgument, std::string(names[i]) + " must be a positive number"));
+    limit[i] = n;
+  }
+  std::string spool_dir = runtime_.store().root().cache_dir();
+  UniqueFd spool(::open(spool_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!spool) return respond_error(x, sys_error("hold the archive in " + spool_dir));
+  std::vector<char> buf(1 << 20);
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = sys::retry_eintr([&] { return ::read(x.body_fd(), buf.data(), buf.size()); });
+    if (n < 0) return respond_error(x, sys_error("read the archive"));
+    if (n == 0) break;
+    total += static_cast<uint64_t>(n);
+    if (total > config_.max_upload_bytes)
+      return respond_error(x, make_error(ErrorCode::kLimitExceeded, "the archive is larger than the server's upload limit of " +
+                                                                        std::to_string(config_.max_upload_bytes >> 20) + " MiB"));
+    if (auto w = files::write_all(spool.get(), std::string_view(buf.data(), static_cast<size_t>(n)), "the archive"); !w)
+      return respond_error(x, w.error());
+  }
+  if (auto whole = x.body_complete(); !whole) return respond_error(x, whole.error());
+  if (::lseek(spool.get(), 0, SEEK_SET) != 0) return respond_error(x, sys_error("rewind the archive"));
+  auto done = runtime_.extract(sandbox, dir, spool.get(), format == "zip", limit[0], limit[1]);
+  if (!done) return respond_error(x, done.error());
+  x.respond(200, *done);
+}
+
 void ApiService::fs_route(Exchange& x, const std::string& sandbox, const std::string& verb) {
   const HttpRequest& r = x.request();
   auto path = r.query.find("path");
@@ -189,6 +235,7 @@ void ApiService::fs_route(Exchange& x, const std::string& sandbox, const std::st
     if (!written) return respond_error(x, written.error());
     return x.respond(200, {{"path", *shown}, {"size", *written}});
   }
+  if (verb == "fs:extract" && r.method == "PUT") return extract(x, sandbox, path->second);
   if (verb == "fs" && r.method == "DELETE") {
     if (auto removed = fs->remove(path->second, flag(r, "recursive")); !removed) return respond_error(x, removed.error());
     return x.respond(200, {{"removed", Json::array({*shown})}});

@@ -196,6 +196,13 @@ class Runtime {
   Result<std::vector<SnapshotInfo>> snapshots() const;
   Result<SnapshotInfo> find_snapshot(const std::string& id_or_name) const;
   Result<void> remove_snapshot(const std::string& id_or_name) const;
+  // Unpacks a caller's tar or zip archive (a file open at `archive_fd`) into `dir` of the
+  // running sandbox, made if missing (docs/api.md, "fs:extract"): the whole archive
+  // checked first (no absolute path, `..`, link out, hard link, device, duplicate; at most
+  // `max_members` and `max_bytes`), then unpacked as the sandbox user, never over a file
+  // that exists. {"members", "bytes"}.
+  Result<protocol::Json> extract(const std::string& id_or_name, const std::string& dir, int archive_fd, bool zip,
+                                 uint64_t max_members, uint64_t max_bytes) const;
   Result<uint64_t> pty_start(const std::string& id_or_name, const PtyStart& start) const;
   // Writes `chars` (bytes; "\x03" is Ctrl-C), then answers with what the session printed
   // within `yield_ms` (sooner if it exits). pty_read is the same without writing.

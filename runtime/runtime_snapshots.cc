@@ -86,6 +86,14 @@ Result<SnapshotInfo> Runtime::find_snapshot(const std::string& id_or_name) const
 
 Result<void> Runtime::remove_snapshot(const std::string& id_or_name) const { return snapshot_store().remove(id_or_name); }
 
+Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& dir, int archive_fd, bool zip,
+                              uint64_t max_members, uint64_t max_bytes) const {
+  auto fs = NSBOX_TRY(sandbox_fs(id_or_name));
+  UniqueFd target = NSBOX_TRY(fs.open_dir(dir));
+  auto report = NSBOX_TRY(snapshot_store().extract(archive_fd, target.get(), zip, max_members, max_bytes));
+  return Json{{"path", NSBOX_TRY(SandboxFs::normalize(dir))}, {"members", report.value("members", 0)}, {"bytes", report.value("bytes", 0)}};
+}
+
 Result<Json> Runtime::state(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto r = NSBOX_TRY(store_.load(id));

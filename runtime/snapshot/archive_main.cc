@@ -8,6 +8,9 @@
 //   nsbox-archive check  --archive FILE [limits]     (every member, nothing written)
 //   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
 //                        (pack's report, the archive written nowhere: a live fingerprint)
+//   nsbox-archive extract --archive-fd N --dir-fd N --uid U --gid G [--format tar|zip] [limits]
+//                        (a caller's archive into a directory of a sandbox, opened by the
+//                        caller inside the sandbox's root: `fs:extract`)
 //   limits: --max-members N --max-bytes N
 //
 // On success one JSON line on stdout: {"members", "bytes", "skipped", "left_out", "sha256"}. On
@@ -76,10 +79,20 @@ Result<uint64_t> number(const Args& a, const std::string& key, uint64_t fallback
   return static_cast<uint64_t>(v);
 }
 
+// An fd the caller passed (3 and up; never 0-2).
+Result<UniqueFd> inherited_fd(const Args& a, const std::string& key) {
+  uint64_t fd = NSBOX_TRY(number(a, key, 0));
+  if (fd < 3 || fd > 64 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0)
+    return fail(make_error(ErrorCode::kInternal, "--" + key + " " + std::to_string(fd) + " is not an open fd"));
+  ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+  return UniqueFd(static_cast<int>(fd));
+}
+
 // The volume's root: an image mounted privately (a detached mount, nobody else's), or
 // a directory (rootless).
 Result<UniqueFd> open_root(const Args& a) {
   if (auto it = a.values.find("image"); it != a.values.end()) return volume_image::open_privately(it->second);
+  if (a.values.count("dir-fd")) return inherited_fd(a, "dir-fd");
   if (auto it = a.values.find("dir"); it != a.values.end()) {
     UniqueFd fd(::open(it->second.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) return fail(sys_error("open " + it->second));
@@ -89,6 +102,7 @@ Result<UniqueFd> open_root(const Args& a) {
 }
 
 Result<UniqueFd> open_archive(const Args& a) {
+  if (a.values.count("archive-fd")) return inherited_fd(a, "archive-fd");
   if (!a.values.count("archive")) return fail(make_error(ErrorCode::kInternal, a.mode + " needs --archive FILE"));
   const std::string& path = a.values.at("archive");
   UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
@@ -123,7 +137,13 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     if (!out) return fail(sys_error("open /dev/null"));
     return snapshot::pack(root.get(), out.get(), a.skip, limits);
   }
-  if (a.mode == "unpack") {
+  if (a.mode == "unpack" || a.mode == "extract") {
+    snapshot::ArchiveSource source;
+    if (a.mode == "extract") {
+      std::string format = a.values.count("format") ? a.values.at("format") : "tar";
+      if (format != "tar" && format != "zip") return fail(make_error(ErrorCode::kInvalidArgument, "--format takes tar or zip, not '" + format + "'"));
+      source = {format == "zip", "the archive", "archive_limits' max_members raises the limit", "archive_limits' max_bytes raises the limit"};
+    }
     UniqueFd in = NSBOX_TRY(open_archive(a));
     uid_t uid = static_cast<uid_t>(NSBOX_TRY(number(a, "uid", ::getuid())));
     gid_t gid = static_cast<gid_t>(NSBOX_TRY(number(a, "gid", ::getgid())));
@@ -134,11 +154,11 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     if (::setresuid(uid, uid, uid) != 0) return fail(sys_error("setresuid " + std::to_string(uid)));
     // Every member checked before the workspace is touched: a refused archive leaves it
     // as it was, even with --replace.
-    NSBOX_CHECK(snapshot::check(in.get(), limits));
+    NSBOX_CHECK(snapshot::check(in.get(), limits, source));
     if (a.replace) NSBOX_CHECK(empty_root(root.get()));
     if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
     ::umask(022);
-    return snapshot::unpack(in.get(), limits);
+    return snapshot::unpack(in.get(), limits, source);
   }
   return fail(make_error(ErrorCode::kInvalidArgument, "unknown mode '" + a.mode + "'"));
 }

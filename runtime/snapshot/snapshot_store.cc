@@ -88,11 +88,12 @@ Result<SnapshotLimits> SnapshotLimits::from_environment() {
   return l;
 }
 
-Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const std::string& what) const {
-  auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
+Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const std::string& what, const std::vector<int>& pass_fds,
+                                         const SnapshotLimits* given) const {
+  auto limits = given ? *given : NSBOX_TRY(SnapshotLimits::from_environment());
   argv.insert(argv.begin(), archiver_);
   argv.insert(argv.end(), {"--max-members", std::to_string(limits.max_members), "--max-bytes", std::to_string(limits.max_bytes)});
-  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport);
+  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport, pass_fds);
   std::string err = run.err;
   while (!err.empty() && err.back() == '\n') err.pop_back();
   if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + archiver_ + ": " + err));
@@ -172,6 +173,16 @@ Result<std::string> SnapshotStore::fingerprint(const SandboxRecord& record, cons
   std::string digests = h.value("sha256", "") + ":";
   if (include_files) digests += NSBOX_TRY(pack(files, "", {kOwnFilesDir}, "fingerprint /mnt/files of " + record.id)).value("sha256", "");
   return sha256_hex(digests + ":" + secret_free_spec(record).dump());
+}
+
+Result<json> SnapshotStore::extract(int archive_fd, int dir_fd, bool zip, uint64_t max_members, uint64_t max_bytes) const {
+  auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
+  limits.max_members = std::min(limits.max_members, max_members);
+  limits.max_bytes = std::min(limits.max_bytes, max_bytes);
+  auto ids = userns::host_ids();
+  return run_archiver({"extract", "--archive-fd", "3", "--dir-fd", "4", "--format", zip ? "zip" : "tar", "--uid",
+                       std::to_string(ids.uid), "--gid", std::to_string(ids.gid)},
+                      "extract the archive", {archive_fd, dir_fd}, &limits);
 }
 
 Result<std::vector<SnapshotInfo>> SnapshotStore::list() const {

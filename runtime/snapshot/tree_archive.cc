@@ -47,7 +47,7 @@ Error archive_error(archive* a, const std::string& what) {
 }
 
 Error refused(const std::string& member, const std::string& why) {
-  return make_error(ErrorCode::kInvalidArgument, "snapshot member '" + member.substr(0, 256) + "' refused: " + why);
+  return make_error(ErrorCode::kInvalidArgument, "archive member '" + member.substr(0, 256) + "' refused: " + why);
 }
 
 Error over_limit(const std::string& what, uint64_t limit) {
@@ -338,18 +338,20 @@ Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>
 namespace {
 
 // One pass over the archive: every member checked; with `out`, extracted too.
-Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits, archive* out) {
+Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits, const ArchiveSource& source, archive* out) {
   Reader in(archive_read_new());
   if (!in) return fail(make_error(ErrorCode::kSystem, "archive_read_new failed"));
-  archive_read_support_format_tar(in.get());  // tar and pax only; no filter, no other format
-  if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) return fail(archive_error(in.get(), "open the snapshot"));
+  // One format, no filter: tar (and pax), or zip read through its central directory.
+  if (source.zip) archive_read_support_format_zip_seekable(in.get());
+  else archive_read_support_format_tar(in.get());
+  if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) return fail(archive_error(in.get(), "open " + source.noun));
   ArchiveSummary summary;
   std::unordered_set<size_t> seen;  // names' hashes: memory bounded by the member limit alone
   for (;;) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(in.get(), &e);
     if (r == ARCHIVE_EOF) break;
-    if (r != ARCHIVE_OK) return fail(archive_error(in.get(), "read the snapshot"));
+    if (r != ARCHIVE_OK) return fail(archive_error(in.get(), "read " + source.noun));
     const char* raw = archive_entry_pathname(e);
     std::string name = NSBOX_TRY(clean_member_name(raw ? raw : ""));
     if (archive_entry_hardlink(e)) return fail(refused(name, "a hard link"));
@@ -363,14 +365,14 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
     }
     if (!seen.insert(std::hash<std::string>{}(name)).second) return fail(refused(name, "a duplicate"));
     if (++summary.members > limits.max_members)
-      return fail(make_error(ErrorCode::kLimitExceeded, "the snapshot has more than " + std::to_string(limits.max_members) + " members",
-                             "NSBOX_SNAPSHOT_MAX_MEMBERS raises the limit"));
+      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " has more than " + std::to_string(limits.max_members) + " members",
+                             source.raise_members));
     la_int64_t size = type == AE_IFREG ? archive_entry_size(e) : 0;
     if (size < 0) return fail(refused(name, "a negative size"));
     summary.bytes += static_cast<uint64_t>(size);
     if (summary.bytes > limits.max_bytes)
-      return fail(make_error(ErrorCode::kLimitExceeded, "the snapshot holds more than " + std::to_string(limits.max_bytes) + " bytes of files",
-                             "NSBOX_SNAPSHOT_MAX_BYTES raises the limit"));
+      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " holds more than " + std::to_string(limits.max_bytes) + " bytes of files",
+                             source.raise_bytes));
     if (!out) continue;  // the data is skipped
     archive_entry_set_pathname(e, name.c_str());
     archive_entry_set_perm(e, archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID));
@@ -393,18 +395,18 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
 
 }  // namespace
 
-Result<ArchiveSummary> check(int archive_fd, const ArchiveLimits& limits) {
-  auto summary = NSBOX_TRY(read_members(archive_fd, limits, nullptr));
-  if (::lseek(archive_fd, 0, SEEK_SET) != 0) return fail(sys_error("rewind the snapshot"));
+Result<ArchiveSummary> check(int archive_fd, const ArchiveLimits& limits, const ArchiveSource& source) {
+  auto summary = NSBOX_TRY(read_members(archive_fd, limits, source, nullptr));
+  if (::lseek(archive_fd, 0, SEEK_SET) != 0) return fail(sys_error("rewind " + source.noun));
   return summary;
 }
 
-Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits) {
+Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits, const ArchiveSource& source) {
   Writer out(archive_write_disk_new());
   constexpr int kFlags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
                          ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_NO_OVERWRITE;
   archive_write_disk_set_options(out.get(), kFlags);
-  auto summary = NSBOX_TRY(read_members(archive_fd, limits, out.get()));
+  auto summary = NSBOX_TRY(read_members(archive_fd, limits, source, out.get()));
   // Directories' modes and times are set last (a read-only directory filled first).
   if (archive_write_close(out.get()) != ARCHIVE_OK) return fail(archive_error(out.get(), "finish the restore"));
   return summary;

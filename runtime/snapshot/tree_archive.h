@@ -28,6 +28,15 @@ struct ArchiveLimits {
   uint64_t max_bytes = 4ull << 30;  // of file contents
 };
 
+// What is read: a snapshot (tar, pax), or an archive a caller hands to `fs:extract`
+// (tar or zip), which the messages call by what it is and whose limits its request sets.
+struct ArchiveSource {
+  bool zip = false;
+  std::string noun = "the snapshot";
+  std::string raise_members = "NSBOX_SNAPSHOT_MAX_MEMBERS raises the limit";
+  std::string raise_bytes = "NSBOX_SNAPSHOT_MAX_BYTES raises the limit";
+};
+
 struct ArchiveSummary {
   uint64_t members = 0;
   uint64_t bytes = 0;    // of file contents
@@ -42,9 +51,9 @@ Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>
 
 // Reads the whole archive and checks every member (the refusals above), writing nothing;
 // rewinds it. Unpacking checks again as it goes, but only this says "nothing written".
-Result<ArchiveSummary> check(int archive_fd, const ArchiveLimits& limits);
+Result<ArchiveSummary> check(int archive_fd, const ArchiveLimits& limits, const ArchiveSource& source = {});
 // Unpacks `archive_fd` into the current directory; call check() first.
-Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits);
+Result<ArchiveSummary> unpack(int archive_fd, const ArchiveLimits& limits, const ArchiveSource& source = {});
 
 // A member's name made relative and clean ("./a//b/" -> "a/b"), or the reason it is
 // refused (absolute, `..`, empty). Exposed for the unit tests.

@@ -311,6 +311,32 @@ class Fs:
             raise IntegrityError("the server's sha-256 of %s is not that of the bytes sent" % result.path)
         return result
 
+    def extract(
+        self,
+        path: str,
+        archive: Union[bytes, bytearray, memoryview, BinaryIO],
+        *,
+        format: str = "tar",
+        max_members: Optional[int] = None,
+        max_bytes: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> Dict[str, Any]:
+        """Unpacks a tar or zip archive into the directory ``path`` (made if missing) as the
+        sandbox user. The server checks every member first and refuses the whole archive
+        for an absolute path, ``..``, a link pointing out, a hard link, a device or FIFO, a
+        duplicate, or more than ``max_members`` / ``max_bytes``; it never writes over an
+        existing file. ``{"path", "members", "bytes"}``."""
+        headers = {"Content-Type": "application/octet-stream"}
+        payload: Any = archive
+        if isinstance(archive, (bytes, bytearray, memoryview)):
+            payload = bytes(archive)
+            headers["Content-Length"] = str(len(payload))
+        elif not hasattr(archive, "read"):
+            raise TypeError("fs.extract takes bytes or a binary file object, not %s" % type(archive).__name__)
+        query: Dict[str, Any] = {"path": path, "format": format, "max_members": max_members, "max_bytes": max_bytes}
+        doc = self._client.json("PUT", self._path + ":extract", query=query, body=payload, headers=headers, timeout=timeout)
+        return doc if isinstance(doc, dict) else {}
+
     def ls(self, path: str = WORKSPACE_ROOT, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> FsPage:
         """One page of a directory listing; ``page.next_cursor`` continues."""
         doc = self._client.json("GET", self._path + ":ls", query={"path": path, "cursor": cursor, "limit": limit})

@@ -1,5 +1,5 @@
-"""nsbox.agents against the OpenAI Agents SDK's contract (reference §4, items 1-6, 8-11, 13
-and 18, as they apply to nsbox: the root is /home/user, mounts are served from the host)."""
+"""nsbox.agents against the OpenAI Agents SDK's contract (reference §4, items 1-6, 8-11, 13-16,
+18 and 21, as they apply to nsbox: the root is /home/user, mounts are served from the host)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,8 +8,10 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import time
+import zipfile
 from typing import Any, Awaitable, TypeVar
 
 import pytest
@@ -538,6 +540,128 @@ def test_18_state_has_no_secret_and_resume_reattaches_with_its_mounts(server: Se
     assert SECRET not in server.log()
     inspect_docs = json.dumps(server.sandboxes())
     assert SECRET not in inspect_docs
+
+
+def test_14_15_16_snapshots_leave_mounts_and_ephemeral_entries_out_and_resume_makes_them_again(server: Server,
+                                                                                              s3rver: S3rver) -> None:
+    """Reference §4 item 14 (the archive holds neither mount, by entry path or mount_path,
+    nor an ephemeral entry), 15 (a resume after the sandbox is gone makes the mounts and
+    the ephemeral entries again), 16 (read-only by default and enforced; a failing mount
+    says so without its secret)."""
+    sdk = NsboxSandboxClient(socket=server.socket, token=server.token)
+
+    def bucket(**kw: Any) -> Any:
+        return agents.S3Mount("agents", access_key_id="S3RVER", secret_access_key=SECRET, endpoint_url=s3rver.endpoint,
+                              region="us-east-1", **kw)
+
+    manifest = Manifest(entries={"rw": bucket(read_only=False), "ro": bucket(mount_path="data/ro"),
+                                 "kept.txt": File(content=b"kept"), "scratch.txt": File(content=b"s", ephemeral=True),
+                                 "cache": Dir(ephemeral=True, children={"c.bin": File(content=b"c")})})
+
+    async def scenario() -> None:
+        session = await sdk.create(manifest=manifest, snapshot=agents.NsboxSnapshotSpec())
+        try:
+            assert (await session.exec("echo in-bucket > rw/b.txt && cat rw/b.txt")).stdout == b"in-bucket\n"
+            denied = await session.exec("echo x > data/ro/nope.txt")
+            assert denied.exit_code != 0 and b"Read-only file system" in denied.stderr, denied
+            snap = await session.persist_workspace()
+            with tarfile.open(os.path.join(server.root, "data", "snapshots", snap, "home.tar")) as t:
+                names = t.getnames()
+            assert "kept.txt" in names and "data" in names, names
+            for left_out in ("rw", "data/ro", "scratch.txt", "cache", "cache/c.bin"):
+                assert left_out not in names, (left_out, names)
+            with open(os.path.join(server.root, "data", "snapshots", snap, "home.tar"), "rb") as f:
+                assert SECRET.encode() not in f.read()
+            state = json.loads(json.dumps(sdk.serialize_session_state(session.state)))
+        finally:
+            await sdk.delete(session)
+        snapshots = server.client()
+        resumed = await sdk.resume(sdk.deserialize_session_state(state), manifest=manifest)
+        try:
+            assert resumed.sandbox.id != session.sandbox.id
+            r = await resumed.exec("cat kept.txt scratch.txt cache/c.bin rw/b.txt && ls data/ro >/dev/null && echo ok")
+            assert r.stdout == b"keptscin-bucket\nok\n", r
+        finally:
+            await sdk.delete(resumed)
+            nsbox.Sandbox.remove_snapshot(snap, client=snapshots)
+            snapshots.close()
+        # A mount that cannot be made says which, and never its secret.
+        with pytest.raises(agents.SandboxError) as e:
+            await sdk.create(manifest=Manifest(entries={"m": agents.S3Mount("no-such-bucket", access_key_id="S3RVER",
+                                                                             secret_access_key=SECRET,
+                                                                             endpoint_url=s3rver.endpoint,
+                                                                             region="us-east-1")}))
+        assert "no-such-bucket" in str(e.value) and SECRET not in str(e.value) and SECRET not in repr(e.value.context)
+
+    arun(scenario())
+    assert SECRET not in server.log()
+
+
+def _tar(members: Any) -> bytes:
+    """A tar of (TarInfo, data) pairs, as nsbox would never write it."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for info, data in members:
+            if data is not None:
+                info.size = len(data)
+            t.addfile(info, io.BytesIO(data) if data is not None else None)
+    return out.getvalue()
+
+
+def _member(name: str, data: Any = b"x", kind: Any = None, target: str = "") -> Any:
+    info = tarfile.TarInfo(name)
+    if kind is not None:
+        info.type = kind
+        info.linkname = target
+        data = None
+    return info, data
+
+
+def test_21_extract_refuses_traversal_absolute_links_out_hardlinks_and_limits(sdk: NsboxSandboxClient) -> None:
+    """Reference §4 item 21, through the session's extract (tar and zip)."""
+    good = _tar([_member("pkg/a.txt", b"alpha"), _member("pkg/link", kind=tarfile.SYMTYPE, target="a.txt")])
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("z/one.txt", "one")
+    crafted = {
+        "traversal": _tar([_member("ok.txt"), _member("../evil.txt")]),
+        "absolute": _tar([_member("/etc/evil.txt")]),
+        "symlink_out": _tar([_member("out", kind=tarfile.SYMTYPE, target="../../etc")]),
+        "hardlink": _tar([_member("a"), _member("b", kind=tarfile.LNKTYPE, target="a")]),
+        "device": _tar([(lambda i: (setattr(i, "type", tarfile.CHRTYPE), (i, None))[1])(tarfile.TarInfo("null"))]),
+    }
+
+    async def scenario() -> None:
+        session = await sdk.create()
+        try:
+            await session.extract("unpacked", io.BytesIO(good))
+            assert (await session.exec("cat unpacked/pkg/a.txt unpacked/pkg/link && stat -c %U unpacked/pkg/a.txt")).stdout \
+                == b"alphaalphauser\n"
+            await session.extract("z", zipped.getvalue(), compression_scheme="zip")
+            assert (await session.read("z/z/one.txt")).read() == b"one"
+            for case, archive in crafted.items():
+                with pytest.raises(agents.WorkspaceArchiveWriteError) as e:
+                    await session.extract("bad-" + case, archive)
+                assert "refused" in e.value.context["message"], (case, e.value.context)
+                listing = await session.exec("ls -A bad-%s 2>/dev/null; ls /etc/evil.txt 2>/dev/null; true" % case)
+                assert listing.stdout == b"", (case, listing)  # nothing written
+            many = _tar([_member("m%d" % i) for i in range(11)])
+            with pytest.raises(agents.WorkspaceArchiveWriteError) as e:
+                await session.extract("many", many, archive_limits={"max_members": 10})
+            assert "more than 10 members" in e.value.context["message"]
+            with pytest.raises(agents.WorkspaceArchiveWriteError) as e:
+                await session.extract("big", _tar([_member("b", b"123456")]), archive_limits={"max_bytes": 5})
+            assert "more than 5 bytes" in e.value.context["message"]
+            # Never over an existing file.
+            with pytest.raises(agents.WorkspaceArchiveWriteError):
+                await session.extract("unpacked", _tar([_member("pkg/a.txt", b"changed")]))
+            assert (await session.read("unpacked/pkg/a.txt")).read() == b"alpha"
+            with pytest.raises(agents.InvalidManifestPathError):
+                await session.extract("../outside", good)
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
 
 
 def test_18_state_round_trips_without_a_server() -> None:

@@ -101,8 +101,12 @@ def test_the_manifest_becomes_the_create_request_with_mounts_apart() -> None:
     assert "SK" not in repr(m.to_dict()) and "KEY" not in repr(m.to_dict())
     with pytest.raises(agents.MountConfigError):
         agents.Manifest(entries={"x": agents.S3Mount("b", access_key_id="only-half")}).mounts_request()
+    # Host sources are the client's to read (local_sources.py): kept out of the request.
+    sources = agents.Manifest(entries={"g": {"type": "git_repo", "repo": "a/b"}, "l": agents.LocalDir(src="x", ephemeral=True)})
+    assert isinstance(sources.entries["g"], agents.GitRepo) and sources.entries["g"].url() == "https://github.com/a/b"
+    assert sources.workspace_request()["entries"] == {"l": {"type": "dir", "ephemeral": True}}
     with pytest.raises(agents.ConfigurationError):
-        agents.Manifest(entries={"x": {"type": "git_repo", "repo": "a/b"}})
+        agents.Manifest(entries={"x": {"type": "socket", "path": "a/b"}})
     with pytest.raises(agents.ConfigurationError):
         agents.Manifest.model_validate({"entries": {}, "in_container_mount_credential_exposure_acknowledged": ["x"]})
     with pytest.raises(agents.ConfigurationError):

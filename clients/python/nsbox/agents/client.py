@@ -186,6 +186,9 @@ class NsboxSandboxClient:
                 sandbox = await _run(make)
             except InvalidArgument as e:
                 raise SandboxConfigError("nsbox refused the sandbox: %s" % e.message, op="start") from e
+            except NsboxError as e:  # a mount that could not be made, a full disk...: the server's words
+                raise WorkspaceStartError(message="nsbox could not make the sandbox: %s" % e.message,
+                                          context={"code": e.code}, cause=e) from e
             finally:
                 for m in mounts:
                     m.pop("credentials", None)
@@ -254,13 +257,15 @@ class NsboxSandboxClient:
         its first command; mounts (ephemeral) come again from the trusted manifest."""
         trusted = manifest if manifest is not None else state.manifest
         mounts = trusted.mounts_request()
+        ephemeral = trusted.ephemeral_request()
         env = await _resolve_env(trusted.environment)
         env.update(state.options.env)
         opts = state.options
 
         def make() -> Sandbox:
             return Sandbox.create(size=opts.size, env=env or None, net=opts.net, mounts=mounts or None,
-                                  files_quota=opts.files_quota, from_snapshot=snapshot_id, client=self._client)
+                                  files_quota=opts.files_quota, from_snapshot=snapshot_id,
+                                  manifest=ephemeral if ephemeral["entries"] else None, client=self._client)
 
         try:
             sandbox = await _run(make)

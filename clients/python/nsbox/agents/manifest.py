@@ -144,6 +144,26 @@ class Manifest:
 
         return {"root": WORKSPACE_ROOT, "version": self.version, "entries": strip(self.entries)}
 
+    def ephemeral_request(self) -> Dict[str, Any]:
+        """The ephemeral file and dir entries alone (with the directories that hold them):
+        what a resume makes again in a sandbox recreated from a snapshot, which never holds
+        them."""
+
+        def keep(entries: Mapping[str, Any]) -> Dict[str, Any]:
+            out: Dict[str, Any] = {}
+            for key, d in entries.items():
+                if d.get("ephemeral"):
+                    out[key] = d
+                elif d.get("type") == "dir" and d.get("children"):
+                    children = keep(d["children"])
+                    if children:
+                        out[key] = {**d, "children": children}
+            return out
+
+        request = self.workspace_request()
+        request["entries"] = keep(request["entries"])
+        return request
+
     def mounts_request(self) -> List[Dict[str, Any]]:
         return [m.request(key) for m, key in self.mount_targets()]
 

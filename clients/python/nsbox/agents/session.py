@@ -6,7 +6,7 @@ import io
 import posixpath
 import stat as _stat
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, List, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Union
 
 from ..errors import AlreadyExists, NotFound, NsboxError, PermissionDenied
 from ..sandbox import Sandbox
@@ -447,6 +447,38 @@ class NsboxSandboxSession:
         except NsboxError as e:
             raise ExecNonZeroError(ExecResult(stdout=b"", stderr=("rm: %s: %s" % (p, e.message)).encode(), exit_code=1),
                                    command=cmd, cause=e) from e
+
+    async def extract(self, path: Any, data: Any, *, compression_scheme: str = "tar", archive_limits: Any = None,
+                      user: Any = None) -> None:
+        """Unpacks a tar or zip archive into the directory ``path`` (made if missing), as
+        the sandbox user. The whole archive is checked first: an absolute member, ``..``,
+        a symlink pointing out, a hard link, a device or FIFO, a duplicate, or more members
+        or bytes than ``archive_limits`` (``max_members``/``max_bytes``; an object or a
+        dict) refuses it with nothing written (WorkspaceArchiveWriteError); no existing
+        file is overwritten."""
+        self._check_user(user)
+        if compression_scheme not in ("tar", "zip"):
+            raise SandboxConfigError("compression_scheme is tar or zip, not %r" % (compression_scheme,), op="extract")
+        p = self.normalize_path(path, for_write=True)
+        payload = _as_bytes(data)
+
+        def limit(name: str) -> Any:
+            if archive_limits is None:
+                return None
+            if isinstance(archive_limits, Mapping):
+                return archive_limits.get(name)
+            return getattr(archive_limits, name, None)
+
+        def unpack(target: str) -> Any:
+            return self.sandbox.fs.extract(target, payload, format=compression_scheme,
+                                           max_members=limit("max_members"), max_bytes=limit("max_bytes"))
+
+        try:
+            await self._fs(path, p, unpack, leaf=False)
+        except (InvalidManifestPathError, WorkspaceIOError):
+            raise
+        except NsboxError as e:
+            raise WorkspaceArchiveWriteError(path=p, context={"code": e.code, "message": e.message}, cause=e) from e
 
     def __repr__(self) -> str:
         return "NsboxSandboxSession(sandbox_id=%r)" % (self.sandbox.id,)
