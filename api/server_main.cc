@@ -28,7 +28,7 @@ using nsbox::api::Json;
 
 struct ServeArgs {
   std::optional<std::string> root;
-  std::optional<std::string> socket, listen, token_file, public_url, max_upload, tools_config, snapshot_dir;
+  std::optional<std::string> socket, listen, token_file, public_url, max_upload, tools_config, snapshot_dir, snapshot_store;
   bool allow_remote = false;
 };
 
@@ -44,11 +44,13 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
                                      : flag == "--token-file" ? &a.token_file : flag == "--public-url" ? &a.public_url
                                      : flag == "--max-upload" ? &a.max_upload
                                      : flag == "--tools-config" ? &a.tools_config
-                                     : flag == "--snapshot-dir" ? &a.snapshot_dir : nullptr;
+                                     : flag == "--snapshot-dir" ? &a.snapshot_dir
+                                     : flag == "--snapshot-store" ? &a.snapshot_store : nullptr;
     if (!slot || i + 1 >= argc)
       return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
                                            "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
-                                           "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR]"));
+                                           "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR] "
+                                           "[--snapshot-store URL]"));
     *slot = argv[++i];
   }
   return a;
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
     if (auto file = nsbox::load_tools_config_file(*args->tools_config); !file) return fail_start(file.error());
     ::setenv("NSBOX_TOOLS_CONFIG", args->tools_config->c_str(), 1);
   }
-  auto runtime = nsbox::Runtime::open({args->root, args->snapshot_dir});
+  auto runtime = nsbox::Runtime::open({args->root, args->snapshot_dir, args->snapshot_store});
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();
   if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());

@@ -17,6 +17,9 @@ const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run
 const FlagHelp kToolsConfig{"tools-config", "FILE", "tool settings and keys from a JSON file of yours, mode 0600 (or NSBOX_TOOLS_CONFIG)"};
 const FlagHelp kUserId{"user-id", "ID", "the user whose connected accounts the composio remote uses (default: default)"};
 const FlagHelp kSnapshotDir{"snapshot-dir", "DIR", "where snapshots are kept (default <data dir>/snapshots)"};
+const FlagHelp kSnapshotStore{"snapshot-store", "URL",
+                              "keep snapshots in a bucket instead: s3://BUCKET[/PREFIX] (r2://, gs://, azblob://); its "
+                              "credentials and endpoint from the environment, as a mount's"};
 const FlagHelp kTimeout{"timeout", "SECONDS", "the deadline (default 180); past it the command is killed, a cell interrupted"};
 
 }  // namespace
@@ -38,6 +41,7 @@ const std::vector<CommandHelp>& command_table() {
         {"home-size", "SIZE", "/home/user's volume, kept across stop and start (default: 1G per GiB of the size's memory)"},
         {"from-snapshot", "ID|NAME", "restore /home/user (and /mnt/files if it holds them) from a snapshot first"},
         kSnapshotDir,
+        kSnapshotStore,
         {"mount", "URL:PATH[:rw][:staging_bytes=SIZE]",
          "a bucket at PATH: s3://B[/P], r2://B, gs://B, azblob://ACCOUNT/CONTAINER (repeatable); writes staged on the host "
          "up to SIZE (default 10G)"},
@@ -80,7 +84,8 @@ const std::vector<CommandHelp>& command_table() {
        {{"env", "K=V", "an environment variable: every one the sandbox was created with must be given again (repeatable)"},
         kToolsConfig,
         {"from-snapshot", "ID|NAME", "replace /home/user (and /mnt/files if it holds them) with a snapshot's first"},
-        kSnapshotDir},
+        kSnapshotDir,
+        kSnapshotStore},
        cmd_start, false,
        "Mount credentials and tool keys come from this command's environment, as at create."},
       {"resume", "STATE [--manifest TRUSTED] [--env K=V...]",
@@ -89,7 +94,8 @@ const std::vector<CommandHelp>& command_table() {
         {"local-grant", "DIR", "a directory the manifest's local sources may read besides its own (repeatable)"},
         {"env", "K=V", "an environment variable: every one the sandbox was created with must be given (repeatable)"},
         kToolsConfig,
-        kSnapshotDir},
+        kSnapshotDir,
+        kSnapshotStore},
        cmd_resume, false,
        "A running sandbox is reattached as it is. A stopped or dead one is started; its snapshot is restored first unless "
        "the workspace's fingerprint is still the snapshot's. A gone one is made again (a new id) from its snapshot, with "
@@ -99,7 +105,8 @@ const std::vector<CommandHelp>& command_table() {
        "snapshots of /home/user (and /mnt/files): never a bucket mount, never a secret",
        {{"name", "NAME", "create: a name to use instead of the snapshot's id"},
         {"include-files", nullptr, "create: /mnt/files too"},
-        kSnapshotDir},
+        kSnapshotDir,
+        kSnapshotStore},
        cmd_snapshot, false,
        "Restore with `nsbox create --from-snapshot ID` or `nsbox start ID --from-snapshot SNAPSHOT`."},
       {"pty", "ID (start [--cols N --rows N] -- CMD | write SID CHARS | read SID | resize SID | kill SID|--all)",
@@ -147,7 +154,8 @@ const std::vector<CommandHelp>& command_table() {
         {"public-url", "URL", "the base of signed download links"},
         {"max-upload", "SIZE", "the largest upload (default 100M)"},
         {"tools-config", "FILE", "the tools (and keys) of the sandboxes it makes: a 0600 JSON file (docs/tools.md)"},
-        kSnapshotDir},
+        kSnapshotDir,
+        kSnapshotStore},
        cmd_serve, false, "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM."},
   };
   return table;

@@ -31,6 +31,7 @@ struct InstallLayout {
   std::string net_proxy() const { return libexec_dir + "/nsbox-netproxy"; }
   std::string api_server() const { return libexec_dir + "/nsbox-server"; }
   std::string archiver() const { return libexec_dir + "/nsbox-archive"; }
+  std::string snapshot_store() const { return libexec_dir + "/nsbox-snapstore"; }
 };
 
 }  // namespace nsbox

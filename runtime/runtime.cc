@@ -139,7 +139,10 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
   std::string snapshots = options.snapshot_dir.value_or(root.data_dir + "/snapshots");
   if (snapshots.empty() || snapshots.front() != '/')
     return fail(make_error(ErrorCode::kInvalidArgument, "--snapshot-dir must be an absolute path, not '" + snapshots + "'"));
-  return Runtime(StateStore(std::move(root)), std::move(layout), std::move(snapshots));
+  std::optional<RemoteSnapshotStore> remote;
+  if (options.snapshot_store)
+    remote = NSBOX_TRY(RemoteSnapshotStore::parse(*options.snapshot_store, process_environment(), layout.snapshot_store()));
+  return Runtime(StateStore(std::move(root)), std::move(layout), std::move(snapshots), std::move(remote));
 }
 
 // Why a sandbox does not answer: stopped (`nsbox stop`), or dead (its supervisor went).

@@ -33,6 +33,9 @@ class WorkspaceSources;
 struct RuntimeOptions {
   std::optional<std::string> root;  // --root / NSBOX_ROOT
   std::optional<std::string> snapshot_dir;  // --snapshot-dir; default <data>/snapshots
+  // --snapshot-store s3://BUCKET/PREFIX: snapshots in a bucket (the dir then only stages
+  // them); its credentials from this process's environment.
+  std::optional<std::string> snapshot_store;
 };
 
 // Running; stopped by `stop` (start brings it back); dead: its supervisor went without
@@ -226,9 +229,9 @@ class Runtime {
   const StateStore& store() const { return store_; }
 
  private:
-  Runtime(StateStore store, InstallLayout layout, std::string snapshot_dir)
-      : store_(std::move(store)), layout_(std::move(layout)), snapshot_dir_(std::move(snapshot_dir)) {}
-  SnapshotStore snapshot_store() const { return SnapshotStore(snapshot_dir_, layout_.archiver()); }
+  Runtime(StateStore store, InstallLayout layout, std::string snapshot_dir, std::optional<RemoteSnapshotStore> remote)
+      : store_(std::move(store)), layout_(std::move(layout)), snapshot_dir_(std::move(snapshot_dir)), remote_(std::move(remote)) {}
+  SnapshotStore snapshot_store() const { return SnapshotStore(snapshot_dir_, layout_.archiver(), remote_); }
   // How long a plain request waits for the supervisor's answer.
   static constexpr int kRequestTimeoutMs = 15000;
 
@@ -248,6 +251,7 @@ class Runtime {
   StateStore store_;
   InstallLayout layout_;
   std::string snapshot_dir_;
+  std::optional<RemoteSnapshotStore> remote_;
 };
 
 }  // namespace nsbox

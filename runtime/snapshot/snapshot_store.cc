@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/program.h"
 #include "isolation/sys/rfc3339.h"
+#include "isolation/sys/secret.h"
 #include "isolation/sys/sha256.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/userns.h"
@@ -57,7 +59,7 @@ json SnapshotInfo::to_json() const {
   return {{"id", id},           {"name", name},       {"sandbox", sandbox}, {"created_at", created_at},
           {"include_files", include_files}, {"members", members}, {"bytes", bytes}, {"skipped", skipped},
           {"left_out", left_out},
-          {"fingerprint", fingerprint}, {"spec", spec}};
+          {"fingerprint", fingerprint}, {"spec", spec}, {"made_ns", made_ns}};
 }
 
 Result<SnapshotInfo> SnapshotInfo::from_json(const json& j, std::string dir) {
@@ -74,6 +76,7 @@ Result<SnapshotInfo> SnapshotInfo::from_json(const json& j, std::string dir) {
     s.left_out = j.value("left_out", std::vector<std::string>{});
     s.fingerprint = j.value("fingerprint", "");
     s.spec = j.value("spec", json::object());
+    s.made_ns = j.value("made_ns", int64_t{0});
     s.dir = std::move(dir);
     return s;
   } catch (const json::exception& e) {
@@ -145,6 +148,9 @@ Result<SnapshotInfo> SnapshotStore::create(const SandboxRecord& record, const Vo
       digests += f.value("sha256", "");
     }
     s.fingerprint = sha256_hex(digests + ":" + s.spec.dump());
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    s.made_ns = int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
     NSBOX_CHECK(files::atomic_write(making + "/snapshot.json",
                                     s.to_json().dump(2, ' ', false, json::error_handler_t::replace) + "\n", 0600));
     if (::rename(making.c_str(), (dir_ + "/" + s.id).c_str()) != 0) return fail(sys_error("rename " + making));
@@ -155,6 +161,16 @@ Result<SnapshotInfo> SnapshotStore::create(const SandboxRecord& record, const Vo
     return fail(std::move(built.error()));
   }
   s.dir = dir_ + "/" + s.id;
+  if (remote_) {
+    // Into the bucket, record last; the staged copy goes either way.
+    auto put = run_store({"put", s.id, s.dir}, "store snapshot " + s.id);
+    (void)files::remove_tree(s.dir);
+    if (!put) {
+      (void)run_store({"rm", s.id}, "remove the parts of snapshot " + s.id);
+      return fail(std::move(put.error()));
+    }
+    s.dir.clear();
+  }
   return s;
 }
 
@@ -187,6 +203,15 @@ Result<json> SnapshotStore::extract(int archive_fd, int dir_fd, bool zip, uint64
 
 Result<std::vector<SnapshotInfo>> SnapshotStore::list() const {
   std::vector<SnapshotInfo> out;
+  if (remote_) {
+    json listed = NSBOX_TRY(run_store({"ls"}, "list the snapshots"));
+    for (const auto& j : listed.value("snapshots", json::array()))
+      if (auto s = SnapshotInfo::from_json(j, "")) out.push_back(std::move(*s));
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+      return a.made_ns != b.made_ns ? a.made_ns < b.made_ns : a.id < b.id;
+    });
+    return out;
+  }
   if (!files::exists(dir_)) return out;
   for (const auto& entry : NSBOX_TRY(files::list_dir(dir_))) {
     if (!is_snapshot_id(entry)) continue;
@@ -197,7 +222,8 @@ Result<std::vector<SnapshotInfo>> SnapshotStore::list() const {
     auto s = SnapshotInfo::from_json(j, dir);
     if (!s) continue;
     struct stat st{};
-    if (::stat((dir + "/snapshot.json").c_str(), &st) == 0) s->made_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (s->made_ns == 0 && ::stat((dir + "/snapshot.json").c_str(), &st) == 0)
+      s->made_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     out.push_back(std::move(*s));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
@@ -214,10 +240,67 @@ Result<SnapshotInfo> SnapshotStore::find(const std::string& id_or_name) const {
 
 Result<void> SnapshotStore::remove(const std::string& id_or_name) const {
   auto s = NSBOX_TRY(find(id_or_name));
-  return files::remove_tree(s.dir);
+  if (!remote_) return files::remove_tree(s.dir);
+  NSBOX_CHECK(run_store({"rm", s.id}, "remove snapshot " + s.id));
+  return {};
+}
+
+Result<json> SnapshotStore::run_store(const std::vector<std::string>& args, const std::string& what) const {
+  std::vector<std::string> argv = {remote_->helper};
+  argv.insert(argv.end(), args.begin(), args.end());
+  json config = {{"mount", remote_->bucket.to_json()}, {"credentials", remote_->credentials.to_json()}};
+  std::string input = config.dump();
+  // The helper's proxies and CA bundle are this process's (a store behind a proxy).
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
+  for (const char* keep : {"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_FILE"})
+    if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);
+  auto run = sys::run_program(argv, "", env, input, kArchiverTimeoutS, 64 << 20, kMaxReport);
+  sys::wipe(input);
+  std::string err = run.err;
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + remote_->helper + ": " + err));
+  if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(kArchiverTimeoutS)) + " s"));
+  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
+    std::string message = err.substr(0, err.find('\n')), hint;
+    if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7);
+    ErrorCode code = WIFEXITED(run.status) && WEXITSTATUS(run.status) == 4 ? ErrorCode::kNotFound : ErrorCode::kUnavailable;
+    return fail(make_error(code, what + " (" + remote_->bucket.source() + "): " + (message.empty() ? "nsbox-snapstore failed" : message), hint));
+  }
+  auto report = json::parse(run.out, nullptr, false);
+  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, what + ": nsbox-snapstore gave no report"));
+  return report;
+}
+
+Result<RemoteSnapshotStore> RemoteSnapshotStore::parse(const std::string& url, const bucket::Environment& env, std::string helper) {
+  // A store is a bucket and prefix as a mount names one; its mount path is never used.
+  auto mount = bucket::parse_mount_flag(url + ":/snapshot-store");
+  if (!mount) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "--snapshot-store " + url + " is not a bucket URL",
+                           "s3://BUCKET[/PREFIX], r2://BUCKET, gs://BUCKET or azblob://ACCOUNT/CONTAINER"));
+  }
+  RemoteSnapshotStore r;
+  r.bucket = std::move(*mount);
+  r.credentials = NSBOX_TRY(bucket::resolve(r.bucket, env));
+  r.helper = std::move(helper);
+  return r;
 }
 
 Result<void> SnapshotStore::restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const {
+  if (!remote_) return restore_from(snapshot, home, files, replace);
+  // Fetched into the directory first: the restore checks every archive before it writes.
+  NSBOX_CHECK(files::ensure_private_dir(dir_));
+  SnapshotInfo local = snapshot;
+  local.dir = dir_ + "/.fetching-" + snapshot.id + "-" + std::to_string(::getpid());
+  if (::mkdir(local.dir.c_str(), 0700) != 0) return fail(sys_error("mkdir " + local.dir));
+  auto restored = [&]() -> Result<void> {
+    NSBOX_CHECK(run_store({"get", snapshot.id, local.dir}, "fetch snapshot " + snapshot.id));
+    return restore_from(local, home, files, replace);
+  }();
+  (void)files::remove_tree(local.dir);
+  return restored;
+}
+
+Result<void> SnapshotStore::restore_from(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const {
   auto ids = userns::host_ids();
   // Both archives checked, and their contents measured against the volumes, before either
   // volume is touched.

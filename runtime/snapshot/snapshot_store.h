@@ -7,6 +7,11 @@
 //   <dir>/<snp-id>/home.tar        /home/user, members relative to it
 //   <dir>/<snp-id>/files.tar       /mnt/files, with --include-files
 //
+// With a remote store (--snapshot-store s3://BUCKET/PREFIX, also r2://, gs://, azblob://)
+// the bucket holds them instead, as PREFIX/<snp-id>/{home.tar,files.tar,snapshot.json}
+// (the record last), moved by nsbox-snapstore (runtime/snapshot/store_main.cc); the
+// directory only stages a snapshot being made or restored.
+//
 // A snapshot is made in <dir>/.making-<snp-id>-<pid> and renamed into place: a failure
 // (a full disk, a refused workspace) leaves no partial snapshot. The archives are packed
 // and unpacked by nsbox-archive (runtime/snapshot/archive_main.cc), streamed: memory does
@@ -19,7 +24,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "isolation/sys/error.h"
+#include "mounts/bucket/mount_spec.h"
 #include "runtime/state_store.h"
 #include "runtime/volume_store.h"
 
@@ -54,9 +62,21 @@ struct SnapshotLimits {
   static Result<SnapshotLimits> from_environment();
 };
 
+// Where a remote store is and how to reach it; the credentials live in memory and go to
+// nsbox-snapstore through its stdin only.
+struct RemoteSnapshotStore {
+  bucket::BucketMount bucket;  // bucket, prefix, endpoint, region (its mount path unused)
+  bucket::BucketCredentials credentials;
+  std::string helper;  // nsbox-snapstore
+  // `url` as --snapshot-store takes it; credentials and endpoint found in `env` as a
+  // bucket mount's are.
+  static Result<RemoteSnapshotStore> parse(const std::string& url, const bucket::Environment& env, std::string helper);
+};
+
 class SnapshotStore {
  public:
-  SnapshotStore(std::string dir, std::string archiver) : dir_(std::move(dir)), archiver_(std::move(archiver)) {}
+  SnapshotStore(std::string dir, std::string archiver, std::optional<RemoteSnapshotStore> remote = std::nullopt)
+      : dir_(std::move(dir)), archiver_(std::move(archiver)), remote_(std::move(remote)) {}
   const std::string& dir() const { return dir_; }
 
   // Packs the sandbox's home (and files) volume. `skip_home` holds paths relative to
@@ -84,8 +104,11 @@ class SnapshotStore {
   // nsbox-archive's pack of a volume into `out`, or only its report when `out` is empty.
   Result<nlohmann::json> pack(const Volume& volume, const std::string& out, const std::vector<std::string>& skip,
                               const std::string& what) const;
+  Result<nlohmann::json> run_store(const std::vector<std::string>& args, const std::string& what) const;
+  Result<void> restore_from(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
   std::string dir_;
   std::string archiver_;
+  std::optional<RemoteSnapshotStore> remote_;
 };
 
 }  // namespace nsbox

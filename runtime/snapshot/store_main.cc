@@ -1,0 +1,177 @@
+// nsbox-snapstore: snapshots kept in an object-store bucket (`--snapshot-store s3://...`,
+// runtime/snapshot/snapshot_store.h), through the bucket clients the mounts use
+// (mounts/bucket/bucket_client.h). A program of its own, dynamic like nsbox-bucketfs, so
+// that the static nsbox and supervisor never load an HTTP stack.
+//
+//   stdin: {"mount": BucketMount (bucket, prefix, endpoint...), "credentials": {...}}
+//   nsbox-snapstore put ID DIR   DIR/home.tar, DIR/files.tar, then DIR/snapshot.json (last:
+//                                a snapshot is listed only once it is whole) under PREFIX/ID/
+//   nsbox-snapstore get ID DIR   the same objects into DIR (which exists and is empty)
+//   nsbox-snapstore ls           {"snapshots": [snapshot.json...]}: the whole ones
+//   nsbox-snapstore rm ID        every object under PREFIX/ID/
+//
+// Success: a JSON document on stdout. Failure: the error on stderr (never a secret), exit
+// status 4 when the snapshot is not in the store, 1 otherwise.
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/sys/files.h"
+#include "mounts/bucket/bucket_client.h"
+
+namespace {
+
+using namespace nsbox;
+using namespace nsbox::bucket;
+using nlohmann::json;
+
+constexpr const char* kArchives[] = {"home.tar", "files.tar"};
+constexpr size_t kMaxRecord = 1 << 20;     // a snapshot.json
+constexpr size_t kMaxSnapshots = 10000;    // listed at most
+constexpr int kNotFound = 4;
+
+bool valid_id(const std::string& id) {
+  if (id.size() != 20 || !id.starts_with("snp-")) return false;
+  for (char c : id.substr(4))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+struct Store {
+  BucketMount mount;
+  BucketCredentials credentials;
+  std::unique_ptr<BucketClient> client;
+
+  std::string key(const std::string& id, const std::string& name) const { return mount.prefix + id + "/" + name; }
+  std::string where(const std::string& id) const { return mount.source() + id; }
+
+  // The whole object at `key`, at most `max` bytes.
+  Result<std::string> read_small(const std::string& key, size_t max) {
+    auto head = NSBOX_TRY(client->head(key));
+    if (!head) return fail(make_error(ErrorCode::kNotFound, "no object " + key));
+    if (head->size > max) return fail(make_error(ErrorCode::kLimitExceeded, key + " is larger than " + std::to_string(max) + " bytes"));
+    std::string out(head->size, '\0');
+    size_t got = 0;
+    while (got < out.size()) {
+      size_t n = NSBOX_TRY(client->read(key, head->etag, got, out.data() + got, out.size() - got));
+      if (n == 0) return fail(make_error(ErrorCode::kProtocol, key + " ended early"));
+      got += n;
+    }
+    return out;
+  }
+
+  Result<json> put(const std::string& id, const std::string& dir) {
+    // The record last: until it is there, nothing lists the snapshot.
+    for (const char* name : {kArchives[0], kArchives[1], "snapshot.json"}) {
+      std::string path = dir + "/" + name;
+      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd && errno == ENOENT && std::string(name) == "files.tar") continue;
+      if (!fd) return fail(sys_error("open " + path));
+      struct stat st{};
+      if (::fstat(fd.get(), &st) != 0) return fail(sys_error("stat " + path));
+      NSBOX_CHECK_CTX(client->upload(key(id, name), fd.get(), static_cast<uint64_t>(st.st_size)), "upload " + std::string(name) + " to " + where(id));
+    }
+    return json{{"id", id}};
+  }
+
+  Result<json> get(const std::string& id, const std::string& dir) {
+    auto record = read_small(key(id, "snapshot.json"), kMaxRecord);
+    if (!record) {
+      if (record.error().code == ErrorCode::kNotFound)
+        return fail(make_error(ErrorCode::kNotFound, "no snapshot " + id + " in " + mount.source()));
+      return fail(std::move(record.error()));
+    }
+    NSBOX_CHECK(files::atomic_write(dir + "/snapshot.json", *record));
+    for (const char* name : kArchives) {
+      auto head = NSBOX_TRY(client->head(key(id, name)));
+      if (!head) continue;  // files.tar: only with --include-files
+      std::string path = dir + "/" + name;
+      UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      if (!out) return fail(sys_error("create " + path));
+      std::vector<char> buf(8 << 20);
+      for (uint64_t at = 0; at < head->size;) {
+        size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), head->size - at));
+        size_t n = NSBOX_TRY(client->read(key(id, name), head->etag, at, buf.data(), want));
+        if (n == 0) return fail(make_error(ErrorCode::kProtocol, key(id, name) + " ended early"));
+        NSBOX_CHECK(files::write_all(out.get(), std::string_view(buf.data(), n), path));
+        at += n;
+      }
+      if (::fsync(out.get()) != 0) return fail(sys_error("fsync " + path));
+    }
+    return json{{"id", id}};
+  }
+
+  Result<json> list() {
+    json out = json::array();
+    std::string token;
+    do {
+      auto page = NSBOX_TRY(client->list(mount.prefix, true, token, 1000));
+      for (const auto& e : page.entries) {
+        if (!e.is_prefix || !valid_id(e.name)) continue;
+        if (out.size() >= kMaxSnapshots) return json{{"snapshots", out}, {"truncated", true}};
+        auto record = read_small(key(e.name, "snapshot.json"), kMaxRecord);
+        if (!record) continue;  // being written, or being removed
+        json j = json::parse(*record, nullptr, false);
+        if (j.is_object() && j.value("id", "") == e.name) out.push_back(std::move(j));
+      }
+      token = page.next_token;
+    } while (!token.empty());
+    return json{{"snapshots", out}};
+  }
+
+  Result<json> remove(const std::string& id) {
+    // The record first: a removal cut short leaves no half snapshot listed.
+    NSBOX_CHECK(client->remove(key(id, "snapshot.json")));
+    for (const char* name : kArchives) NSBOX_CHECK(client->remove(key(id, name)));
+    return json{{"removed", id}};
+  }
+};
+
+int failed(const Error& e, const BucketCredentials& credentials) {
+  std::fprintf(stderr, "%s\n", redact(e.message, credentials).c_str());
+  if (!e.hint.empty()) std::fprintf(stderr, "hint: %s\n", e.hint.c_str());
+  return e.code == ErrorCode::kNotFound ? kNotFound : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // No core dump or ptrace of a process holding keys; nothing left running without nsbox.
+  ::prctl(PR_SET_DUMPABLE, 0);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::signal(SIGPIPE, SIG_IGN);
+  std::string input(std::istreambuf_iterator<char>(std::cin), {});
+  json config = json::parse(input, nullptr, false);
+  if (!config.is_object() || !config.contains("mount"))
+    return failed(make_error(ErrorCode::kProtocol, "nsbox-snapstore: stdin is not its configuration"), {});
+  Store store;
+  auto mount = BucketMount::from_json(config["mount"]);
+  if (!mount) return failed(mount.error(), {});
+  store.mount = std::move(*mount);
+  store.credentials = BucketCredentials::from_json(config.value("credentials", json::object()));
+  store.client = make_client(store.mount, store.credentials);
+  if (!store.client) return failed(make_error(ErrorCode::kUnsupported, "no client for " + store.mount.source()), store.credentials);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string mode = args.empty() ? "" : args[0];
+  bool takes_id = mode == "put" || mode == "get" || mode == "rm";
+  if (takes_id && (args.size() < 2 || !valid_id(args[1])))
+    return failed(make_error(ErrorCode::kInvalidArgument, "nsbox-snapstore " + mode + ": a snapshot id (snp-...) is needed"), {});
+  Result<json> done = fail(make_error(ErrorCode::kInvalidArgument, "usage: nsbox-snapstore put|get|ls|rm ..."));
+  if ((mode == "put" || mode == "get") && args.size() == 3) done = mode == "put" ? store.put(args[1], args[2]) : store.get(args[1], args[2]);
+  else if (mode == "ls" && args.size() == 1) done = store.list();
+  else if (mode == "rm" && args.size() == 2) done = store.remove(args[1]);
+  int code = done ? 0 : failed(done.error(), store.credentials);
+  if (done) std::printf("%s\n", done->dump(-1, ' ', false, json::error_handler_t::replace).c_str());
+  store.credentials.wipe();
+  return code;
+}
