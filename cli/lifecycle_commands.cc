@@ -308,6 +308,7 @@ int cmd_resume(const Invocation& inv) {
   for (auto& e : trusted->workspace)
     if (e.ephemeral) options.ephemeral_entries.push_back(std::move(e));
   options.ephemeral = trusted->ephemeral;
+  options.manifest_digest = trusted->manifest_digest;
   auto result = ctx->runtime->resume(state, options);
   for (auto& m : options.start.mounts) m.credentials.wipe();
   if (!result) return ctx->out.error(result.error());

@@ -2,6 +2,9 @@
 
 #include <set>
 
+#include <functional>
+
+#include "isolation/sys/sha256.h"
 #include "mounts/volume_image.h"
 #include "runtime/state_store.h"
 
@@ -156,6 +159,26 @@ Result<LocalSourceRoots> local_sources(const Json& doc, Caller caller) {
   return roots;
 }
 
+// What identifies a manifest, credentials aside (a snapshot's fingerprint covers it: a
+// resume with another manifest restores). Environment values are left out too: they may
+// be secrets, and env names are in the spec already.
+std::string manifest_digest(const Json& m) {
+  std::function<Json(const Json&)> strip = [&](const Json& j) -> Json {
+    if (!j.is_object()) return j;
+    Json out = Json::object();
+    for (const auto& [k, v] : j.items())
+      if (k != "credentials") out[k] = strip(v);
+    return out;
+  };
+  Json doc = strip(m);
+  if (auto env = doc.find("environment"); env != doc.end() && env->is_object()) {
+    Json names = Json::array();
+    for (const auto& [k, v] : env->items()) names.push_back(k);
+    *env = names;
+  }
+  return sha256_hex(doc.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
 // The manifest's entries, environment (under the document's own env) and mounts.
 Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, const bucket::Environment& env, Caller caller) {
   if (!m.is_object()) return fail(malformed("\"manifest\" must be an object"));
@@ -168,6 +191,7 @@ Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, cons
   for (const auto& entry : manifest.mounts) o.mounts.push_back(NSBOX_TRY(mount_from_json(entry, env, caller)));
   o.ephemeral = manifest.ephemeral_paths();
   o.workspace = std::move(manifest.entries);
+  o.manifest_digest = manifest_digest(m);
   return {};
 }
 }  // namespace

@@ -41,6 +41,7 @@ struct CreateOptions {
   std::vector<bucket::MountRequest> mounts;
   std::vector<WorkspaceEntry> workspace;  // the manifest's entries, parents before children
   std::vector<std::string> ephemeral;     // its ephemeral paths: never in a snapshot
+  std::string manifest_digest;  // sha-256 of the manifest without credentials; empty: none
   std::string from_snapshot;  // a snapshot's id or name, restored before the first command
   ToolsConfig tools;    // the tool bridge (docs/tools.md)
   ToolKeys tool_keys;   // from the caller's environment (or the server's); never saved

@@ -217,7 +217,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   }
   SupervisorSpec spec{id,           options.name,  options.size,  options.net,  {},
                       {},           options.packages, options.env, volume->name, home->name, {},
-                      options.mounts, options.tools, options.tool_keys, options.ephemeral};
+                      options.mounts, options.tools, options.tool_keys, options.ephemeral, options.manifest_digest};
   add_test_hooks(spec);
   auto info = launch(spec);
   if (!info) {
@@ -335,7 +335,7 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     }
     spec = SupervisorSpec{id,      record.name, record.size, record.net, {}, {},
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
-                          std::move(tools), std::move(keys), record.ephemeral};
+                          std::move(tools), std::move(keys), record.ephemeral, record.manifest_digest};
   }  // the new supervisor takes the lock
   add_test_hooks(spec);
   auto info = launch(spec);

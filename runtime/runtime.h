@@ -111,6 +111,7 @@ struct ResumeOptions {
   bool trusted_manifest = false;  // start.mounts came from one: their topology must be the state's
   std::vector<WorkspaceEntry> ephemeral_entries;
   std::vector<std::string> ephemeral;  // their paths
+  std::string manifest_digest;  // the trusted manifest's: a different one than the snapshot's restores
 };
 
 struct ResumeResult {

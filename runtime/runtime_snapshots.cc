@@ -105,7 +105,8 @@ Result<Json> Runtime::state(const std::string& id_or_name) const {
                                      {"include_files", s.include_files}};
   return Json{{"version", 1},          {"type", "nsbox"},        {"id", r.id},         {"name", r.name},
               {"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"env_names", r.env_names}, {"mounts", mounts},
-              {"packages", r.packages}, {"tools", r.tools}, {"ephemeral", r.ephemeral}, {"snapshot", snapshot}};
+              {"packages", r.packages}, {"tools", r.tools}, {"ephemeral", r.ephemeral}, {"manifest_digest", r.manifest_digest},
+              {"snapshot", snapshot}};
 }
 
 Result<ResumeResult> Runtime::resume(const Json& state, const ResumeOptions& options) {
@@ -133,7 +134,8 @@ Result<ResumeResult> Runtime::resume(const Json& state, const ResumeOptions& opt
     result.action = "started";
     if (!snap.is_null()) {
       // The workspace as it is now against the snapshot: restored only when they differ.
-      const SandboxRecord& record = info.record;
+      SandboxRecord record = info.record;
+      if (options.trusted_manifest) record.manifest_digest = options.manifest_digest;
       auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record.home));
       auto files = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
       std::string live = NSBOX_TRY(snapshot_store().fingerprint(record, home, files, snap.value("include_files", false),
@@ -174,6 +176,7 @@ Result<ResumeResult> Runtime::resume(const Json& state, const ResumeOptions& opt
   c.from_snapshot = snapshot.id;
   c.workspace = options.ephemeral_entries;
   c.ephemeral = options.trusted_manifest ? options.ephemeral : state.value("ephemeral", std::vector<std::string>{});
+  c.manifest_digest = options.trusted_manifest ? options.manifest_digest : state.value("manifest_digest", "");
   result.info = NSBOX_TRY(create(c));
   c.tool_keys.wipe();
   result.action = "recreated";

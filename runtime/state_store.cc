@@ -60,6 +60,7 @@ nlohmann::json SandboxRecord::to_json() const {
       {"mounts", mounts_json},
       {"signed_mounts", signed_mounts},
       {"ephemeral", ephemeral},
+      {"manifest_digest", manifest_digest},
       {"mount_servers", mount_servers},
       {"tools", tools},
       {"packages", packages},
@@ -107,6 +108,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     for (const auto& m : j.value("mounts", nlohmann::json::array())) r.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
     r.signed_mounts = j.value("signed_mounts", std::vector<std::string>{});
     r.ephemeral = j.value("ephemeral", std::vector<std::string>{});
+    r.manifest_digest = j.value("manifest_digest", "");
     for (const auto& pid : j.value("mount_servers", nlohmann::json::array())) r.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
     r.tools = j.value("tools", nlohmann::json());
     r.packages = j.value("packages", nlohmann::json());

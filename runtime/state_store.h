@@ -71,6 +71,7 @@ struct SandboxRecord {
   std::string stopped_at;  // RFC 3339, when `nsbox stop` stopped it; empty while it runs
   std::vector<bucket::BucketMount> mounts;  // never their credentials
   std::vector<std::string> ephemeral;  // the manifest's ephemeral paths (under /home/user): not in snapshots
+  std::string manifest_digest;  // sha-256 of its manifest without credentials or env values; empty: none
   // The mount paths of those made with credentials (anonymous ones have none): a start
   // without them again is refused rather than mounting anonymously.
   std::vector<std::string> signed_mounts;

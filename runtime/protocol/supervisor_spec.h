@@ -39,6 +39,7 @@ struct SupervisorSpec {
   ToolsConfig tools;
   ToolKeys tool_keys;  // handed to the tool bridge when it starts; never saved
   std::vector<std::string> ephemeral;  // manifest paths under /home/user a snapshot leaves out
+  std::string manifest_digest;  // the manifest's, credentials aside (runtime/create_options.h)
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);

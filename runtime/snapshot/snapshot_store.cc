@@ -40,7 +40,9 @@ std::vector<std::string> volume_args(const Volume& v) { return {v.image ? "--ima
 json secret_free_spec(const SandboxRecord& r) {
   json mounts = json::array();
   for (const auto& m : r.mounts) mounts.push_back(m.to_json());
-  return {{"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"mounts", mounts}, {"env_names", r.env_names}};
+  json spec = {{"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"mounts", mounts}, {"env_names", r.env_names}};
+  if (!r.manifest_digest.empty()) spec["manifest_digest"] = r.manifest_digest;
+  return spec;
 }
 
 Result<uint64_t> env_number(const char* name, uint64_t fallback) {

@@ -116,6 +116,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.volume = spec.volume;
   r.home = spec.home;
   r.ephemeral = spec.ephemeral;
+  r.manifest_digest = spec.manifest_digest;
   for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
   r.mount_servers = self->buckets_.pids();
   if (spec.tools.enabled()) r.tools = spec.tools.to_json();

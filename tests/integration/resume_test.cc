@@ -98,3 +98,26 @@ TEST_CASE("resume recreates a gone sandbox from its snapshot (a new id, the same
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("not an nsbox sandbox state") != std::string::npos);
 }
+
+TEST_CASE("resume with the manifest the sandbox was made with keeps its workspace; with another manifest it restores", "[resume]") {
+  TestRoot root;
+  auto manifest = [&](const std::string& name, const std::string& content) {
+    std::string path = root.path() + "/" + name;
+    REQUIRE(nsbox::files::atomic_write(path, json{{"version", 1}, {"entries", {{"a.txt", {{"type", "file"}, {"content", content}}}}}}.dump()));
+    return path;
+  };
+  std::string first = manifest("first.json", "one");
+  auto created = root.nsbox({"create", "--manifest", first});
+  REQUIRE(created.exit_code == 0);
+  std::string id = created.out.substr(0, created.out.find('\n'));
+  REQUIRE(root.cell(id, "1")["status"] == "ok");  // the kernel's user site exists: the home holds still
+  REQUIRE(root.nsbox({"snapshot", "create", id}).exit_code == 0);
+  std::string state = save_state(root, id);
+  CHECK(TestRoot::json(root.nsbox({"inspect", id, "--state"}))["manifest_digest"].get<std::string>().size() == 64);
+
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  CHECK(resume(root, {state, "--manifest", first})["action"] == "started");
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  CHECK(resume(root, {state, "--manifest", manifest("second.json", "two")})["action"] == "restored");
+  CHECK(root.sh(id, "cat ~/a.txt").out == "one");  // the snapshot's
+}

@@ -88,7 +88,7 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   std::set<std::string> fields;
   for (const auto& [key, value] : j.items()) fields.insert(key);
   CHECK(fields == std::set<std::string>{"id", "name", "size", "net", "created_at", "supervisor_pid", "init_pid", "enforcement",
-                                        "cgroup", "env_names", "volume", "home", "stopped_at", "mounts", "signed_mounts", "ephemeral", "mount_servers", "tools",
+                                        "cgroup", "env_names", "volume", "home", "stopped_at", "mounts", "signed_mounts", "ephemeral", "manifest_digest", "mount_servers", "tools",
                                         "packages"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);

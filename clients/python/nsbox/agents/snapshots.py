@@ -15,8 +15,11 @@ class NoopSnapshotSpec:
 
 
 class NsboxSnapshotSpec:
-    """Snapshots on the nsbox server (its ``--snapshot-dir``): ``/home/user``, and
-    ``/mnt/files`` with ``include_files``. Never a mount, never a secret."""
+    """Snapshots on the nsbox server: ``/home/user``, and ``/mnt/files`` with
+    ``include_files``. Never a mount, never a secret. Where they are kept is the server's
+    choice: its ``--snapshot-dir`` (the SDK's LocalSnapshotSpec), or a bucket with
+    ``--snapshot-store s3://...`` (its RemoteSnapshotSpec), where any server given the same
+    store can resume them."""
 
     type = "nsbox"
 
