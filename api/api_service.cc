@@ -25,6 +25,8 @@ void respond_error(Exchange& x, const Error& e) { x.respond(http_status(e.code),
 
 Result<Json> body_object(const HttpRequest& r) {
   if (r.body.empty()) return Json::object();
+  if (protocol::nests_deeper_than(r.body, 64))
+    return fail(make_error(ErrorCode::kMalformedRequest, "the request body nests deeper than 64 levels"));
   Json j = Json::parse(r.body, nullptr, false);
   if (j.is_discarded()) return fail(make_error(ErrorCode::kMalformedRequest, "the request body is not JSON"));
   if (!j.is_object()) return fail(make_error(ErrorCode::kMalformedRequest, "the request body must be a JSON object"));

@@ -290,6 +290,8 @@ int cmd_resume(const Invocation& inv) {
   const std::string& path = ctx->args.positionals[0];
   auto text = files::read_file(path, 1 << 20);
   if (!text) return ctx->out.error(text.error());
+  if (protocol::nests_deeper_than(*text, 64))
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "state file " + path + " nests deeper than 64 levels"));
   auto state = nlohmann::json::parse(*text, nullptr, false);
   if (state.is_discarded())
     return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "state file " + path + " is not JSON"));

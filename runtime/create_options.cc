@@ -163,14 +163,17 @@ Result<LocalSourceRoots> local_sources(const Json& doc, Caller caller) {
 // resume with another manifest restores). Environment values are left out too: they may
 // be secrets, and env names are in the spec already.
 std::string manifest_digest(const Json& m) {
-  std::function<Json(const Json&)> strip = [&](const Json& j) -> Json {
-    if (!j.is_object()) return j;
-    Json out = Json::object();
-    for (const auto& [k, v] : j.items())
-      if (k != "credentials") out[k] = strip(v);
-    return out;
+  // Down the entries and their children only (the parse bounded their depth).
+  std::function<void(Json&)> strip = [&](Json& entries) {
+    if (!entries.is_object()) return;
+    for (auto& [k, e] : entries.items()) {
+      if (!e.is_object()) continue;
+      e.erase("credentials");
+      if (auto c = e.find("children"); c != e.end()) strip(*c);
+    }
   };
-  Json doc = strip(m);
+  Json doc = m;
+  if (auto e = doc.find("entries"); e != doc.end()) strip(*e);
   if (auto env = doc.find("environment"); env != doc.end() && env->is_object()) {
     Json names = Json::array();
     for (const auto& [k, v] : env->items()) names.push_back(k);

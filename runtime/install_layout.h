@@ -30,7 +30,8 @@ struct InstallLayout {
   std::string tool_bridge() const { return libexec_dir + "/nsbox-toolbridge"; }
   std::string net_proxy() const { return libexec_dir + "/nsbox-netproxy"; }
   std::string api_server() const { return libexec_dir + "/nsbox-server"; }
-  std::string archiver() const { return libexec_dir + "/nsbox-archive"; }
+  // In the sandbox's directory: the host runs it for snapshots, a sandbox for fs:extract.
+  std::string archiver() const { return sandbox_dir() + "/nsbox-archive"; }
   std::string snapshot_store() const { return libexec_dir + "/nsbox-snapstore"; }
 };
 

@@ -9,6 +9,10 @@ namespace {
 using protocol::Json;
 
 constexpr const char* kWorkspace = "/home/user";
+// A request's manifest is hostile input: its entries and their nesting are bounded (a 16
+// MiB body could hold 600,000 entries, or nest deep enough to exhaust the stack).
+constexpr size_t kMaxEntries = 10000;
+constexpr int kMaxDepth = 32;
 
 Error malformed(std::string message) { return make_error(ErrorCode::kMalformedRequest, std::move(message)); }
 Error invalid(std::string message, std::string hint = {}) {
@@ -87,6 +91,18 @@ Result<std::string> string_of(const std::string& path, const Json& e, const char
   return it->get<std::string>();
 }
 
+// "https://...", "ssh://...", "file://...": a scheme ([a-z][a-z0-9+.-]*) then "://" at
+// the very start (a path holding "://" further on is a path).
+bool has_url_scheme(const std::string& s) {
+  size_t at = s.find("://");
+  if (at == std::string::npos || at == 0 || !(s[0] >= 'a' && s[0] <= 'z')) return false;
+  for (size_t i = 0; i < at; ++i) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '.' || c == '-')) return false;
+  }
+  return true;
+}
+
 bool is_mount_type(const std::string& t) {
   return t == "s3" || t == "r2" || t == "gcs" || t == "gs" || t == "azure_blob" || t == "azure" || t == "azblob";
 }
@@ -110,14 +126,19 @@ Result<Json> mount_document(const std::string& path, const Json& e) {
 struct Parser {
   const LocalSourceRoots& roots;
   Manifest& out;
+  size_t count = 0;
 
-  Result<void> entries(const Json& entries, const std::string& prefix) {
+  Result<void> entries(const Json& entries, const std::string& prefix, int depth) {
     if (!entries.is_object()) return fail(malformed("manifest \"entries\" must be an object of path -> entry"));
-    for (const auto& [key, e] : entries.items()) NSBOX_CHECK(entry(NSBOX_TRY(workspace_path(prefix, key)), e));
+    if (depth > kMaxDepth) return fail(invalid("manifest entries nest deeper than " + std::to_string(kMaxDepth) + " levels at " + prefix));
+    for (const auto& [key, e] : entries.items()) {
+      if (++count > kMaxEntries) return fail(invalid("a manifest has at most " + std::to_string(kMaxEntries) + " entries"));
+      NSBOX_CHECK(entry(NSBOX_TRY(workspace_path(prefix, key)), e, depth));
+    }
     return {};
   }
 
-  Result<void> entry(const std::string& path, const Json& e) {
+  Result<void> entry(const std::string& path, const Json& e, int depth) {
     if (!e.is_object() || !e.contains("type") || !e["type"].is_string())
       return fail(malformed("manifest entry " + path + " needs a \"type\""));
     std::string type = e["type"].get<std::string>();
@@ -147,7 +168,7 @@ struct Parser {
     } else if (type == "dir") {
       w.kind = WorkspaceEntry::Kind::kDir;
       out.entries.push_back(std::move(w));
-      if (e.contains("children")) NSBOX_CHECK(entries(e["children"], path + "/"));
+      if (e.contains("children")) NSBOX_CHECK(entries(e["children"], path + "/", depth + 1));
     } else if (type == "local_file" || type == "local_dir" || type == "git_repo") {
       if (!roots.allowed())
         return fail(make_error(ErrorCode::kPermissionDenied,
@@ -167,7 +188,7 @@ struct Parser {
         if (!sub.empty() && sub != "." && sub != "/") w.subpath = NSBOX_TRY(workspace_path("", sub));
         // A URL is the remote's; a path (absolute, or ./ relative) is a repository on this
         // host, confined like a local_dir; owner/name is on `host` (github.com by default).
-        if (repo.find("://") != std::string::npos) {
+        if (has_url_scheme(repo)) {
           if (repo.starts_with("file://")) w.source = NSBOX_TRY(host_path(path, repo.substr(7), roots));
           else w.source = repo;
         } else if (repo.starts_with("/") || repo.starts_with("./") || repo == ".") {
@@ -228,26 +249,36 @@ Result<Manifest> parse_manifest_v1(const Json& j, const LocalSourceRoots& roots)
       return fail(invalid(std::string("manifest ") + unsupported + " are not supported: every sandbox has one user, `user`"));
   Manifest out;
   Parser parser{roots, out};
-  if (auto entries = j.find("entries"); entries != j.end()) NSBOX_CHECK(parser.entries(*entries, ""));
+  if (auto entries = j.find("entries"); entries != j.end()) NSBOX_CHECK(parser.entries(*entries, "", 0));
   if (auto env = j.find("environment"); env != j.end() && !env->is_null()) NSBOX_CHECK(parser.environment(*env));
-  std::set<std::string> seen;
-  for (const auto& w : out.entries)
+  // Each path once; nothing inside what is copied whole (a local_dir, a git_repo: it would
+  // be overwritten), inside a mount (hidden), or a file over a mount. By sets and each
+  // path's ancestors: linear in the entries, whatever their number.
+  std::set<std::string> seen, whole, files, mounts;
+  for (const auto& w : out.entries) {
     if (!seen.insert(w.path).second) return fail(invalid("manifest path given twice: " + w.path));
-  // An entry inside a local_dir or git_repo, or inside a mount, would be overwritten or hidden.
-  for (const auto& w : out.entries)
-    for (const auto& other : out.entries)
-      if (other.kind != WorkspaceEntry::Kind::kDir && other.kind != WorkspaceEntry::Kind::kFile &&
-          w.path.starts_with(other.path + "/"))
-        return fail(invalid("manifest entry " + w.path + " is inside " + other.path + ", which is copied whole"));
-  for (const auto& m : out.mounts) {
-    std::string mount_path = m["mount_path"].get<std::string>();
-    for (const auto& w : out.entries) {
-      std::string full = std::string(kWorkspace) + "/" + w.path;
-      // A directory may hold a mount; nothing may be made inside one or be one.
-      bool in_mount = full == mount_path || full.starts_with(mount_path + "/");
-      bool holds_mount = mount_path.starts_with(full + "/");
-      if (in_mount || (holds_mount && w.kind != WorkspaceEntry::Kind::kDir))
-        return fail(invalid("manifest entry " + w.path + " and the mount at " + mount_path + " overlap"));
+    if (w.kind != WorkspaceEntry::Kind::kDir) (w.kind == WorkspaceEntry::Kind::kFile ? files : whole).insert(w.path);
+  }
+  for (const auto& m : out.mounts) mounts.insert(m["mount_path"].get<std::string>());
+  for (const auto& w : out.entries) {
+    std::string full = std::string(kWorkspace) + "/" + w.path;
+    if (mounts.count(full)) return fail(invalid("manifest entry " + w.path + " and the mount at " + full + " overlap"));
+    for (size_t at = w.path.rfind('/'); at != std::string::npos; at = at == 0 ? std::string::npos : w.path.rfind('/', at - 1)) {
+      std::string parent = w.path.substr(0, at);
+      if (whole.count(parent)) return fail(invalid("manifest entry " + w.path + " is inside " + parent + ", which is copied whole"));
+      if (mounts.count(std::string(kWorkspace) + "/" + parent))
+        return fail(invalid("manifest entry " + w.path + " and the mount at " + std::string(kWorkspace) + "/" + parent + " overlap"));
+    }
+  }
+  for (const auto& mount_path : mounts) {
+    // A mount under a file (or a copied tree) would be made on something that is not a
+    // directory of its own.
+    if (!mount_path.starts_with(std::string(kWorkspace) + "/")) continue;
+    std::string rel = mount_path.substr(std::string(kWorkspace).size() + 1);
+    for (size_t at = rel.rfind('/'); at != std::string::npos; at = at == 0 ? std::string::npos : rel.rfind('/', at - 1)) {
+      std::string parent = rel.substr(0, at);
+      if (files.count(parent) || whole.count(parent))
+        return fail(invalid("manifest entry " + parent + " and the mount at " + mount_path + " overlap"));
     }
   }
   return out;

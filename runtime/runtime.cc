@@ -303,8 +303,15 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     NSBOX_CHECK(require_env(id, record.env_names, options.env));
     std::vector<bucket::MountRequest> mounts;
     for (auto mount : record.mounts) {
-      auto trusted = std::find_if(options.mounts.begin(), options.mounts.end(),
-                                  [&](const bucket::MountRequest& t) { return t.mount.mount_path == mount.mount_path; });
+      // A trusted manifest's credentials go to the mount they were given for: the same in
+      // every field, not merely at the same path (another endpoint would receive them).
+      auto same = [&](const bucket::MountRequest& t) {
+        auto a = t.mount.to_json(), b = mount.to_json();
+        a.erase("credentials_file");
+        b.erase("credentials_file");
+        return a == b;
+      };
+      auto trusted = std::find_if(options.mounts.begin(), options.mounts.end(), same);
       auto credentials = trusted != options.mounts.end() ? Result<bucket::BucketCredentials>(trusted->credentials)
                                                          : bucket::resolve(mount, options.environment);
       if (!credentials) return fail(std::move(credentials.error()).context("mount at " + mount.mount_path));

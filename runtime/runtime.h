@@ -246,6 +246,7 @@ class Runtime {
   Result<void> clean_after_supervisor(const SandboxRecord& record) const;
   // What a snapshot of the sandbox leaves out of /home/user: ephemeral entries and mounts.
   static std::vector<std::string> snapshot_skips(const SandboxRecord& record);
+  Result<ResumeResult> resume_checked(const protocol::Json& state, const ResumeOptions& options);
   Result<void> write_workspace(const std::string& id, const std::vector<WorkspaceEntry>& entries,
                                const WorkspaceSources& sources) const;
 

@@ -1,8 +1,11 @@
 // Snapshots, the state a resume takes, and resume (docs/semantics.md, "Snapshots" and
 // "Resume"): the Runtime's calls on runtime/snapshot/snapshot_store.
 #include <algorithm>
+#include <cstdint>
 
+#include "isolation/sys/syscall.h"
 #include "runtime/runtime.h"
+#include "runtime/workspace_sources.h"
 
 namespace nsbox {
 
@@ -88,10 +91,40 @@ Result<void> Runtime::remove_snapshot(const std::string& id_or_name) const { ret
 
 Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& dir, int archive_fd, bool zip,
                               uint64_t max_members, uint64_t max_bytes) const {
-  auto fs = NSBOX_TRY(sandbox_fs(id_or_name));
-  UniqueFd target = NSBOX_TRY(fs.open_dir(dir));
-  auto report = NSBOX_TRY(snapshot_store().extract(archive_fd, target.get(), zip, max_members, max_bytes));
-  return Json{{"path", NSBOX_TRY(SandboxFs::normalize(dir))}, {"members", report.value("members", 0)}, {"bytes", report.value("bytes", 0)}};
+  // The archive is staged in the sandbox's /tmp and unpacked by nsbox-archive *inside* the
+  // sandbox, as its user, in its namespaces: whatever its members say and whatever the
+  // sandbox's code swaps for a symlink meanwhile, nothing outside its own view is
+  // reachable (run on the host, a race on a directory could lead the writes out).
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  auto fs = NSBOX_TRY(sandbox_fs(id));
+  std::string target = NSBOX_TRY(SandboxFs::normalize(dir));
+  NSBOX_CHECK(fs.make_dir(target, true));
+  auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
+  std::string staged = "/tmp/.nsbox-extract-" + sys::random_hex(8);
+  // Bounded by the sandbox's /tmp, as anything it holds.
+  NSBOX_CHECK_CTX(fs.write(staged, archive_fd, UINT64_MAX, 0600), "stage the archive in the sandbox");
+  CommandRequest unpack;
+  unpack.argv = {"/opt/nsbox/nsbox-archive", "extract", "--archive", staged, "--dir", target, "--format", zip ? "zip" : "tar",
+                 "--max-members", std::to_string(std::min(limits.max_members, max_members)),
+                 "--max-bytes", std::to_string(std::min(limits.max_bytes, max_bytes))};
+  unpack.cwd = "/";
+  unpack.timeout_s = 600;
+  auto ran = exec(id, unpack, {});
+  (void)fs.remove(staged, false);
+  if (!ran) return fail(std::move(ran.error()).context("extract into " + target));
+  std::string out = ran->raw.value("stdout", ""), err = ran->raw.value("stderr", "");
+  if (ran->status != "ok") {
+    // nsbox-archive's first line says what failed; its exit status, the kind.
+    std::string message = err.substr(0, err.find('\n'));
+    if (message.empty()) message = ran->message.empty() ? "nsbox-archive failed" : ran->message;
+    ErrorCode code = ran->exit_code == 2 ? ErrorCode::kInvalidArgument : ran->exit_code == 3 ? ErrorCode::kLimitExceeded : ErrorCode::kSystem;
+    std::string hint;
+    if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7, err.find('\n', at + 7) - at - 7);
+    return fail(make_error(code, "extract into " + target + ": " + message, hint));
+  }
+  Json report = Json::parse(out, nullptr, false);
+  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, "extract into " + target + ": nsbox-archive gave no report"));
+  return Json{{"path", target}, {"members", report.value("members", Json(0))}, {"bytes", report.value("bytes", Json(0))}};
 }
 
 Result<Json> Runtime::state(const std::string& id_or_name) const {
@@ -103,25 +136,53 @@ Result<Json> Runtime::state(const std::string& id_or_name) const {
   for (const auto& s : NSBOX_TRY(snapshots()))  // oldest first: the last one of this sandbox wins
     if (s.sandbox == id) snapshot = {{"id", s.id}, {"name", s.name}, {"created_at", s.created_at}, {"fingerprint", s.fingerprint},
                                      {"include_files", s.include_files}};
+  // The tool bridge's and pip's host paths are not the state's to carry (a resume does not
+  // bring either back: it says so).
+  Json tools = r.tools, packages = r.packages;
+  for (const char* path : {"tools_dir", "replay_file", "record_file"})
+    if (tools.is_object()) tools.erase(path);
+  if (packages.is_object()) packages.erase("wheelhouse");
   return Json{{"version", 1},          {"type", "nsbox"},        {"id", r.id},         {"name", r.name},
               {"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"env_names", r.env_names}, {"mounts", mounts},
-              {"packages", r.packages}, {"tools", r.tools}, {"ephemeral", r.ephemeral}, {"manifest_digest", r.manifest_digest},
+              {"packages", packages}, {"tools", tools}, {"ephemeral", r.ephemeral}, {"manifest_digest", r.manifest_digest},
               {"snapshot", snapshot}};
 }
 
 Result<ResumeResult> Runtime::resume(const Json& state, const ResumeOptions& options) {
+  // A state is the caller's file (perhaps kept by an agent framework for days): every
+  // field is checked for its type, and what it could use against the host is not taken
+  // from it (decision 132).
+  try {
+    return resume_checked(state, options);
+  } catch (const Json::exception& e) {
+    return fail(invalid(std::string("the state has a field of the wrong type: ") + e.what(),
+                        "make one with `nsbox inspect ID --state`"));
+  }
+}
+
+Result<ResumeResult> Runtime::resume_checked(const Json& state, const ResumeOptions& options) {
   if (!state.is_object() || state.value("type", "") != "nsbox" || state.value("version", 0) != 1 || !state.contains("id") ||
       !state["id"].is_string())
     return fail(invalid("not an nsbox sandbox state", "make one with `nsbox inspect ID --state`"));
   std::string id = state["id"].get<std::string>();
   Json state_mounts = state.value("mounts", Json::array());
   if (!state_mounts.is_array()) return fail(invalid("the state's \"mounts\" is not a list"));
+  for (const auto& m : state_mounts)
+    if (!m.is_object()) return fail(invalid("the state's \"mounts\" holds something other than mounts"));
   if (options.trusted_manifest) NSBOX_CHECK(check_topology(state_mounts, options.start.mounts));
   Json snap = state.value("snapshot", Json(nullptr));
   if (!snap.is_null() && (!snap.is_object() || !snap.contains("id") || !snap["id"].is_string()))
     return fail(invalid("the state's \"snapshot\" has no id"));
   ResumeResult result;
-  if (!snap.is_null()) result.snapshot = snap["id"].get<std::string>();
+  std::optional<SnapshotInfo> snapshot;
+  if (!snap.is_null()) {
+    // Only a snapshot of this very sandbox: a state naming another's would hand its
+    // workspace over.
+    result.snapshot = snap["id"].get<std::string>();
+    snapshot = NSBOX_TRY(find_snapshot(result.snapshot));
+    if (snapshot->sandbox != id)
+      return fail(invalid("snapshot " + snapshot->id + " is of sandbox " + snapshot->sandbox + ", not of " + id));
+  }
 
   if (store_.resolve(id)) {
     auto info = NSBOX_TRY(info_for(id));
@@ -130,55 +191,70 @@ Result<ResumeResult> Runtime::resume(const Json& state, const ResumeOptions& opt
       result.action = "reattached";
       return result;
     }
+    // The credentials go to the sandbox's own mounts: the trusted manifest must match
+    // those, not only the state (which may say anything).
+    if (options.trusted_manifest) {
+      Json recorded = Json::array();
+      for (const auto& m : info.record.mounts) recorded.push_back(credential_free(m));
+      NSBOX_CHECK(check_topology(recorded, options.start.mounts));
+    }
     StartOptions start = options.start;
     result.action = "started";
-    if (!snap.is_null()) {
+    if (snapshot) {
       // The workspace as it is now against the snapshot: restored only when they differ.
       SandboxRecord record = info.record;
       if (options.trusted_manifest) record.manifest_digest = options.manifest_digest;
       auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record.home));
       auto files = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
-      std::string live = NSBOX_TRY(snapshot_store().fingerprint(record, home, files, snap.value("include_files", false),
-                                                                snapshot_skips(record)));
-      if (live != snap.value("fingerprint", "")) {
-        start.from_snapshot = NSBOX_TRY(find_snapshot(result.snapshot)).id;
+      std::string live = NSBOX_TRY(snapshot_store().fingerprint(record, home, files, snapshot->include_files, snapshot_skips(record)));
+      if (live != snapshot->fingerprint) {
+        start.from_snapshot = snapshot->id;
         result.action = "restored";
       }
     }
     result.info = NSBOX_TRY(this->start(id, start));
+    // A restore replaced the home: the trusted manifest's ephemeral entries come again.
+    if (result.action == "restored" && !options.ephemeral_entries.empty()) {
+      auto sources = NSBOX_TRY(WorkspaceSources::prepare(options.ephemeral_entries, store_.root().cache_dir()));
+      NSBOX_CHECK(write_workspace(id, options.ephemeral_entries, sources));
+    }
     return result;
   }
 
   // Gone: a new sandbox of the state's definition, hydrated from its snapshot.
-  if (snap.is_null())
+  if (!snapshot)
     return fail(make_error(ErrorCode::kNotFound, "sandbox " + id + " is gone and its state names no snapshot to recreate it from",
                            "snapshot sandboxes you mean to resume (`nsbox snapshot create`)"));
-  auto snapshot = NSBOX_TRY(find_snapshot(result.snapshot));
   if (!state_mounts.empty() && !options.trusted_manifest)
     return fail(invalid("sandbox " + id + " had bucket mounts: their credentials come again only from a trusted manifest",
                         "pass --manifest FILE with the mounts the sandbox was made with"));
-  NSBOX_CHECK(require_env(id, state.value("env_names", std::vector<std::string>{}), options.start.env));
+  // What would reach the host is not taken from a state: the tool bridge runs programs and
+  // sends keys where its config says, a wheelhouse is a host directory, `host` is no
+  // isolation. Such a sandbox is made again by hand.
+  auto by_hand = [&](const std::string& what) {
+    return fail(invalid("sandbox " + id + " had " + what + ", which a state does not bring back",
+                        "make it again: `nsbox create --from-snapshot " + snapshot->id + "` with its flags"));
+  };
+  if (!state.value("tools", Json(nullptr)).is_null()) return by_hand("a tool bridge");
+  if (!state.value("packages", Json(nullptr)).is_null()) return by_hand("package sources");
   CreateOptions c;
+  c.net = NSBOX_TRY(net::NetPolicy::from_json(state.value("net", Json("none"))));
+  if (c.net.mode == network::Mode::kHost) return by_hand("the host's network");
+  NSBOX_CHECK(require_env(id, state.value("env_names", std::vector<std::string>{}), options.start.env));
   c.size = NSBOX_TRY(parse_size_tier(state.value("size", "standard")));
   c.name = state.value("name", "");
   if (!c.name.empty() && store_.resolve(c.name))
     return fail(make_error(ErrorCode::kAlreadyExists, "sandbox " + id + " is gone and another sandbox now has its name '" + c.name + "'"));
-  c.net = NSBOX_TRY(net::NetPolicy::from_json(state.value("net", Json("none"))));
-  if (auto p = state.value("packages", Json(nullptr)); !p.is_null()) c.packages = NSBOX_TRY(PackageSources::from_json(p));
-  if (auto t = state.value("tools", Json(nullptr)); !t.is_null()) {
-    c.tools = NSBOX_TRY(ToolsConfig::from_json(t));
-    c.tool_keys = NSBOX_TRY(tool_keys_from(c.tools, options.start.environment));
-    c.tool_keys.link_key = options.start.link_key;
-    c.tool_keys.link_base_url = options.start.link_base_url;
-  }
   c.env = options.start.env;
   c.mounts = options.start.mounts;
-  c.from_snapshot = snapshot.id;
+  c.from_snapshot = snapshot->id;
   c.workspace = options.ephemeral_entries;
   c.ephemeral = options.trusted_manifest ? options.ephemeral : state.value("ephemeral", std::vector<std::string>{});
+  for (const auto& p : c.ephemeral)  // paths the snapshot leaves out: relative, inside the home
+    if (p.empty() || p.front() == '/' || p.find("..") != std::string::npos)
+      return fail(invalid("the state's ephemeral path '" + p + "' is not inside /home/user"));
   c.manifest_digest = options.trusted_manifest ? options.manifest_digest : state.value("manifest_digest", "");
   result.info = NSBOX_TRY(create(c));
-  c.tool_keys.wipe();
   result.action = "recreated";
   return result;
 }

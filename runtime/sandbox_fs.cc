@@ -107,13 +107,6 @@ Result<UniqueFd> SandboxFs::open_parent(const std::string& path, bool create, st
   return open_at(parent, O_RDONLY | O_DIRECTORY);
 }
 
-Result<UniqueFd> SandboxFs::open_dir(const std::string& path) const {
-  std::string p = NSBOX_TRY(normalize(path));
-  NSBOX_CHECK(make_dir(p, true));
-  AsSandboxUser as(uid_, gid_);
-  return open_at(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-}
-
 Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) const {
   std::string p = NSBOX_TRY(normalize(path));
   AsSandboxUser as(uid_, gid_);

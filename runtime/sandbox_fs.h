@@ -39,8 +39,6 @@ class SandboxFs {
   static Result<std::string> normalize(const std::string& path);
 
   Result<UniqueFd> open_read(const std::string& path, struct stat* st) const;
-  // A directory, made (with its parents) when missing: for what fills it in place (fs:extract).
-  Result<UniqueFd> open_dir(const std::string& path) const;
   // Writes `source` to `path` whole or not at all (a temporary file beside it, renamed
   // into place), parents made as needed; refused past `max_bytes`. `before_commit` as
   // for FilesVolume::upload. Returns the bytes written.

@@ -14,6 +14,7 @@
 #include "isolation/sys/program.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
+#include "runtime/protocol/frame.h"
 
 namespace nsbox {
 namespace {
@@ -73,13 +74,21 @@ struct TreeWalk {
     if (!d) return fail(sys_error("read " + root + "/" + rel));
     std::vector<std::string> names;
     errno = 0;
+    bool too_many = false;
     while (dirent* e = ::readdir(d)) {
       std::string name = e->d_name;
       if (name == "." || name == ".." || (skip_git && rel.empty() && name == ".git")) continue;
-      if (members + names.size() >= kMaxMembers) break;
+      // Bounded while reading: a directory of millions of names costs no more than this.
+      if (members + names.size() >= kMaxMembers) {
+        too_many = true;
+        break;
+      }
       names.push_back(std::move(name));
     }
     ::closedir(d);
+    if (too_many)
+      return fail(make_error(ErrorCode::kLimitExceeded, "manifest entry " + entry + ": " + root + " holds more than " +
+                                                            std::to_string(kMaxMembers) + " files and directories"));
     std::sort(names.begin(), names.end());
     for (const auto& name : names) {
       if (++members > kMaxMembers)
@@ -130,15 +139,34 @@ Result<void> check_source(const WorkspaceEntry& e, const std::string& tree) {
   return walk_source(e.path, tree, e.kind == Kind::kGitRepo, {});
 }
 
+// A URL's user and password, taken out of it: git gets them in its environment as an
+// Authorization header (never on its command line, which every local user can read, nor in
+// the clone's config).
+struct RepoUrl {
+  std::string url;         // without user:password@
+  std::string basic_auth;  // base64 of "user:password"; empty: none
+};
+RepoUrl split_userinfo(const std::string& repo) {
+  auto scheme = repo.find("://");
+  if (scheme == std::string::npos) return {repo, {}};
+  auto at = repo.find('@', scheme + 3);
+  auto slash = repo.find('/', scheme + 3);
+  if (at == std::string::npos || (slash != std::string::npos && at > slash)) return {repo, {}};
+  return {repo.substr(0, scheme + 3) + repo.substr(at + 1), protocol::base64_encode(repo.substr(scheme + 3, at - scheme - 3))};
+}
+
 Result<void> run_git(const std::string& entry, std::vector<std::string> args, const std::string& dir, const std::string& home,
                      const std::string& repo, std::string* out = nullptr) {
   std::vector<std::string> argv = {"/usr/bin/git", "-c", "core.hooksPath=/dev/null", "-c", "protocol.file.allow=always",
                                    "-c", "advice.detachedHead=false", "-c", "core.symlinks=true"};
   argv.insert(argv.end(), args.begin(), args.end());
-  // No system or user config (a hook path, an `ext::` transport, credentials), no prompt.
+  // No system or user config (a hook path, an `ext::` transport, credentials), no prompt,
+  // no ssh question on a terminal.
   std::vector<std::string> env = {"PATH=/usr/bin:/bin", "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
                                   "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "GIT_ALLOW_PROTOCOL=file:https:http:ssh:git",
-                                  "LC_ALL=C"};
+                                  "GIT_SSH_COMMAND=ssh -oBatchMode=yes", "LC_ALL=C"};
+  if (auto auth = split_userinfo(repo).basic_auth; !auth.empty())
+    env.insert(env.end(), {"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0=Authorization: Basic " + auth});
   auto run = sys::run_program(argv, dir, env, "", kGitTimeoutS, kGitMaxOutput, kGitMaxOutput);
   if (run.status == -1)
     return fail(make_error(ErrorCode::kUnavailable, "manifest entry " + entry + ": git is not installed (" + run.err + ")",
@@ -166,10 +194,10 @@ Result<void> clone(const WorkspaceEntry& e, const std::string& dir, const std::s
   if (e.ref.empty() || !looks_like_commit(e.ref)) {
     std::vector<std::string> args = {"clone", "--quiet", "--no-tags", "--depth", "1"};
     if (!e.ref.empty()) args.insert(args.end(), {"--branch", e.ref});
-    args.insert(args.end(), {"--", e.source, dir});
+    args.insert(args.end(), {"--", split_userinfo(e.source).url, dir});
     return run_git(e.path, args, "", home, e.source);
   }
-  NSBOX_CHECK(run_git(e.path, {"clone", "--quiet", "--no-checkout", "--", e.source, dir}, "", home, e.source));
+  NSBOX_CHECK(run_git(e.path, {"clone", "--quiet", "--no-checkout", "--", split_userinfo(e.source).url, dir}, "", home, e.source));
   std::string sha;
   NSBOX_CHECK(run_git(e.path, {"rev-parse", "--verify", "--quiet", "--end-of-options", e.ref + "^{commit}"}, dir, home, e.source, &sha));
   while (!sha.empty() && sha.back() == '\n') sha.pop_back();
@@ -199,6 +227,8 @@ Result<WorkspaceSources> WorkspaceSources::prepare(const std::vector<WorkspaceEn
         if (::mkdir(dir.c_str(), 0700) != 0) return fail(sys_error("mkdir " + dir));
         s.scratch_ = dir;
       }
+      // A repository on this host is a path like a local_dir's: no symlink anywhere in it.
+      if (e.source.starts_with("/")) NSBOX_CHECK(open_source(e.path, e.source, O_RDONLY | O_DIRECTORY));
       std::string checkout = s.scratch_ + "/" + std::to_string(s.trees_.size());
       NSBOX_CHECK(clone(e, checkout, s.scratch_));
       tree = e.subpath.empty() ? checkout : checkout + "/" + e.subpath;

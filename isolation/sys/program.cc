@@ -35,13 +35,8 @@ void reap(pid_t pid, ProgramRun& run) {
 }  // namespace
 
 ProgramRun run_program(const std::vector<std::string>& argv, const std::string& dir, const std::vector<std::string>& env,
-                       const std::string& input, double timeout_s, size_t max_out, size_t max_err,
-                       const std::vector<int>& pass_fds) {
+                       const std::string& input, double timeout_s, size_t max_out, size_t max_err) {
   ProgramRun run;
-  if (pass_fds.size() > 5) {
-    run.err = "at most 5 fds can be passed";
-    return run;
-  }
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     run.err = "pipe2: " + std::string(std::strerror(errno));
@@ -55,8 +50,6 @@ ProgramRun run_program(const std::vector<std::string>& argv, const std::string& 
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t parent = ::getpid();
-  std::vector<int> child_fds = {in_r.get(), out_w.get(), err_w.get()};
-  child_fds.insert(child_fds.end(), pass_fds.begin(), pass_fds.end());
   pid_t pid = fork_child();
   if (pid < 0) {
     run.err = "fork: " + std::string(std::strerror(errno));
@@ -64,7 +57,7 @@ ProgramRun run_program(const std::vector<std::string>& argv, const std::string& 
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    prepare_child(parent, std::span<const int>(child_fds.data(), child_fds.size()));
+    prepare_child(parent, {in_r.get(), out_w.get(), err_w.get()});
     if (!dir.empty() && ::chdir(dir.c_str()) != 0) ::_exit(126);
     ::execve(args[0], args.data(), envp.data());
     ::_exit(127);

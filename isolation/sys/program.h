@@ -19,9 +19,8 @@ struct ProgramRun {
 };
 
 // argv[0] is the program's path. `env`: the whole environment ("K=V"). `dir`: its
-// working directory (empty: the caller's). `pass_fds[i]` becomes its fd 3 + i (at most 5).
+// working directory (empty: the caller's).
 ProgramRun run_program(const std::vector<std::string>& argv, const std::string& dir, const std::vector<std::string>& env,
-                       const std::string& input, double timeout_s, size_t max_out, size_t max_err,
-                       const std::vector<int>& pass_fds = {});
+                       const std::string& input, double timeout_s, size_t max_out, size_t max_err);
 
 }  // namespace nsbox::sys

@@ -87,5 +87,9 @@ bool is_valid_utf8(std::string_view s);  // well-formed UTF-8, exactly as Unicod
 size_t utf8_sequence_length(std::string_view s);
 std::string base64_encode(std::string_view in);
 Result<std::string> base64_decode(std::string_view in);
+// Whether JSON text nests objects and arrays deeper than `max` (brackets inside strings
+// aside): hostile text is refused before it is parsed, since copying or walking a
+// deeply nested document recurses.
+bool nests_deeper_than(std::string_view json, int max);
 
 }  // namespace nsbox::protocol

@@ -8,9 +8,9 @@
 //   nsbox-archive check  --archive FILE [limits]     (every member, nothing written)
 //   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
 //                        (pack's report, the archive written nowhere: a live fingerprint)
-//   nsbox-archive extract --archive-fd N --dir-fd N --uid U --gid G [--format tar|zip] [limits]
-//                        (a caller's archive into a directory of a sandbox, opened by the
-//                        caller inside the sandbox's root: `fs:extract`)
+//   nsbox-archive extract --archive FILE --dir DIR [--format tar|zip] [limits]
+//                        (a caller's archive into a directory: `fs:extract`, run *inside*
+//                        the sandbox, as its user, in its namespaces: Runtime::extract)
 //   limits: --max-members N --max-bytes N
 //
 // On success one JSON line on stdout: {"members", "bytes", "skipped", "left_out", "sha256"}. On
@@ -79,20 +79,10 @@ Result<uint64_t> number(const Args& a, const std::string& key, uint64_t fallback
   return static_cast<uint64_t>(v);
 }
 
-// An fd the caller passed (3 and up; never 0-2).
-Result<UniqueFd> inherited_fd(const Args& a, const std::string& key) {
-  uint64_t fd = NSBOX_TRY(number(a, key, 0));
-  if (fd < 3 || fd > 64 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0)
-    return fail(make_error(ErrorCode::kInternal, "--" + key + " " + std::to_string(fd) + " is not an open fd"));
-  ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
-  return UniqueFd(static_cast<int>(fd));
-}
-
 // The volume's root: an image mounted privately (a detached mount, nobody else's), or
 // a directory (rootless).
 Result<UniqueFd> open_root(const Args& a) {
   if (auto it = a.values.find("image"); it != a.values.end()) return volume_image::open_privately(it->second);
-  if (a.values.count("dir-fd")) return inherited_fd(a, "dir-fd");
   if (auto it = a.values.find("dir"); it != a.values.end()) {
     UniqueFd fd(::open(it->second.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) return fail(sys_error("open " + it->second));
@@ -102,7 +92,6 @@ Result<UniqueFd> open_root(const Args& a) {
 }
 
 Result<UniqueFd> open_archive(const Args& a) {
-  if (a.values.count("archive-fd")) return inherited_fd(a, "archive-fd");
   if (!a.values.count("archive")) return fail(make_error(ErrorCode::kInternal, a.mode + " needs --archive FILE"));
   const std::string& path = a.values.at("archive");
   UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));

@@ -93,12 +93,11 @@ Result<SnapshotLimits> SnapshotLimits::from_environment() {
   return l;
 }
 
-Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const std::string& what, const std::vector<int>& pass_fds,
-                                         const SnapshotLimits* given) const {
-  auto limits = given ? *given : NSBOX_TRY(SnapshotLimits::from_environment());
+Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const std::string& what) const {
+  auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
   argv.insert(argv.begin(), archiver_);
   argv.insert(argv.end(), {"--max-members", std::to_string(limits.max_members), "--max-bytes", std::to_string(limits.max_bytes)});
-  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport, pass_fds);
+  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport);
   std::string err = run.err;
   while (!err.empty() && err.back() == '\n') err.pop_back();
   if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + archiver_ + ": " + err));
@@ -193,16 +192,6 @@ Result<std::string> SnapshotStore::fingerprint(const SandboxRecord& record, cons
   return sha256_hex(digests + ":" + secret_free_spec(record).dump());
 }
 
-Result<json> SnapshotStore::extract(int archive_fd, int dir_fd, bool zip, uint64_t max_members, uint64_t max_bytes) const {
-  auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
-  limits.max_members = std::min(limits.max_members, max_members);
-  limits.max_bytes = std::min(limits.max_bytes, max_bytes);
-  auto ids = userns::host_ids();
-  return run_archiver({"extract", "--archive-fd", "3", "--dir-fd", "4", "--format", zip ? "zip" : "tar", "--uid",
-                       std::to_string(ids.uid), "--gid", std::to_string(ids.gid)},
-                      "extract the archive", {archive_fd, dir_fd}, &limits);
-}
-
 Result<std::vector<SnapshotInfo>> SnapshotStore::list() const {
   std::vector<SnapshotInfo> out;
   if (remote_) {
@@ -295,7 +284,10 @@ Result<void> SnapshotStore::restore(const SnapshotInfo& snapshot, const Volume& 
   local.dir = dir_ + "/.fetching-" + snapshot.id + "-" + std::to_string(::getpid());
   if (::mkdir(local.dir.c_str(), 0700) != 0) return fail(sys_error("mkdir " + local.dir));
   auto restored = [&]() -> Result<void> {
-    NSBOX_CHECK(run_store({"get", snapshot.id, local.dir}, "fetch snapshot " + snapshot.id));
+    // No archive larger than a snapshot may be (its contents, and a header per member).
+    auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
+    uint64_t max = limits.max_bytes + limits.max_members * 4096;
+    NSBOX_CHECK(run_store({"get", snapshot.id, local.dir, std::to_string(max)}, "fetch snapshot " + snapshot.id));
     return restore_from(local, home, files, replace);
   }();
   (void)files::remove_tree(local.dir);

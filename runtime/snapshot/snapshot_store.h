@@ -93,14 +93,9 @@ class SnapshotStore {
   // Unpacks a snapshot into the volumes, as the sandbox user; `replace` empties each first.
   // The whole archive is checked before anything is written.
   Result<void> restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
-  // A caller's archive (`fs:extract`): every member checked, then unpacked into `dir_fd`
-  // (a directory opened inside a sandbox's root) as the sandbox user, never over an
-  // existing file. Limits: the request's, at most the snapshots'. {"members", "bytes"}.
-  Result<nlohmann::json> extract(int archive_fd, int dir_fd, bool zip, uint64_t max_members, uint64_t max_bytes) const;
 
  private:
-  Result<nlohmann::json> run_archiver(std::vector<std::string> argv, const std::string& what,
-                                      const std::vector<int>& pass_fds = {}, const SnapshotLimits* limits = nullptr) const;
+  Result<nlohmann::json> run_archiver(std::vector<std::string> argv, const std::string& what) const;
   // nsbox-archive's pack of a volume into `out`, or only its report when `out` is empty.
   Result<nlohmann::json> pack(const Volume& volume, const std::string& out, const std::vector<std::string>& skip,
                               const std::string& what) const;

@@ -6,7 +6,8 @@
 //   stdin: {"mount": BucketMount (bucket, prefix, endpoint...), "credentials": {...}}
 //   nsbox-snapstore put ID DIR   DIR/home.tar, DIR/files.tar, then DIR/snapshot.json (last:
 //                                a snapshot is listed only once it is whole) under PREFIX/ID/
-//   nsbox-snapstore get ID DIR   the same objects into DIR (which exists and is empty)
+//   nsbox-snapstore get ID DIR MAX   the same objects into DIR (which exists and is empty);
+//                                an archive larger than MAX bytes is refused before any byte
 //   nsbox-snapstore ls           {"snapshots": [snapshot.json...]}: the whole ones
 //   nsbox-snapstore rm ID        every object under PREFIX/ID/
 //
@@ -19,6 +20,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -84,7 +86,7 @@ struct Store {
     return json{{"id", id}};
   }
 
-  Result<json> get(const std::string& id, const std::string& dir) {
+  Result<json> get(const std::string& id, const std::string& dir, uint64_t max) {
     auto record = read_small(key(id, "snapshot.json"), kMaxRecord);
     if (!record) {
       if (record.error().code == ErrorCode::kNotFound)
@@ -95,6 +97,9 @@ struct Store {
     for (const char* name : kArchives) {
       auto head = NSBOX_TRY(client->head(key(id, name)));
       if (!head) continue;  // files.tar: only with --include-files
+      if (head->size > max)
+        return fail(make_error(ErrorCode::kLimitExceeded, where(id) + "/" + name + " holds " + std::to_string(head->size) +
+                                                              " bytes, more than a snapshot may (" + std::to_string(max) + ")"));
       std::string path = dir + "/" + name;
       UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!out) return fail(sys_error("create " + path));
@@ -121,8 +126,10 @@ struct Store {
         if (out.size() >= kMaxSnapshots) return json{{"snapshots", out}, {"truncated", true}};
         auto record = read_small(key(e.name, "snapshot.json"), kMaxRecord);
         if (!record) continue;  // being written, or being removed
+        // Whoever can write to the bucket wrote this: its fields are checked by the reader
+        // (SnapshotInfo::from_json), its id here.
         json j = json::parse(*record, nullptr, false);
-        if (j.is_object() && j.value("id", "") == e.name) out.push_back(std::move(j));
+        if (j.is_object() && j.contains("id") && j["id"].is_string() && j["id"].get<std::string>() == e.name) out.push_back(std::move(j));
       }
       token = page.next_token;
     } while (!token.empty());
@@ -167,7 +174,8 @@ int main(int argc, char** argv) {
   if (takes_id && (args.size() < 2 || !valid_id(args[1])))
     return failed(make_error(ErrorCode::kInvalidArgument, "nsbox-snapstore " + mode + ": a snapshot id (snp-...) is needed"), {});
   Result<json> done = fail(make_error(ErrorCode::kInvalidArgument, "usage: nsbox-snapstore put|get|ls|rm ..."));
-  if ((mode == "put" || mode == "get") && args.size() == 3) done = mode == "put" ? store.put(args[1], args[2]) : store.get(args[1], args[2]);
+  if (mode == "put" && args.size() == 3) done = store.put(args[1], args[2]);
+  else if (mode == "get" && args.size() == 4) done = store.get(args[1], args[2], std::strtoull(args[3].c_str(), nullptr, 10));
   else if (mode == "ls" && args.size() == 1) done = store.list();
   else if (mode == "rm" && args.size() == 2) done = store.remove(args[1]);
   int code = done ? 0 : failed(done.error(), store.credentials);

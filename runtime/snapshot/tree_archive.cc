@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -68,7 +69,15 @@ class BackgroundHash {
   static constexpr int kThreads = 2;
 
   BackgroundHash() {
-    for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this] { run(); });
+    // A thread that cannot start (a pids limit) leaves the hashing to the others, or to
+    // the writer itself: never a std::terminate.
+    for (int i = 0; i < kThreads; ++i) {
+      try {
+        threads_.emplace_back([this] { run(); });
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
   }
   ~BackgroundHash() { finish(); }
 
@@ -91,6 +100,13 @@ class BackgroundHash {
 
  private:
   void push() {
+    if (threads_.empty()) {
+      Sha256 hash;
+      hash.update(pending_);
+      digests_.push_back(hash.hex_digest());
+      pending_.clear();
+      return;
+    }
     std::unique_lock lock(mutex_);
     room_.wait(lock, [&] { return queue_.size() < kQueue; });
     queue_.emplace_back(next_++, std::move(pending_));

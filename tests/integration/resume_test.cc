@@ -3,6 +3,7 @@
 // it), recreate a gone one from its snapshot; errors before anything starts.
 #include <catch2/catch.hpp>
 #include <string>
+#include <tuple>
 
 #include "isolation/sys/files.h"
 #include "tests/support/nsbox_cli.h"
@@ -120,4 +121,57 @@ TEST_CASE("resume with the manifest the sandbox was made with keeps its workspac
   REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
   CHECK(resume(root, {state, "--manifest", manifest("second.json", "two")})["action"] == "restored");
   CHECK(root.sh(id, "cat ~/a.txt").out == "one");  // the snapshot's
+}
+
+TEST_CASE("a crafted state gets nothing of another sandbox or of the host", "[resume]") {
+  TestRoot root;
+  auto victim = root.create({"--name", "victim"});
+  REQUIRE(root.sh(victim, "echo private > ~/secret.txt").exit_code == 0);
+  auto made = root.nsbox({"snapshot", "create", "--json", victim});
+  REQUIRE(made.exit_code == 0);
+  std::string victim_snap = TestRoot::json(made)["id"];
+  auto attacker = root.create({"--name", "attacker"});
+  auto state = TestRoot::json(root.nsbox({"inspect", attacker, "--state"}));
+  auto write_state = [&](const json& s) {
+    std::string path = root.path() + "/crafted.json";
+    REQUIRE(nsbox::files::atomic_write(path, s.dump()));
+    return path;
+  };
+  REQUIRE(root.nsbox({"stop", attacker}).exit_code == 0);
+  // Another sandbox's snapshot: refused, whether the sandbox is stopped or gone.
+  json stolen = state;
+  stolen["snapshot"] = {{"id", victim_snap}, {"fingerprint", "x"}, {"include_files", false}};
+  auto r = root.nsbox({"resume", write_state(stolen)});
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("is of sandbox " + victim) != std::string::npos);
+  REQUIRE(root.nsbox({"rm", attacker}).exit_code == 0);
+  r = root.nsbox({"resume", write_state(stolen)});
+  CHECK(r.exit_code != 0);
+  // A tool bridge, package sources or the host's network are not brought back by a state.
+  auto own = root.create({"--name", "own"});
+  REQUIRE(root.nsbox({"snapshot", "create", own}).exit_code == 0);
+  json base = TestRoot::json(root.nsbox({"inspect", own, "--state"}));
+  REQUIRE(root.nsbox({"rm", own}).exit_code == 0);
+  for (auto [field, value, says] : {std::tuple{"tools", json{{"backend", "dir"}, {"tools_dir", "/tmp"}}, "a tool bridge"},
+                                    {"packages", json{{"wheelhouse", "/"}}, "package sources"},
+                                    {"net", json("host"), "the host's network"}}) {
+    json s = base;
+    s[field] = value;
+    auto refused = root.nsbox({"resume", write_state(s)});
+    CHECK(refused.exit_code != 0);
+    INFO(refused.err);
+    CHECK(refused.err.find(says) != std::string::npos);
+  }
+  // Fields of the wrong type are an error, never a crash.
+  for (const json& bad : {json{{"type", "nsbox"}, {"version", 1}, {"id", "sbx-x"}, {"mounts", {1, 2}}},
+                          json{{"type", "nsbox"}, {"version", "1"}, {"id", 7}},
+                          json{{"type", "nsbox"}, {"version", 1}, {"id", "sbx-x"}, {"size", 3}, {"snapshot", {{"id", 5}}}}}) {
+    auto refused = root.nsbox({"resume", write_state(bad)});
+    CHECK(refused.exit_code != 0);
+    CHECK(refused.err.find("error") != std::string::npos);
+  }
+  // Only the victim is left, untouched.
+  auto left = TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"];
+  REQUIRE(left.size() == 1);
+  CHECK(root.sh(victim, "cat ~/secret.txt").out == "private\n");
 }

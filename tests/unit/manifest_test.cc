@@ -5,6 +5,7 @@
 
 #include "runtime/create_options.h"
 #include "runtime/manifest.h"
+#include "runtime/protocol/frame.h"
 
 using nsbox::protocol::Json;
 
@@ -87,4 +88,23 @@ TEST_CASE("a manifest's environment joins the env, which wins; ephemeral paths a
     INFO(bad.dump());
     CHECK_FALSE(nsbox::create_options_from_json({{"manifest", bad}}, {}, nsbox::Caller::kRemote));
   }
+}
+
+TEST_CASE("a hostile manifest is bounded: entries, nesting, and a path that only looks like a URL", "[manifest]") {
+  Json flat = Json::object();
+  for (int i = 0; i <= 10000; ++i) flat["f" + std::to_string(i)] = {{"type", "file"}};
+  auto many = parse(flat);
+  REQUIRE_FALSE(many);
+  CHECK(many.error().message.find("at most 10000 entries") != std::string::npos);
+  Json deep = {{"type", "file"}};
+  for (int i = 0; i < 40; ++i) deep = {{"type", "dir"}, {"children", {{"d", deep}}}};
+  auto nested = parse({{"d", deep}});
+  REQUIRE_FALSE(nested);
+  CHECK(nested.error().message.find("nest deeper") != std::string::npos);
+  // "/srv/m/a://b" is a path under the base, not a URL that skips the confinement.
+  auto path = parse({{"r", {{"type", "git_repo"}, {"repo", "/srv/mx/a://b"}}}});
+  REQUIRE_FALSE(path);
+  CHECK(path.error().code == nsbox::ErrorCode::kPermissionDenied);
+  CHECK(nsbox::protocol::nests_deeper_than(std::string(100, '[') + std::string(100, ']'), 64));
+  CHECK_FALSE(nsbox::protocol::nests_deeper_than("{\"a\": \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"}", 64));
 }

@@ -267,15 +267,26 @@ class NsboxSandboxClient:
                                   files_quota=opts.files_quota, from_snapshot=snapshot_id,
                                   manifest=ephemeral if ephemeral["entries"] else None, client=self._client)
 
+        # Ephemeral host sources are copied again too (the snapshot never holds them).
+        sources = await _run(LocalSources.prepare, trusted.entries, None, [g.path for g in trusted.extra_path_grants], True)
         try:
-            sandbox = await _run(make)
-        except NsboxError as e:
-            raise WorkspaceStartError(message="sandbox %s is gone and its snapshot %s did not restore: %s"
-                                      % (state.sandbox_id, snapshot_id, e),
-                                      context={"sandbox_id": state.sandbox_id, "snapshot_id": snapshot_id}, cause=e) from e
+            try:
+                sandbox = await _run(make)
+            except NsboxError as e:
+                raise WorkspaceStartError(message="sandbox %s is gone and its snapshot %s did not restore: %s"
+                                          % (state.sandbox_id, snapshot_id, e),
+                                          context={"sandbox_id": state.sandbox_id, "snapshot_id": snapshot_id}, cause=e) from e
+            finally:
+                for m in mounts:
+                    m.pop("credentials", None)
+            if sources.items:
+                try:
+                    await _run(sources.write, sandbox)
+                except BaseException:
+                    await _run(sandbox.remove)
+                    raise
         finally:
-            for m in mounts:
-                m.pop("credentials", None)
+            sources.close()
         state.sandbox_id = sandbox.id
         return sandbox
 

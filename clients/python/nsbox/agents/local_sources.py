@@ -8,6 +8,7 @@ git config), then streams the files into the new sandbox through its fs API.
 """
 from __future__ import annotations
 
+import base64
 import os
 import posixpath
 import re
@@ -61,11 +62,13 @@ class LocalSources:
 
     @classmethod
     def prepare(cls, entries: Mapping[str, Any], base: Optional[str] = None,
-                grants: Sequence[str] = ()) -> "LocalSources":
+                grants: Sequence[str] = (), only_ephemeral: bool = False) -> "LocalSources":
         base = os.path.abspath(base or os.getcwd())
         sources = cls()
         try:
             for rel, entry in source_entries(entries):
+                if only_ephemeral and not entry.ephemeral:
+                    continue
                 sources._add(rel, entry, base, grants)
         except BaseException:
             sources.close()
@@ -135,14 +138,19 @@ class LocalSources:
         self._walk_fd(fd, (path, "."), dest, entry, skip_git=skip_git, error=error)
 
     def _walk_fd(self, top: int, source: Tuple[str, str], dest: str, entry: Any, *, skip_git: bool, error: Any) -> None:
-        """Every member of the directory open at ``top`` (``source`` = (root, below))."""
+        """Every member of the directory open at ``top`` (``source`` = (root, below)). One
+        directory is open at a time: those still to visit wait as paths, each opened again
+        from the root without following a link when its turn comes."""
         root = source[0]
         shown = posixpath.join(root, source[1])
         self.items.append(_Item(dest, None, _mode(entry, 0o755)))
-        stack = [(top, posixpath.normpath(source[1]), dest, 0)]
+        stack = [(posixpath.normpath(source[1]), dest, 0)]
+        first = True
         while stack:
-            fd, below, into, depth = stack.pop()
+            below, into, depth = stack.pop()
             where = posixpath.join(root, below)
+            fd = top if first else self._open_nofollow((root, below), error, where)
+            first = False
             try:
                 if depth > MAX_DEPTH:
                     raise error(src=where, reason="too_deep", message="%s is nested more than %d levels" % (where, MAX_DEPTH))
@@ -159,9 +167,8 @@ class LocalSources:
                         raise error(src=child, reason="symlink_not_supported",
                                     message="%s is a symlink, which is not supported" % child)
                     if stat.S_ISDIR(st.st_mode):
-                        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                         self.items.append(_Item(target, None, 0o755))
-                        stack.append((sub, child_below, target, depth + 1))
+                        stack.append((child_below, target, depth + 1))
                     elif stat.S_ISREG(st.st_mode):
                         self.items.append(_Item(target, (root, child_below), st.st_mode & 0o777))
                     else:
@@ -175,16 +182,26 @@ class LocalSources:
         if git is None:
             raise GitMissingInImageError()
         url = entry.url()
-        if not ("://" in url) and url.startswith((".", "/")):
-            root, below = self._confined(url, base, grants, LocalDir("."))
-            url = posixpath.join(os.path.realpath(root), below)
+        if url.startswith("file://"):
+            url = url[len("file://"):]
+        if "://" not in url:
+            # A repository on this machine is a source like a LocalDir's: inside the base
+            # or a grant, no symlink on the way.
+            where = self._confined(url, base, grants, LocalDir("."))
+            os.close(self._open_nofollow(where, LocalDirReadError, url))
+            url = posixpath.join(os.path.realpath(where[0]), where[1])
+        url, auth = _split_userinfo(url)
         if url.startswith("-") or (entry.ref or "").startswith("-"):
             raise GitCloneError(url=url, ref=entry.ref, stderr="an argument starting with '-' is refused")
         if self._scratch is None:
             self._scratch = tempfile.mkdtemp(prefix="nsbox-git-")
         dest = os.path.join(self._scratch, str(len(os.listdir(self._scratch))))
         env = {"PATH": "/usr/bin:/bin", "HOME": self._scratch, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-               "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "LC_ALL": "C"}
+               "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "GIT_SSH_COMMAND": "ssh -oBatchMode=yes",
+               "LC_ALL": "C"}
+        if auth:  # never on git's command line, nor in the clone's config
+            env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader",
+                        "GIT_CONFIG_VALUE_0": "Authorization: Basic " + auth})
         base_args = [git, "-c", "core.hooksPath=" + os.devnull, "-c", "protocol.file.allow=always",
                      "-c", "advice.detachedHead=false"]
 
@@ -195,7 +212,7 @@ class LocalSources:
             except subprocess.TimeoutExpired as e:
                 raise GitCloneError(url=url, ref=entry.ref, stderr="timed out after %d s" % GIT_TIMEOUT_S) from e
             if p.returncode != 0:
-                raise GitCloneError(url=url, ref=entry.ref, stderr=p.stderr.decode("utf-8", "replace"))
+                raise GitCloneError(url=url, ref=entry.ref, stderr=_redact(p.stderr.decode("utf-8", "replace")))
             return p.stdout.decode("utf-8", "replace")
 
         if entry.ref and _COMMIT.match(entry.ref):
@@ -235,6 +252,18 @@ class LocalSources:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+def _split_userinfo(url: str) -> Tuple[str, str]:
+    """(the URL without user:password@, base64 of "user:password" or "")."""
+    m = re.match(r"^([a-z][a-z0-9+.-]*://)([^/@]*)@(.*)$", url)
+    if not m:
+        return url, ""
+    return m.group(1) + m.group(3), base64.b64encode(m.group(2).encode("utf-8")).decode("ascii")
+
+
+def _redact(text: str) -> str:
+    return re.sub(r"([a-z][a-z0-9+.-]*://)[^/@\s]*@", r"\1***@", text)
 
 
 def _mode(entry: Any, default: int) -> int:
