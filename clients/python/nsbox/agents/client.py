@@ -19,6 +19,30 @@ from .types import _run
 # Options and state.
 
 
+async def _make_with_sources(make: Any, manifest: Manifest, mounts: Sequence[Dict[str, Any]], *,
+                             only_ephemeral: bool) -> Sandbox:
+    """``make()``'s sandbox with the manifest's host sources copied in: checked (and
+    repositories cloned) before anything is made; a failure removes the sandbox. The
+    mounts' credentials are dropped from the request documents whatever happens."""
+    sources = await _run(LocalSources.prepare, manifest.entries, None, [g.path for g in manifest.extra_path_grants],
+                         only_ephemeral)
+    try:
+        try:
+            sandbox = await _run(make)
+        finally:
+            for m in mounts:
+                m.pop("credentials", None)
+        if sources.items:
+            try:
+                await _run(sources.write, sandbox)
+            except BaseException:
+                await _run(sandbox.remove)  # nothing is left of a create that failed
+                raise
+        return sandbox
+    finally:
+        sources.close()
+
+
 class NsboxSandboxClientOptions:
     """nsbox's options (``type="nsbox"``): ``size`` (standard, medium, large, xlarge),
     ``name``, ``net`` (none, host), ``files_quota``, ``volume`` (a named /mnt/files),
@@ -178,28 +202,16 @@ class NsboxSandboxClient:
                                   files_quota=opts.files_quota, volume=opts.volume,
                                   manifest=workspace if workspace["entries"] else None, client=self._client)
 
-        # Host sources checked (and repositories cloned) before anything is made.
-        sources = await _run(LocalSources.prepare, manifest.entries, None,
-                             [g.path for g in manifest.extra_path_grants])
-        try:
+        def made() -> Sandbox:
             try:
-                sandbox = await _run(make)
+                return make()
             except InvalidArgument as e:
                 raise SandboxConfigError("nsbox refused the sandbox: %s" % e.message, op="start") from e
             except NsboxError as e:  # a mount that could not be made, a full disk...: the server's words
                 raise WorkspaceStartError(message="nsbox could not make the sandbox: %s" % e.message,
                                           context={"code": e.code}, cause=e) from e
-            finally:
-                for m in mounts:
-                    m.pop("credentials", None)
-            if sources.items:
-                try:
-                    await _run(sources.write, sandbox)
-                except BaseException:
-                    await _run(sandbox.remove)  # nothing is left of a create that failed
-                    raise
-        finally:
-            sources.close()
+
+        sandbox = await _make_with_sources(made, manifest, mounts, only_ephemeral=False)
         await _run(self._server_features)
         state = NsboxSandboxSessionState(sandbox_id=sandbox.id, manifest=manifest, options=opts)
         state.snapshot = snapshot_doc
@@ -267,26 +279,16 @@ class NsboxSandboxClient:
                                   files_quota=opts.files_quota, from_snapshot=snapshot_id,
                                   manifest=ephemeral if ephemeral["entries"] else None, client=self._client)
 
-        # Ephemeral host sources are copied again too (the snapshot never holds them).
-        sources = await _run(LocalSources.prepare, trusted.entries, None, [g.path for g in trusted.extra_path_grants], True)
-        try:
+        def made() -> Sandbox:
             try:
-                sandbox = await _run(make)
+                return make()
             except NsboxError as e:
                 raise WorkspaceStartError(message="sandbox %s is gone and its snapshot %s did not restore: %s"
                                           % (state.sandbox_id, snapshot_id, e),
                                           context={"sandbox_id": state.sandbox_id, "snapshot_id": snapshot_id}, cause=e) from e
-            finally:
-                for m in mounts:
-                    m.pop("credentials", None)
-            if sources.items:
-                try:
-                    await _run(sources.write, sandbox)
-                except BaseException:
-                    await _run(sandbox.remove)
-                    raise
-        finally:
-            sources.close()
+
+        # Ephemeral host sources are copied again too (the snapshot never holds them).
+        sandbox = await _make_with_sources(made, trusted, mounts, only_ephemeral=True)
         state.sandbox_id = sandbox.id
         return sandbox
 
