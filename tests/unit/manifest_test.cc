@@ -74,7 +74,7 @@ TEST_CASE("host sources resolve against the manifest's directory or a grant, and
   REQUIRE_FALSE(smuggled);
 }
 
-TEST_CASE("a manifest's environment joins the env, which wins; ephemeral paths are listed", "[manifest]") {
+TEST_CASE("a manifest's environment joins the env, which wins, and its ephemeral paths are listed", "[manifest]") {
   auto o = nsbox::create_options_from_json(
       {{"env", {{"A", "flag"}}},
        {"manifest", {{"environment", {{"A", "manifest"}, {"B", {{"value", "b"}, {"description", "d"}}}}},
