@@ -180,7 +180,7 @@ TEST_CASE("a git_repo entry is cloned on the host from a local bare repository, 
   check_nothing_made(empty);
 }
 
-TEST_CASE("an ephemeral manifest entry is never in a snapshot; the older list of mounts still reads", "[manifest]") {
+TEST_CASE("an ephemeral manifest entry is never in a snapshot, and the older list of mounts still reads", "[manifest]") {
   TestRoot root;
   TempDir dir("nsbox-manifest");
   json manifest = {{"version", 1},

@@ -100,7 +100,7 @@ TEST_CASE("resume recreates a gone sandbox from its snapshot (a new id, the same
   CHECK(bad.err.find("not an nsbox sandbox state") != std::string::npos);
 }
 
-TEST_CASE("resume with the manifest the sandbox was made with keeps its workspace; with another manifest it restores", "[resume]") {
+TEST_CASE("resume with the manifest the sandbox was made with keeps its workspace, and with another manifest it restores", "[resume]") {
   TestRoot root;
   auto manifest = [&](const std::string& name, const std::string& content) {
     std::string path = root.path() + "/" + name;
