@@ -177,7 +177,12 @@ class Packer {
 
   Result<void> add_dir(int dirfd, const std::string& prefix, int depth) {
     if (depth > kMaxDepth) return fail(make_error(ErrorCode::kLimitExceeded, "'" + prefix + "' is deeper than " + std::to_string(kMaxDepth) + " levels"));
-    for (const auto& name : NSBOX_TRY(sorted_names(dirfd, prefix))) {
+    auto names = NSBOX_TRY(sorted_names(dirfd, prefix));
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string& name = names[i].first;
+      if (i + kPrefetch < names.size()) prefetch(dirfd, names[i + kPrefetch]);
+      if (i == 0)
+        for (size_t j = 1; j < std::min(kPrefetch, names.size()); ++j) prefetch(dirfd, names[j]);
       std::string rel = prefix.empty() ? name : prefix + "/" + name;
       if (skip_.count(rel)) continue;
       if (rel.size() > kMaxPath) {  // names are archived too: a chain of long ones stays bounded
@@ -224,15 +229,30 @@ class Packer {
     summary_.left_out.push_back(what.substr(0, n));
   }
 
-  // A directory's names, sorted; read with the member limit applied as they come, so a
-  // directory of millions of (hard-linked, free) entries costs no more than the limit.
-  Result<std::vector<std::string>> sorted_names(int dirfd, const std::string& shown) {
+  // Cold, a tree of small files is a queue of small reads, one after the other: the next
+  // kPrefetch regular files of a directory are asked for ahead (their first 4 MiB), so the
+  // disk works while this thread archives. Only what readdir says is a regular file is
+  // opened (never a device or FIFO), without following a link.
+  static constexpr size_t kPrefetch = 16;
+  static void prefetch(int dirfd, const std::pair<std::string, unsigned char>& entry) {
+    if (entry.second != DT_REG) return;
+    int fd = ::openat(dirfd, entry.first.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOATIME);
+    if (fd < 0) fd = ::openat(dirfd, entry.first.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)::posix_fadvise(fd, 0, 4 << 20, POSIX_FADV_WILLNEED);
+    ::close(fd);
+  }
+
+  // A directory's names (and their types as readdir tells them), sorted; read with the
+  // member limit applied as they come, so a directory of millions of (hard-linked, free)
+  // entries costs no more than the limit.
+  Result<std::vector<std::pair<std::string, unsigned char>>> sorted_names(int dirfd, const std::string& shown) {
     UniqueFd copy(::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!copy) return fail(sys_error("open " + (shown.empty() ? std::string(".") : shown)));
     DIR* d = ::fdopendir(copy.get());
     if (!d) return fail(sys_error("opendir " + shown));
     copy.release();
-    std::vector<std::string> names;
+    std::vector<std::pair<std::string, unsigned char>> names;
     while (dirent* e = ::readdir(d)) {
       std::string_view n = e->d_name;
       if (n == "." || n == "..") continue;
@@ -240,7 +260,7 @@ class Packer {
         ::closedir(d);
         return fail(over_limit("members", limits_.max_members));
       }
-      names.emplace_back(n);
+      names.emplace_back(std::string(n), e->d_type);
     }
     ::closedir(d);
     std::sort(names.begin(), names.end());
