@@ -102,16 +102,9 @@ Result<std::string> FilesVolume::normalize(const std::string& relative) {
   if (relative.empty() || relative[0] == '/')
     return fail(make_error(ErrorCode::kInvalidArgument, "'" + relative + "' is not a path relative to /mnt/files",
                            "give paths like data/sales.csv"));
-  std::vector<std::string> parts;
-  std::istringstream s(relative);
-  for (std::string part; std::getline(s, part, '/');) {
-    if (part.empty() || part == ".") continue;
-    if (part == "..") return fail(make_error(ErrorCode::kInvalidArgument, "path '" + relative + "' leaves the files volume"));
-    parts.push_back(part);
-  }
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : "/") + p;
-  return out;  // empty: the volume's root
+  auto clean = files::clean_lexically(relative);
+  if (!clean) return fail(make_error(ErrorCode::kInvalidArgument, "path '" + relative + "' leaves the files volume"));
+  return *clean;  // empty: the volume's root
 }
 
 Result<UniqueFd> FilesVolume::open_dir(const std::string& relative, bool create) {

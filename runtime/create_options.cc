@@ -2,9 +2,6 @@
 
 #include <set>
 
-#include <functional>
-
-#include "isolation/sys/sha256.h"
 #include "mounts/volume_image.h"
 #include "runtime/state_store.h"
 
@@ -159,29 +156,6 @@ Result<LocalSourceRoots> local_sources(const Json& doc, Caller caller) {
   return roots;
 }
 
-// What identifies a manifest, credentials aside (a snapshot's fingerprint covers it: a
-// resume with another manifest restores). Environment values are left out too: they may
-// be secrets, and env names are in the spec already.
-std::string manifest_digest(const Json& m) {
-  // Down the entries and their children only (the parse bounded their depth).
-  std::function<void(Json&)> strip = [&](Json& entries) {
-    if (!entries.is_object()) return;
-    for (auto& [k, e] : entries.items()) {
-      if (!e.is_object()) continue;
-      e.erase("credentials");
-      if (auto c = e.find("children"); c != e.end()) strip(*c);
-    }
-  };
-  Json doc = m;
-  if (auto e = doc.find("entries"); e != doc.end()) strip(*e);
-  if (auto env = doc.find("environment"); env != doc.end() && env->is_object()) {
-    Json names = Json::array();
-    for (const auto& [k, v] : env->items()) names.push_back(k);
-    *env = names;
-  }
-  return sha256_hex(doc.dump(-1, ' ', false, Json::error_handler_t::replace));
-}
-
 // The manifest's entries, environment (under the document's own env) and mounts.
 Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, const bucket::Environment& env, Caller caller) {
   if (!m.is_object()) return fail(malformed("\"manifest\" must be an object"));
@@ -194,7 +168,7 @@ Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, cons
   for (const auto& entry : manifest.mounts) o.mounts.push_back(NSBOX_TRY(mount_from_json(entry, env, caller)));
   o.ephemeral = manifest.ephemeral_paths();
   o.workspace = std::move(manifest.entries);
-  o.manifest_digest = manifest_digest(m);
+  o.manifest_digest = manifest.digest;
   return {};
 }
 }  // namespace

@@ -1,7 +1,11 @@
 #include "runtime/manifest.h"
 
 #include <cstdlib>
+#include <functional>
 #include <set>
+
+#include "isolation/sys/files.h"
+#include "isolation/sys/sha256.h"
 
 namespace nsbox {
 namespace {
@@ -23,36 +27,19 @@ Error invalid(std::string message, std::string hint = {}) {
 Result<std::string> workspace_path(const std::string& prefix, const std::string& key) {
   if (key.empty() || key.front() == '/' || key.front() == '\\' || (key.size() > 1 && key[1] == ':'))
     return fail(invalid("manifest path must be relative: " + prefix + key));
-  std::string out;
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t end = key.find('/', start);
-    if (end == std::string::npos) end = key.size();
-    std::string part = key.substr(start, end - start);
-    if (part == "..") return fail(invalid("manifest path must not escape root: " + prefix + key));
-    if (part.find('\0') != std::string::npos) return fail(invalid("manifest path has a NUL byte: " + prefix + key));
-    if (!part.empty() && part != ".") out += (out.empty() ? "" : "/") + part;
-    start = end + 1;
-  }
-  if (out.empty()) return fail(invalid("manifest path names the root itself: " + prefix + key));
-  return prefix + out;
+  if (key.find('\0') != std::string::npos) return fail(invalid("manifest path has a NUL byte: " + prefix + key));
+  auto clean = files::clean_lexically(key);
+  if (!clean) return fail(invalid("manifest path must not escape root: " + prefix + key));
+  if (clean->empty()) return fail(invalid("manifest path names the root itself: " + prefix + key));
+  return prefix + *clean;
 }
 
 // An absolute host path, lexically normalised; `..` refused (a source must not climb out
 // of its base by name any more than by a link).
 Result<std::string> host_path(const std::string& entry, const std::string& src, const LocalSourceRoots& roots) {
-  std::string joined = src.starts_with("/") ? src : roots.base + "/" + src;
-  std::string out;
-  size_t start = 0;
-  while (start <= joined.size()) {
-    size_t end = joined.find('/', start);
-    if (end == std::string::npos) end = joined.size();
-    std::string part = joined.substr(start, end - start);
-    if (part == "..") return fail(invalid("manifest entry " + entry + ": src " + src + " must not use `..`"));
-    if (!part.empty() && part != ".") out += "/" + part;
-    start = end + 1;
-  }
-  if (out.empty()) out = "/";
+  auto clean = files::clean_lexically(src.starts_with("/") ? src : roots.base + "/" + src);
+  if (!clean) return fail(invalid("manifest entry " + entry + ": src " + src + " must not use `..`"));
+  std::string out = "/" + *clean;
   auto inside = [&](const std::string& root) { return out == root || out.starts_with(root == "/" ? "/" : root + "/"); };
   if (inside(roots.base)) return out;
   for (const auto& g : roots.grants)
@@ -227,6 +214,29 @@ struct Parser {
   }
 };
 
+// What identifies a manifest, credentials aside (a snapshot's fingerprint covers it: a
+// resume with another manifest restores). Environment values are left out too: they may
+// be secrets, and env names are in the spec already.
+std::string manifest_digest(const Json& m) {
+  // Down the entries and their children only (the parse bounded their depth).
+  std::function<void(Json&)> strip = [&](Json& entries) {
+    if (!entries.is_object()) return;
+    for (auto& [k, e] : entries.items()) {
+      if (!e.is_object()) continue;
+      e.erase("credentials");
+      if (auto c = e.find("children"); c != e.end()) strip(*c);
+    }
+  };
+  Json doc = m;
+  if (auto e = doc.find("entries"); e != doc.end()) strip(*e);
+  if (auto env = doc.find("environment"); env != doc.end() && env->is_object()) {
+    Json names = Json::array();
+    for (const auto& [k, v] : env->items()) names.push_back(k);
+    *env = names;
+  }
+  return sha256_hex(doc.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
 }  // namespace
 
 std::vector<std::string> Manifest::ephemeral_paths() const {
@@ -281,6 +291,7 @@ Result<Manifest> parse_manifest_v1(const Json& j, const LocalSourceRoots& roots)
         return fail(invalid("manifest entry " + parent + " and the mount at " + mount_path + " overlap"));
     }
   }
+  out.digest = manifest_digest(j);  // once the parse has bounded its depth
   return out;
 }
 

@@ -56,6 +56,9 @@ struct Manifest {
   // Bucket mount entries as mount documents (mount_path filled in, ephemeral), for
   // create_options to resolve with their credentials.
   std::vector<protocol::Json> mounts;
+  // sha-256 of the manifest without its mounts' credentials and env values: what a
+  // snapshot's fingerprint covers of it (a resume with another manifest restores).
+  std::string digest;
 
   // The paths (relative to /home/user) a snapshot leaves out: ephemeral entries.
   std::vector<std::string> ephemeral_paths() const;

@@ -305,12 +305,7 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     for (auto mount : record.mounts) {
       // A trusted manifest's credentials go to the mount they were given for: the same in
       // every field, not merely at the same path (another endpoint would receive them).
-      auto same = [&](const bucket::MountRequest& t) {
-        auto a = t.mount.to_json(), b = mount.to_json();
-        a.erase("credentials_file");
-        b.erase("credentials_file");
-        return a == b;
-      };
+      auto same = [&](const bucket::MountRequest& t) { return t.mount.topology() == mount.topology(); };
       auto trusted = std::find_if(options.mounts.begin(), options.mounts.end(), same);
       auto credentials = trusted != options.mounts.end() ? Result<bucket::BucketCredentials>(trusted->credentials)
                                                          : bucket::resolve(mount, options.environment);

@@ -17,13 +17,6 @@ Error invalid(std::string message, std::string hint = {}) {
   return make_error(ErrorCode::kInvalidArgument, std::move(message), std::move(hint));
 }
 
-// A mount as a state carries it: no credential, no host path.
-Json credential_free(const bucket::BucketMount& m) {
-  Json j = m.to_json();
-  j.erase("credentials_file");
-  return j;
-}
-
 Json sorted_by_path(Json mounts) {
   std::sort(mounts.begin(), mounts.end(), [](const Json& a, const Json& b) { return a.value("mount_path", "") < b.value("mount_path", ""); });
   return mounts;
@@ -32,7 +25,7 @@ Json sorted_by_path(Json mounts) {
 // The trusted manifest's mounts against the state's: the same set, field for field.
 Result<void> check_topology(const Json& state_mounts, const std::vector<bucket::MountRequest>& trusted) {
   Json given = Json::array();
-  for (const auto& r : trusted) given.push_back(credential_free(r.mount));
+  for (const auto& r : trusted) given.push_back(r.mount.topology());
   Json want = sorted_by_path(state_mounts);
   given = sorted_by_path(std::move(given));
   if (want == given) return {};
@@ -112,18 +105,13 @@ Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& 
   auto ran = exec(id, unpack, {});
   (void)fs.remove(staged, false);
   if (!ran) return fail(std::move(ran.error()).context("extract into " + target));
-  std::string out = ran->raw.value("stdout", ""), err = ran->raw.value("stderr", "");
+  const std::string what = "extract into " + target;
   if (ran->status != "ok") {
-    // nsbox-archive's first line says what failed; its exit status, the kind.
-    std::string message = err.substr(0, err.find('\n'));
-    if (message.empty()) message = ran->message.empty() ? "nsbox-archive failed" : ran->message;
-    ErrorCode code = ran->exit_code == 2 ? ErrorCode::kInvalidArgument : ran->exit_code == 3 ? ErrorCode::kLimitExceeded : ErrorCode::kSystem;
-    std::string hint;
-    if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7, err.find('\n', at + 7) - at - 7);
-    return fail(make_error(code, "extract into " + target + ": " + message, hint));
+    std::string err = ran->raw.value("stderr", "");
+    if (err.empty()) err = ran->message;  // a deadline or a kill says so in the result's message
+    return fail(helper_error(what, "nsbox-archive", err, ran->exit_code, ErrorCode::kSystem));
   }
-  Json report = Json::parse(out, nullptr, false);
-  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, "extract into " + target + ": nsbox-archive gave no report"));
+  Json report = NSBOX_TRY(helper_report(what, "nsbox-archive", ran->raw.value("stdout", "")));
   return Json{{"path", target}, {"members", report.value("members", Json(0))}, {"bytes", report.value("bytes", Json(0))}};
 }
 
@@ -131,7 +119,7 @@ Result<Json> Runtime::state(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto r = NSBOX_TRY(store_.load(id));
   Json mounts = Json::array();
-  for (const auto& m : r.mounts) mounts.push_back(credential_free(m));  // a credentials file is a path on this host
+  for (const auto& m : r.mounts) mounts.push_back(m.topology());  // a credentials file is a path on this host
   Json snapshot = nullptr;
   for (const auto& s : NSBOX_TRY(snapshots()))  // oldest first: the last one of this sandbox wins
     if (s.sandbox == id) snapshot = {{"id", s.id}, {"name", s.name}, {"created_at", s.created_at}, {"fingerprint", s.fingerprint},
@@ -195,7 +183,7 @@ Result<ResumeResult> Runtime::resume_checked(const Json& state, const ResumeOpti
     // those, not only the state (which may say anything).
     if (options.trusted_manifest) {
       Json recorded = Json::array();
-      for (const auto& m : info.record.mounts) recorded.push_back(credential_free(m));
+      for (const auto& m : info.record.mounts) recorded.push_back(m.topology());
       NSBOX_CHECK(check_topology(recorded, options.start.mounts));
     }
     StartOptions start = options.start;

@@ -70,18 +70,9 @@ std::string temp_name() {
 Result<std::string> SandboxFs::normalize(const std::string& path) {
   if (path.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "an empty path"));
   if (path.find('\0') != std::string::npos) return fail(make_error(ErrorCode::kInvalidArgument, "a path with a NUL byte"));
-  std::string full = path.front() == '/' ? path : std::string(kWorkspace) + "/" + path;
-  std::string out;
-  size_t start = 0;
-  while (start < full.size()) {
-    size_t end = full.find('/', start);
-    if (end == std::string::npos) end = full.size();
-    std::string part = full.substr(start, end - start);
-    if (part == "..") return fail(make_error(ErrorCode::kInvalidArgument, "path must not escape root: " + path));
-    if (!part.empty() && part != ".") out += "/" + part;
-    start = end + 1;
-  }
-  if (out.empty()) out = "/";
+  auto clean = files::clean_lexically(path.front() == '/' ? path : std::string(kWorkspace) + "/" + path);
+  if (!clean) return fail(make_error(ErrorCode::kInvalidArgument, "path must not escape root: " + path));
+  std::string out = "/" + *clean;
   for (const char* place : {"/proc", "/sys", "/dev"})
     if (out == place || out.starts_with(std::string(place) + "/"))
       return fail(make_error(ErrorCode::kPermissionDenied, out + " is not a file of the sandbox (" + place + " is refused)"));

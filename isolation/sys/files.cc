@@ -15,6 +15,23 @@
 
 namespace nsbox::files {
 
+std::optional<std::string> clean_lexically(std::string_view path) {
+  std::string out;
+  size_t at = 0;
+  while (at <= path.size()) {
+    size_t end = path.find('/', at);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(at, end - at);
+    if (part == "..") return std::nullopt;
+    if (!part.empty() && part != ".") {
+      if (!out.empty()) out += '/';
+      out += part;
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   UniqueFd fd(sys::retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
   if (!fd) return fail(sys_error("open " + path));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,10 @@
 namespace nsbox::files {
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
+// A path's components without the empty ones and `.`, joined by '/' ("/a/./b//c/" ->
+// "a/b/c"; "" when none is left), or nullopt when one of them is `..`. Lexical only: no
+// lookup, so a caller that must not climb refuses `..` by name and resolves links itself.
+std::optional<std::string> clean_lexically(std::string_view path);
 Result<void> write_file(const std::string& path, std::string_view data);  // no O_CREAT
 Result<void> write_all(int fd, std::string_view data, std::string_view what);
 // Copies `in` to its end into `out` in the kernel (splice through a pipe: no trip through

@@ -233,6 +233,12 @@ json BucketMount::to_json() const {
   return j;
 }
 
+json BucketMount::topology() const {
+  json j = to_json();
+  j.erase("credentials_file");
+  return j;
+}
+
 Result<BucketMount> BucketMount::from_json(const json& j) {
   if (!j.is_object()) return fail(invalid("a mount entry must be a JSON object"));
   BucketMount m;

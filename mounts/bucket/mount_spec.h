@@ -50,6 +50,9 @@ struct BucketMount {
   std::string source() const;    // s3://bucket/prefix, azblob://account/container/prefix
   std::string describe() const;  // "s3://bucket/prefix at /data (read-only)"
   nlohmann::json to_json() const;
+  // to_json() without the credentials file (a path on this host): what a mount is for a
+  // state, a snapshot's spec, or a comparison with a trusted manifest's.
+  nlohmann::json topology() const;
   static Result<BucketMount> from_json(const nlohmann::json& j);
 };
 

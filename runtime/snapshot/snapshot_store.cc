@@ -39,7 +39,7 @@ std::vector<std::string> volume_args(const Volume& v) { return {v.image ? "--ima
 // What of a sandbox a snapshot may say: its definition without anything secret.
 json secret_free_spec(const SandboxRecord& r) {
   json mounts = json::array();
-  for (const auto& m : r.mounts) mounts.push_back(m.to_json());
+  for (const auto& m : r.mounts) mounts.push_back(m.topology());
   json spec = {{"size", size_tier_name(r.size)}, {"net", r.net.to_json()}, {"mounts", mounts}, {"env_names", r.env_names}};
   if (!r.manifest_digest.empty()) spec["manifest_digest"] = r.manifest_digest;
   return spec;
@@ -102,17 +102,24 @@ Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const st
   while (!err.empty() && err.back() == '\n') err.pop_back();
   if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + archiver_ + ": " + err));
   if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(kArchiverTimeoutS)) + " s"));
-  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
-    // nsbox-archive says what failed on its first line, a hint on a second, and the kind
-    // in its exit status.
-    std::string message = err.substr(0, err.find('\n')), hint;
-    if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7);
-    int status = WIFEXITED(run.status) ? WEXITSTATUS(run.status) : 1;
-    ErrorCode code = status == 2 ? ErrorCode::kInvalidArgument : status == 3 ? ErrorCode::kLimitExceeded : ErrorCode::kSystem;
-    return fail(make_error(code, what + ": " + (message.empty() ? "nsbox-archive failed" : message), hint));
-  }
-  auto report = json::parse(run.out, nullptr, false);
-  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, what + ": nsbox-archive gave no report"));
+  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0)
+    return fail(helper_error(what, "nsbox-archive", err, WIFEXITED(run.status) ? WEXITSTATUS(run.status) : 1, ErrorCode::kSystem));
+  return helper_report(what, "nsbox-archive", run.out);
+}
+
+Error helper_error(const std::string& what, const std::string& program, const std::string& err, int status, ErrorCode other) {
+  std::string message = err.substr(0, err.find('\n')), hint;
+  if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7, err.find('\n', at + 7) - at - 7);
+  ErrorCode code = status == 2   ? ErrorCode::kInvalidArgument
+                   : status == 3 ? ErrorCode::kLimitExceeded
+                   : status == 4 ? ErrorCode::kNotFound
+                                 : other;
+  return make_error(code, what + ": " + (message.empty() ? program + " failed" : message), hint);
+}
+
+Result<json> helper_report(const std::string& what, const std::string& program, const std::string& out) {
+  auto report = json::parse(out, nullptr, false);
+  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, what + ": " + program + " gave no report"));
   return report;
 }
 
@@ -251,15 +258,10 @@ Result<json> SnapshotStore::run_store(const std::vector<std::string>& args, cons
   while (!err.empty() && err.back() == '\n') err.pop_back();
   if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + remote_->helper + ": " + err));
   if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(kArchiverTimeoutS)) + " s"));
-  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
-    std::string message = err.substr(0, err.find('\n')), hint;
-    if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7);
-    ErrorCode code = WIFEXITED(run.status) && WEXITSTATUS(run.status) == 4 ? ErrorCode::kNotFound : ErrorCode::kUnavailable;
-    return fail(make_error(code, what + " (" + remote_->bucket.source() + "): " + (message.empty() ? "nsbox-snapstore failed" : message), hint));
-  }
-  auto report = json::parse(run.out, nullptr, false);
-  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, what + ": nsbox-snapstore gave no report"));
-  return report;
+  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0)
+    return fail(helper_error(what + " (" + remote_->bucket.source() + ")", "nsbox-snapstore", err,
+                             WIFEXITED(run.status) ? WEXITSTATUS(run.status) : 1, ErrorCode::kUnavailable));
+  return helper_report(what, "nsbox-snapstore", run.out);
 }
 
 Result<RemoteSnapshotStore> RemoteSnapshotStore::parse(const std::string& url, const bucket::Environment& env, std::string helper) {

@@ -73,6 +73,13 @@ struct RemoteSnapshotStore {
   static Result<RemoteSnapshotStore> parse(const std::string& url, const bucket::Environment& env, std::string helper);
 };
 
+// How nsbox-archive and nsbox-snapstore say what failed: the message on stderr's first
+// line, a hint on a "hint: " line, the kind in the exit status (2 a refused member, 3 a
+// limit, 4 not in the store; any other, `other`). The error, prefixed with `what`.
+Error helper_error(const std::string& what, const std::string& program, const std::string& err, int status, ErrorCode other);
+// A helper's one-line JSON report on stdout.
+Result<nlohmann::json> helper_report(const std::string& what, const std::string& program, const std::string& out);
+
 class SnapshotStore {
  public:
   SnapshotStore(std::string dir, std::string archiver, std::optional<RemoteSnapshotStore> remote = std::nullopt)

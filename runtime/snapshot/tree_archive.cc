@@ -332,21 +332,10 @@ class Packer {
 Result<std::string> clean_member_name(const std::string& name) {
   if (name.empty()) return fail(refused(name, "an empty name"));
   if (name.front() == '/') return fail(refused(name, "an absolute path"));
-  std::string out;
-  size_t at = 0;
-  while (at <= name.size()) {
-    size_t end = name.find('/', at);
-    if (end == std::string::npos) end = name.size();
-    std::string_view part(name.data() + at, end - at);
-    if (part == "..") return fail(refused(name, "'..' in the path"));
-    if (!part.empty() && part != ".") {
-      if (!out.empty()) out += '/';
-      out += part;
-    }
-    at = end + 1;
-  }
-  if (out.empty()) return fail(refused(name, "no name left"));
-  return out;
+  auto clean = files::clean_lexically(name);
+  if (!clean) return fail(refused(name, "'..' in the path"));
+  if (clean->empty()) return fail(refused(name, "no name left"));
+  return *clean;
 }
 
 bool link_stays_inside(const std::string& member, const std::string& target) {

@@ -97,43 +97,36 @@ class Dir(_Entry):
         return "Dir(children=%r)" % (self.children,)
 
 
-class LocalFile(_Entry):
-    """A file copied from the caller's machine: ``src`` relative to the working directory
-    (or absolute), which it must stay under unless an extra path grant covers it. A
-    symlink anywhere in the path refuses it (LocalFileReadError)."""
+class _HostSource(_Entry):
+    """An entry copied from the caller's machine, ``src``: relative to the working
+    directory (or absolute), which it must stay under unless an extra path grant covers
+    it; read by local_sources.py without following a link."""
+
+    def __init__(self, src: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.src = str(src)
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = self._common()
+        out["src"] = self.src
+        return out
+
+    def __repr__(self) -> str:
+        return "%s(%r)" % (type(self).__name__, self.src)
+
+
+class LocalFile(_HostSource):
+    """A file from the caller's machine; a symlink anywhere in its path refuses it
+    (LocalFileReadError)."""
 
     type = "local_file"
 
-    def __init__(self, src: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.src = str(src)
 
-    def to_dict(self) -> Dict[str, Any]:
-        out = self._common()
-        out["src"] = self.src
-        return out
-
-    def __repr__(self) -> str:
-        return "LocalFile(%r)" % self.src
-
-
-class LocalDir(_Entry):
-    """A directory tree copied from the caller's machine (regular files and directories;
-    any symlink, FIFO, socket or device refuses it: LocalDirReadError)."""
+class LocalDir(_HostSource):
+    """A directory tree from the caller's machine (regular files and directories; any
+    symlink, FIFO, socket or device refuses it: LocalDirReadError)."""
 
     type = "local_dir"
-
-    def __init__(self, src: Any, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.src = str(src)
-
-    def to_dict(self) -> Dict[str, Any]:
-        out = self._common()
-        out["src"] = self.src
-        return out
-
-    def __repr__(self) -> str:
-        return "LocalDir(%r)" % self.src
 
 
 class GitRepo(_Entry):
