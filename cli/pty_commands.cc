@@ -75,6 +75,16 @@ int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector
   PtyStart start;
   start.argv = argv;
   start.env = env;
+  // SIGWINCH: the window changed. SIGHUP, SIGTERM: we are told to go; the session goes
+  // with us and the terminal is given back as it was. Blocked before the size is read:
+  // a resize between the reading and the session's start waits for the loop below
+  // (SIGWINCH's default is to be discarded).
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGWINCH, SIGHUP, SIGTERM}) sigaddset(&mask, sig);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd) return ctx.out.error(sys_error("signalfd"));
   winsize w{};
   if (::ioctl(1, TIOCGWINSZ, &w) == 0 && w.ws_col && w.ws_row) {
     start.cols = w.ws_col;
@@ -85,13 +95,6 @@ int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector
   int wake[2];
   if (::pipe2(wake, O_CLOEXEC) != 0) return ctx.out.error(sys_error("pipe2"));
   UniqueFd wake_r(wake[0]), wake_w(wake[1]);
-  // SIGWINCH: the window changed. SIGHUP, SIGTERM: we are told to go; the session goes
-  // with us and the terminal is given back as it was.
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int sig : {SIGWINCH, SIGHUP, SIGTERM}) sigaddset(&mask, sig);
-  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
-  UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
 
   std::mutex mutex;  // exit_code and failure, set by either thread
   std::optional<int> exit_code;
