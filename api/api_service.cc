@@ -4,6 +4,7 @@
 
 #include "api/http_errors.h"
 #include "api/request_target.h"
+#include "isolation/sys/log.h"
 
 namespace nsbox::api {
 namespace {
@@ -115,6 +116,11 @@ void ApiService::route(Exchange& x, const Path& path) {
 void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Path& rest) {
   const HttpRequest& r = x.request();
   const std::string& m = r.method;
+  // A free member of the warm pool is nobody's yet: nothing may be put in it before the
+  // create that claims it (which would find it), nor taken out.
+  if (pool_ && pool_->is_free(sandbox) && !(rest.empty() && m == "GET"))
+    return respond_error(x, make_error(ErrorCode::kPermissionDenied, "sandbox " + sandbox + " is a free member of the warm pool",
+                                       "a create (POST /v1/sandboxes) claims one"));
   if (rest.empty()) {
     if (m == "GET") {
       auto info = runtime_.inspect(sandbox);
@@ -143,8 +149,14 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
     return x.respond(200, j);
   }
   if (m == "POST" && what == "start") return start_sandbox(x, sandbox);
-  if (m == "POST" && what == "cells") return run_cell(x, sandbox);
-  if (m == "POST" && what == "commands") return run_command(x, sandbox);
+  if (m == "POST" && (what == "cells" || what == "commands")) {
+    ++running_calls_;
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() { --n; }
+    } done{running_calls_};
+    return what == "cells" ? run_cell(x, sandbox) : run_command(x, sandbox);
+  }
   if (what == "files") {
     if (m == "PUT") return put_file(x, sandbox);
     if (m == "GET") return get_file(x, sandbox);
@@ -163,13 +175,56 @@ void ApiService::hand_links(CreateOptions& options) const {
   options.tool_keys.link_base_url = config_.public_url;
 }
 
+void ApiService::start_pool(WarmPoolConfig config) {
+  WarmPool::sweep_orphans(runtime_);
+  if (config.sizes.empty()) return;
+  auto base = [this](SizeTier size) -> Result<CreateOptions> {
+    auto options = NSBOX_TRY(create_options_from_json({{"size", size_tier_name(size)}}, process_environment(), Caller::kRemote));
+    hand_links(options);
+    return options;
+  };
+  pool_ = std::make_unique<WarmPool>(runtime_, std::move(config), base, [this] { return running_calls_ > 0; });
+  pool_->start();
+}
+
+void ApiService::stop_pool() {
+  if (pool_) pool_->stop();
+}
+
+namespace {
+
+// Whether a warm pool's member can serve a create: one with none of what members lack.
+// (Its tools come from the server's config, as the members' do.)
+bool poolable(const CreateOptions& o, const Json& body) {
+  return o.mounts.empty() && o.workspace.empty() && o.volume.empty() && o.net.mode == network::Mode::kNone &&
+         !body.contains("tools") && !body.contains("packages") && o.files_quota == 0 && o.home_size == 0 && o.from_snapshot.empty();
+}
+
+}  // namespace
+
+Result<SandboxInfo> ApiService::make_sandbox(const CreateOptions& options, bool warm_ok) {
+  if (warm_ok && pool_ && pool_->serves(options.size)) {
+    while (auto id = pool_->take(options.size)) {
+      auto info = runtime_.claim(*id, options.name, options.env);
+      if (info) return info;
+      if (info.error().code == ErrorCode::kInvalidArgument || info.error().code == ErrorCode::kAlreadyExists) {
+        pool_->give_back(options.size, *id);  // the caller's name or env: the member is untouched
+        return info;
+      }
+      log::warn("warm pool member " + *id + " could not be claimed, removed: " + info.error().message);
+      (void)runtime_.remove(*id);
+    }
+  }
+  return runtime_.create(options);  // the cold path
+}
+
 void ApiService::create_sandbox(Exchange& x) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   auto options = create_options_from_json(*body, process_environment(), Caller::kRemote);
   if (!options) return respond_error(x, options.error());
   hand_links(*options);
-  auto info = runtime_.create(*options);
+  auto info = make_sandbox(*options, poolable(*options, *body));
   for (auto& m : options->mounts) m.credentials.wipe();
   if (!info) return respond_error(x, info.error());
   x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
@@ -312,8 +367,10 @@ void ApiService::start_sandbox(Exchange& x, const std::string& sandbox) {
 void ApiService::list_sandboxes(Exchange& x) {
   auto list = runtime_.list();
   if (!list) return respond_error(x, list.error());
+  const bool all = x.request().query_value("all") == "true";
   Json arr = Json::array();
-  for (const auto& info : *list) arr.push_back(info.to_json());
+  for (const auto& info : *list)
+    if (all || info.record.pool.empty()) arr.push_back(info.to_json());  // the warm pool's free members only with ?all=true
   x.respond(200, {{"sandboxes", arr}});
 }
 
@@ -390,7 +447,7 @@ void ApiService::route_sessions(Exchange& x, const Path& path) {
     CreateOptions o;
     o.size = s.size;
     hand_links(o);
-    auto info = NSBOX_TRY(runtime_.create(o));
+    auto info = NSBOX_TRY(make_sandbox(o, /*warm_ok=*/true));
     return info.record.id;
   });
   if (!sandbox) return respond_error(x, sandbox.error());

@@ -12,6 +12,7 @@
 #include "api/access.h"
 #include "api/exchange.h"
 #include "api/sessions.h"
+#include "api/warm_pool.h"
 #include "runtime/runtime.h"
 
 namespace nsbox::api {
@@ -45,6 +46,9 @@ class ApiService {
   uint64_t max_upload_bytes() const { return config_.max_upload_bytes; }
 
   void set_stopping() { stopping_ = true; }
+  // `serve --warm`: starts the pool's refill; stop_pool() removes its free members.
+  void start_pool(WarmPoolConfig config);
+  void stop_pool();
   void set_public_url(std::string url) { config_.public_url = std::move(url); }
 
  private:
@@ -56,6 +60,9 @@ class ApiService {
   void route_sessions(Exchange& x, const Path& path);
 
   void create_sandbox(Exchange& x);
+  // A warm pool's member claimed for a create it can serve (`warm_ok`), else one built
+  // for it (the cold path); the record's create_path says which.
+  Result<SandboxInfo> make_sandbox(const CreateOptions& options, bool warm_ok);
   void list_sandboxes(Exchange& x);
   void start_sandbox(Exchange& x, const std::string& sandbox);
   void route_snapshots(Exchange& x, const Path& rest);
@@ -86,6 +93,8 @@ class ApiService {
   SessionStore sessions_;
   ApiConfig config_;
   std::atomic<bool> stopping_ = false;
+  std::unique_ptr<WarmPool> pool_;
+  std::atomic<int> running_calls_ = 0;  // cells and commands in flight: the pool's refill yields
 };
 
 // Helpers shared by the route files.

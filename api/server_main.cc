@@ -3,6 +3,7 @@
 //
 //   nsbox-server [--root DIR] [--socket PATH] [--listen ADDR:PORT] [--allow-remote]
 //                [--token-file PATH] [--public-url URL] [--max-upload SIZE]
+//                [--warm SIZE=N[,SIZE=N...]] [--preload MOD,MOD...|none] [--memory-merge]
 //   stdout: one JSON line once it serves, {"url", "socket", "token_file"} (null for what
 //           is not served); nothing after
 //   stderr: its log (timestamped lines; isolation/sys/log.h)
@@ -29,15 +30,17 @@ using nsbox::api::Json;
 struct ServeArgs {
   std::optional<std::string> root;
   std::optional<std::string> socket, listen, token_file, public_url, max_upload, tools_config, snapshot_dir, snapshot_store;
+  std::optional<std::string> warm, preload;
   bool allow_remote = false;
+  bool memory_merge = false;
 };
 
 Result<ServeArgs> parse_args(int argc, char** argv) {
   ServeArgs a;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--allow-remote") {
-      a.allow_remote = true;
+    if (flag == "--allow-remote" || flag == "--memory-merge") {
+      (flag == "--allow-remote" ? a.allow_remote : a.memory_merge) = true;
       continue;
     }
     std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen
@@ -45,12 +48,13 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
                                      : flag == "--max-upload" ? &a.max_upload
                                      : flag == "--tools-config" ? &a.tools_config
                                      : flag == "--snapshot-dir" ? &a.snapshot_dir
-                                     : flag == "--snapshot-store" ? &a.snapshot_store : nullptr;
+                                     : flag == "--snapshot-store" ? &a.snapshot_store
+                                     : flag == "--warm" ? &a.warm : flag == "--preload" ? &a.preload : nullptr;
     if (!slot || i + 1 >= argc)
       return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
                                            "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
                                            "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR] "
-                                           "[--snapshot-store URL]"));
+                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge]"));
     *slot = argv[++i];
   }
   return a;
@@ -75,6 +79,9 @@ int main(int argc, char** argv) {
     if (auto file = nsbox::load_tools_config_file(*args->tools_config); !file) return fail_start(file.error());
     ::setenv("NSBOX_TOOLS_CONFIG", args->tools_config->c_str(), 1);
   }
+  auto pool = nsbox::api::WarmPoolConfig::parse(args->warm.value_or(""), args->preload);
+  if (!pool) return fail_start(pool.error());
+  pool->memory_merge = args->memory_merge;
   auto runtime = nsbox::Runtime::open({args->root, args->snapshot_dir, args->snapshot_store});
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();
@@ -107,6 +114,7 @@ int main(int argc, char** argv) {
                                  nsbox::api::SessionStore(api_dir + "/sessions"), config);
   auto server = nsbox::api::HttpServer::bind(service, listen);
   if (!server) return fail_start(server.error());
+  service.start_pool(std::move(*pool));  // after the bind: a second server on the same socket has stopped by now
   // The ready line's URL, and by default the base of download links.
   std::string url;
   if (!listen.tcp_host.empty()) {
@@ -118,6 +126,7 @@ int main(int argc, char** argv) {
   if (!nsbox::files::write_all(STDOUT_FILENO, ready, "stdout")) return 1;
   nsbox::log::info("serving" + (url.empty() ? "" : " on " + url) + (listen.socket_path.empty() ? "" : " and " + listen.socket_path));
   auto served = (*server)->run();
+  service.stop_pool();  // the free members go; claimed sandboxes stay
   nsbox::log::info("stopped");
   // Workers still waiting on a sandbox (bounded above) end with the process.
   std::cout.flush();

@@ -150,6 +150,9 @@ int cmd_ls(const Invocation& inv) {
   if (!ctx) return code;
   auto list = ctx->runtime->list();
   if (!list) return ctx->out.error(list.error());
+  // A warm pool's free members are the server's, not anybody's sandboxes yet.
+  const bool all = ctx->args.has("all");
+  std::erase_if(*list, [&](const SandboxInfo& info) { return !all && !info.record.pool.empty(); });
   if (ctx->out.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& info : *list) arr.push_back(info.to_json());
@@ -157,14 +160,21 @@ int cmd_ls(const Invocation& inv) {
     return 0;
   }
   char line[256];
-  std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %s", "ID", "NAME", "SIZE", "NET", "STATUS", "CREATED");
-  ctx->out.line(line);
+  std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %-20s%s", "ID", "NAME", "SIZE", "NET", "STATUS", "CREATED",
+                all ? " POOL" : "");
+  auto print = [&] {
+    std::string text = line;
+    text.erase(text.find_last_not_of(' ') + 1);
+    ctx->out.line(text);
+  };
+  print();
   for (const auto& info : *list) {
     const auto& r = info.record;
-    std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %s", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
+    std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %-20s%s", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
                   std::string(size_tier_name(r.size)).c_str(), std::string(network::mode_name(r.net.mode)).c_str(),
-                  std::string(status_name(info.status)).c_str(), r.created_at.c_str());
-    ctx->out.line(line);
+                  std::string(status_name(info.status)).c_str(), r.created_at.c_str(),
+                  all ? (" " + (r.pool.empty() ? std::string("-") : r.pool)).c_str() : "");
+    print();
   }
   return 0;
 }

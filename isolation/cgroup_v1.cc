@@ -99,6 +99,11 @@ class CgroupV1 final : public Driver {
     return {};
   }
 
+  Result<void> set_cpu_weight(unsigned weight) override {
+    uint64_t shares = std::max<uint64_t>(2, uint64_t{weight} * 1024 / 100);
+    return write_limit(dir_of("cpu") + "/cpu.shares", std::to_string(shares));
+  }
+
   Result<Join> open_join() const override {
     Join join;
     for (const auto& dir : placement_.dirs) {

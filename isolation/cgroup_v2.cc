@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "isolation/cgroup_drivers.h"
@@ -57,6 +58,10 @@ class CgroupV2 final : public Driver {
     NSBOX_CHECK(files::write_file(dir + "/pids.max", std::to_string(limits.pids)));
     NSBOX_CHECK(files::write_file(dir + "/cpu.max", std::to_string(100000ull * limits.vcpus) + " 100000"));
     return {};
+  }
+
+  Result<void> set_cpu_weight(unsigned weight) override {
+    return files::write_file(placement_.dirs.front() + "/cpu.weight", std::to_string(std::clamp(weight, 1u, 10000u)));
   }
 
   Result<Join> open_join() const override {

@@ -105,8 +105,10 @@ int add_conditional_rules(scmp_filter_ctx ctx) {
   int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kNamespaceFlags, 0));
   if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(ioctl), 1, TIOCSTI);
   if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(socket), 0, AF_VSOCK);
-  // personality: only the values Docker allows (plain Linux, UNAME26, query).
-  for (uint64_t persona : {0x0ull, 0x8ull, 0x20000ull, 0x20008ull, 0xffffffffull})
+  // personality: the values Docker allows (plain Linux, UNAME26, query), and plain Linux
+  // without address-space randomisation (ADDR_NO_RANDOMIZE, 0x40000: a process's own
+  // layout; nsbox-kernel uses it for memory merging, docs/decisions.md).
+  for (uint64_t persona : {0x0ull, 0x8ull, 0x20000ull, 0x20008ull, 0x40000ull, 0xffffffffull})
     if (rc == 0)
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
                             SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, persona));

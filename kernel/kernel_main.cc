@@ -6,13 +6,24 @@
 // stdio unbuffered, so print() and C-level writes to fd 1/2 keep their order — then hands
 // over to nsbox_kernel.serve() (kernel/python/), which runs the cells.
 //
-//   nsbox-kernel [--python-path DIR] [--control-fd N]
+//   nsbox-kernel [--python-path DIR] [--control-fd N] [--preload MOD,MOD...] [--merge]
+//   --preload:      imported before the kernel reports ready (a warm pool's data stack);
+//                   one that fails is said on stderr, the first cell's
+//   --merge:        the heap left by the preload offered to kernel same-page merging
+//                   (KSM). Kernels that import the same modules the same way then hold
+//                   mostly equal pages, but only with the same layout: the process runs
+//                   without address-space randomisation (re-exec'd so) and with a fixed
+//                   str hash seed. docs/decisions.md, "Memory merging".
 //   fd N (3):       frames with the supervisor: cells in, results, progress and helper
 //                   calls out (docs/protocol.md)
 //   stdout, stderr: the running cell's output, read by the supervisor
 //   stdin:          /dev/null (input() fails at once)
 #include <Python.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -27,14 +38,49 @@ int fail(PyStatus status) {
   return 1;
 }
 
+// Marks every private, writable, anonymous mapping mergeable (the heap and the arenas the
+// imports made). What is mapped later is the user's own data and stays unmerged. A
+// mapping the kernel refuses is left as it is: merging only saves memory.
+void offer_heap_to_ksm() {
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (!maps) return;
+  char line[512];
+  while (std::fgets(line, sizeof line, maps)) {
+    unsigned long from = 0, to = 0;
+    char perms[5] = {};
+    unsigned long offset = 0;
+    char dev[16] = {};
+    unsigned long inode = 0;
+    int path_at = 0;
+    if (std::sscanf(line, "%lx-%lx %4s %lx %15s %lu %n", &from, &to, perms, &offset, dev, &inode, &path_at) < 6) continue;
+    std::string path = line + path_at;
+    bool anonymous = inode == 0 && (path.empty() || path == "\n" || path.starts_with("[heap]"));
+    if (anonymous && !std::strcmp(perms, "rw-p"))
+      (void)::madvise(reinterpret_cast<void*>(from), to - from, MADV_MERGEABLE);
+  }
+  std::fclose(maps);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string python_path = "/opt/nsbox/python";
+  std::string preload;
   int control_fd = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--python-path")) python_path = argv[i + 1];
-    if (!std::strcmp(argv[i], "--control-fd")) control_fd = std::atoi(argv[i + 1]);
+  bool merge = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--merge")) merge = true;
+    else if (i + 1 < argc && !std::strcmp(argv[i], "--python-path")) python_path = argv[++i];
+    else if (i + 1 < argc && !std::strcmp(argv[i], "--control-fd")) control_fd = std::atoi(argv[++i]);
+    else if (i + 1 < argc && !std::strcmp(argv[i], "--preload")) preload = argv[++i];
+  }
+  // The same layout in every merging kernel: without randomisation from the exec on.
+  if (merge) {
+    int persona = ::personality(0xffffffff);
+    if (persona != -1 && !(persona & ADDR_NO_RANDOMIZE) && ::personality(persona | ADDR_NO_RANDOMIZE) != -1) {
+      ::execv("/proc/self/exe", argv);
+      std::perror("nsbox-kernel: re-exec without address randomisation");  // then merging merely saves less
+    }
   }
 
   PyConfig config;
@@ -42,6 +88,10 @@ int main(int argc, char** argv) {
   config.buffered_stdio = 0;
   config.parse_argv = 0;
   config.site_import = 1;
+  if (merge) {  // equal dicts and sets in every merging kernel
+    config.use_hash_seed = 1;
+    config.hash_seed = 0;
+  }
   PyStatus status = PyConfig_SetString(&config, &config.program_name, kPython);
   if (!PyStatus_Exception(status)) status = PyConfig_SetString(&config, &config.executable, kPython);
   if (!PyStatus_Exception(status)) {
@@ -52,9 +102,17 @@ int main(int argc, char** argv) {
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) return fail(status);
 
-  std::string start = "import sys\nsys.path.insert(0, " + std::string("'") + python_path +
-                      "')\nimport nsbox_kernel\nsys.exit(nsbox_kernel.serve(" + std::to_string(control_fd) + "))\n";
-  int rc = PyRun_SimpleString(start.c_str());  // SystemExit from serve() exits here with its code
+  std::string setup = "import sys\nsys.path.insert(0, '" + python_path + "')\nimport nsbox_kernel\n";
+  // Module names only reach the source: letters, digits, '_', '.' and the commas.
+  if (preload.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,") != std::string::npos) {
+    std::fprintf(stderr, "nsbox-kernel: --preload takes module names separated by commas\n");
+    return 2;
+  }
+  if (!preload.empty()) setup += "nsbox_kernel.preload('" + preload + "')\n";
+  int rc = PyRun_SimpleString(setup.c_str());
+  if (rc == 0 && merge) offer_heap_to_ksm();
+  std::string start = "sys.exit(nsbox_kernel.serve(" + std::to_string(control_fd) + "))\n";
+  if (rc == 0) rc = PyRun_SimpleString(start.c_str());  // SystemExit from serve() exits here with its code
   if (Py_FinalizeEx() < 0 && rc == 0) rc = 120;
   return rc == 0 ? 0 : 1;
 }

@@ -45,6 +45,11 @@ struct CreateOptions {
   std::string from_snapshot;  // a snapshot's id or name, restored before the first command
   ToolsConfig tools;    // the tool bridge (docs/tools.md)
   ToolKeys tool_keys;   // from the caller's environment (or the server's); never saved
+  // A warm pool's member (api/warm_pool.h): the pool's owner, the modules its kernels
+  // preload, and whether their heap is offered to KSM. Not part of a create document.
+  std::string pool;
+  std::vector<std::string> preload;
+  bool memory_merge = false;
 };
 
 // Where a create document comes from: a local user's own command, or a remote caller.

@@ -128,6 +128,7 @@ Json SandboxInfo::to_json() const {
                  {"tmp_bytes", l.tmp_bytes}, {"home_bytes", l.home_bytes}};
   if (memory_usage_bytes) j["memory_usage_bytes"] = *memory_usage_bytes;
   j["oom_kills"] = oom_kills;
+  if (!kernel_state.empty()) j["kernel_state"] = kernel_state;
   if (!warning.empty()) j["warning"] = warning;
   if (record.net.mode == network::Mode::kAllow) j["net_denials"] = net_denials;
   return j;
@@ -217,7 +218,8 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   }
   SupervisorSpec spec{id,           options.name,  options.size,  options.net,  {},
                       {},           options.packages, options.env, volume->name, home->name, {},
-                      options.mounts, options.tools, options.tool_keys, options.ephemeral, options.manifest_digest};
+                      options.mounts, options.tools, options.tool_keys, options.ephemeral, options.manifest_digest,
+                      options.pool, "cold", options.preload, options.memory_merge};
   add_test_hooks(spec);
   auto info = launch(spec);
   if (!info) {
@@ -230,6 +232,20 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     return fail(std::move(written.error()).context("create sandbox"));
   }
   return info;
+}
+
+Result<SandboxInfo> Runtime::claim(const std::string& id, const std::string& name, const EnvList& env) const {
+  if (!name.empty()) NSBOX_CHECK(StateStore::validate_name(name));
+  NSBOX_CHECK(check_env(env));
+  if (!name.empty()) NSBOX_CHECK(store_.reserve_name(name, id));
+  Json vars = Json::object();
+  for (const auto& [k, v] : env) vars[k] = v;
+  auto claimed = request(id, {{"op", "claim"}, {"name", name}, {"env", vars}}, kRequestTimeoutMs);
+  if (!claimed) {
+    if (!name.empty()) store_.release_name(name, id);
+    return fail(std::move(claimed.error()).context("claim " + id));
+  }
+  return info_for(id);
 }
 
 // Starts the supervisor of `spec` and waits for its report.
@@ -337,7 +353,8 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     }
     spec = SupervisorSpec{id,      record.name, record.size, record.net, {}, {},
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
-                          std::move(tools), std::move(keys), record.ephemeral, record.manifest_digest};
+                          std::move(tools), std::move(keys), record.ephemeral, record.manifest_digest,
+                          /*pool=*/"", record.create_path, record.preload, record.memory_merge};
   }  // the new supervisor takes the lock
   add_test_hooks(spec);
   auto info = launch(spec);
@@ -410,6 +427,7 @@ Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
     if (auto status = request(id, {{"op", "status"}}, 2000)) {
       if (status->contains("memory_usage_bytes")) info.memory_usage_bytes = (*status)["memory_usage_bytes"].get<uint64_t>();
       info.oom_kills = status->value("oom_kills", uint64_t{0});
+      if (auto k = status->find("kernel"); k != status->end() && k->is_object()) info.kernel_state = k->value("state", "");
     } else if (status.error().code == ErrorCode::kSandboxDead) {
       info.status = SandboxStatus::kDead;
     }

@@ -50,6 +50,7 @@ struct SandboxInfo {
   SandboxStatus status = SandboxStatus::kRunning;
   std::optional<uint64_t> memory_usage_bytes;
   uint64_t oom_kills = 0;
+  std::string kernel_state;  // running: its kernel's (stopped, starting, idle, busy)
   std::string warning;  // e.g. limits fall back to rlimits (given once per state root)
   // The egress proxy's last refusals, oldest first ({"time", "host", "port", "status",
   // "reason"}); inspect only.
@@ -142,6 +143,10 @@ class Runtime {
   static Result<Runtime> open(const RuntimeOptions& options);
 
   Result<SandboxInfo> create(const CreateOptions& options);
+  // Makes a warm pool's free member (made by create with `pool` set) the caller's: its
+  // name (reserved here) and env, fresh random state in its kernel, its size's CPU
+  // weight. kBusy when it is not a free member (claimed already, or gone).
+  Result<SandboxInfo> claim(const std::string& id, const std::string& name, const EnvList& env) const;
   Result<std::vector<SandboxInfo>> list() const;
   Result<SandboxInfo> inspect(const std::string& id_or_name) const;
   // `inspect --state`: what resuming the sandbox needs, serialisable and without a secret

@@ -96,6 +96,11 @@ Enforcement SandboxInstance::enforcement() const {
 
 cgroup::Placement SandboxInstance::placement() const { return cgroup_ ? cgroup_->placement() : cgroup::Placement{}; }
 
+Result<void> SandboxInstance::set_cpu_weight(unsigned weight) {
+  if (!cgroup_) return {};
+  return cgroup_->set_cpu_weight(weight);
+}
+
 Result<void> SandboxInstance::resize(SizeTier size) {
   const Limits next = limits_for(size);
   if (cgroup_) {

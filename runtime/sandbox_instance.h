@@ -58,6 +58,8 @@ class SandboxInstance {
 
   // Changes the limits of the running sandbox; on failure the old limits stay.
   Result<void> resize(SizeTier size);
+  // The sandbox's share of contended CPU (isolation/cgroup.h); nothing without a cgroup.
+  Result<void> set_cpu_weight(unsigned weight);
   // OOM kills in the sandbox so far (0 when limits are rlimits).
   uint64_t oom_kills() const;
   std::optional<uint64_t> memory_usage() const;

@@ -64,6 +64,10 @@ nlohmann::json SandboxRecord::to_json() const {
       {"mount_servers", mount_servers},
       {"tools", tools},
       {"packages", packages},
+      {"pool", pool},
+      {"create_path", create_path},
+      {"preload", preload},
+      {"memory_merge", memory_merge},
   };
 }
 
@@ -112,6 +116,10 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     for (const auto& pid : j.value("mount_servers", nlohmann::json::array())) r.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
     r.tools = j.value("tools", nlohmann::json());
     r.packages = j.value("packages", nlohmann::json());
+    r.pool = j.value("pool", "");
+    r.create_path = j.value("create_path", "cold");
+    r.preload = j.value("preload", std::vector<std::string>{});
+    r.memory_merge = j.value("memory_merge", false);
     return r;
   } catch (const nlohmann::json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));

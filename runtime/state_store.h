@@ -78,6 +78,12 @@ struct SandboxRecord {
   std::vector<pid_t> mount_servers;         // a FUSE server's pid per mount
   nlohmann::json tools;  // the tool bridge's config (runtime/tools/tools_config.h), never a key; null: none
   nlohmann::json packages;  // runtime/packages/package_sources.h; null: none configured
+  // The warm pool (docs/semantics.md, "Warm pool"): a member waiting to be claimed names
+  // the server that made it ("nsbox-server:<pid>"); empty once claimed, or never pooled.
+  std::string pool;
+  std::string create_path = "cold";  // "warm": claimed from a pool; "cold": built for its create
+  std::vector<std::string> preload;  // modules its kernel imports before its first cell
+  bool memory_merge = false;  // its kernels' preloaded heap offered to KSM (`serve --memory-merge`)
 
   nlohmann::json to_json() const;
   static Result<SandboxRecord> from_json(const nlohmann::json& j);

@@ -40,6 +40,10 @@ struct SupervisorSpec {
   ToolKeys tool_keys;  // handed to the tool bridge when it starts; never saved
   std::vector<std::string> ephemeral;  // manifest paths under /home/user a snapshot leaves out
   std::string manifest_digest;  // the manifest's, credentials aside (runtime/create_options.h)
+  std::string pool;  // a warm pool's member: its server; it waits at the least CPU weight until claimed
+  std::string create_path = "cold";  // kept by a start: how the sandbox was made
+  std::vector<std::string> preload;  // imported by every kernel before its first cell
+  bool memory_merge = false;          // the kernels' preloaded heap offered to KSM
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);

@@ -80,7 +80,14 @@ void KernelSession::start() {
   out_.reset(out[0]);
   err_.reset(err[0]);
   for (int fd : {control_.get(), out_.get(), err_.get()}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
-  auto id = host_.spawn_in_sandbox(kKernelArgv, {{"stdout", out_w.get()}, {"stderr", err_w.get()}, {"fd3", theirs.get()}});
+  std::vector<std::string> argv = kKernelArgv;
+  if (!options_.preload.empty()) {
+    std::string list;
+    for (const auto& name : options_.preload) list += (list.empty() ? "" : ",") + name;
+    argv.insert(argv.end(), {"--preload", list});
+  }
+  if (options_.merge) argv.push_back("--merge");
+  auto id = host_.spawn_in_sandbox(argv, {{"stdout", out_w.get()}, {"stderr", err_w.get()}, {"fd3", theirs.get()}});
   if (!id) {
     close_kernel_fds();
     fail_queued(std::move(id.error()).context("start the Python kernel"));
@@ -97,6 +104,13 @@ void KernelSession::start() {
   (void)host_.loop().add(out_.get(), EPOLLIN, [this](uint32_t) { on_output(true); });
   (void)host_.loop().add(err_.get(), EPOLLIN, [this](uint32_t) { on_output(false); });
   state_ = State::kStarting;
+}
+
+void KernelSession::configure(const EnvList& env) {
+  Json vars = Json::object();
+  for (const auto& [k, v] : env) vars[k] = v;
+  // Before the kernel is ready this waits in its channel, ahead of every cell.
+  if (control_) (void)send_to_kernel({{"op", "configure"}, {"env", vars}});
 }
 
 void KernelSession::submit(int client_fd, CellRequest request) {

@@ -73,12 +73,20 @@ class KernelSession {
   // Progress events reach a client at most this often; the latest one always does.
   static constexpr uint64_t kProgressIntervalMs = 50;
 
-  explicit KernelSession(KernelHost& host) : host_(host) {}
+  // What every kernel of the sandbox starts with (kernel/kernel_main.cc).
+  struct Options {
+    std::vector<std::string> preload;  // imported before the kernel is ready
+    bool merge = false;                // its preloaded heap offered to KSM
+  };
+  KernelSession(KernelHost& host, Options options) : host_(host), options_(std::move(options)) {}
 
   void start();
   void submit(int client_fd, CellRequest request);
   void interrupt();  // the running cell, if any
   void restart();    // a fresh interpreter; a running cell ends with state_lost
+  // A warm pool's claim: `env` into the running kernel's os.environ and its random state
+  // reseeded, before any cell sent after it. A kernel started later has both anyway.
+  void configure(const EnvList& env);
   void shutdown();   // the sandbox is going: no more restarts
   void client_gone(int client_fd);
   // The client's backlog crossed its high- or low-water mark (Supervisor::flush).
@@ -138,6 +146,7 @@ class KernelSession {
   void close_kernel_fds();
 
   KernelHost& host_;
+  Options options_;
   State state_ = State::kStopped;
   bool shutting_down_ = false;
   bool restart_wanted_ = false;

@@ -55,6 +55,9 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
   const StateRoot& root = store.root();
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
+  // An image volume is mounted by a child while the sandbox is built (the two meet only
+  // at the injection): a loop device and an ext4 mount off the critical path.
+  auto files_mount = NSBOX_TRY(self->mount_files_early(volume));
   InstanceOptions options{spec.id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
                           layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", spec.packages.wheelhouse, {}, {}};
   // /home/user is in the sandbox from its first instant (the kernel's user site is there).
@@ -67,12 +70,15 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
   for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount.mount_path);
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
+  // A pool's member is built and waits at the least CPU weight: live sandboxes come first.
+  if (!spec.pool.empty()) NSBOX_CHECK_CTX(self->instance_->set_cpu_weight(1), "lower the CPU weight of a warm pool's sandbox");
   NSBOX_CHECK(self->register_handlers());
   // The kernel first: Python boots (on another core) while the volume is attached.
-  self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self));
+  self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self),
+                                                  KernelSession::Options{spec.preload, spec.memory_merge});
   self->kernel_->start();
   self->ptys_ = std::make_unique<PtySessions>(static_cast<PtyHost&>(*self));
-  NSBOX_CHECK_CTX(self->attach_volume(volume), "attach the files volume " + volume.name);
+  NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mount)), "attach the files volume " + volume.name);
   auto ids = userns::host_ids();
   self->buckets_ = NSBOX_TRY(BucketServers::start(
       spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging", spec.id},
@@ -117,6 +123,10 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.home = spec.home;
   r.ephemeral = spec.ephemeral;
   r.manifest_digest = spec.manifest_digest;
+  r.pool = spec.pool;
+  r.create_path = spec.create_path;
+  r.preload = spec.preload;
+  r.memory_merge = spec.memory_merge;
   for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
   r.mount_servers = self->buckets_.pids();
   if (spec.tools.enabled()) r.tools = spec.tools.to_json();
@@ -128,19 +138,53 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
 // An image volume is mounted here, in our private mount namespace, and that mount is
 // attached inside the running sandbox at /mnt/files. A directory volume (rootless) was
 // bound when the sandbox was built.
-Result<void> Supervisor::attach_volume(const Volume& volume) {
+Result<void> Supervisor::attach_volume(const Volume& volume, EarlyMount mounting) {
   auto ids = userns::host_ids();
   std::string dir = volume.path;
   if (volume.image) {
     dir = store_.root().volume_mount(spec_.id);
-    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
-    NSBOX_CHECK(volume_image::mount(volume.path, dir));
+    NSBOX_CHECK(finish_early_mount(std::move(mounting)));
     // mkfs makes lost+found, owned by root (nobody, inside): not something a user made.
     ::rmdir((dir + "/lost+found").c_str());
     NSBOX_CHECK(mount_injection::inject(dir, instance_->init_pid(), FilesVolume::kInsidePath, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
   }
   volume_.emplace(NSBOX_TRY(FilesVolume::open(dir, ids.uid, ids.gid)));
   return {};
+}
+
+// A child of ours mounts the image in our mount namespace (which it shares) while we
+// build the sandbox; its error, if any, comes back on a pipe. We are single-threaded here.
+Result<Supervisor::EarlyMount> Supervisor::mount_files_early(const Volume& volume) {
+  EarlyMount m;
+  if (!volume.image) return m;
+  std::string dir = store_.root().volume_mount(spec_.id);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
+  int pipe[2];
+  if (::pipe2(pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2 for the files volume's mount"));
+  UniqueFd r(pipe[0]), w(pipe[1]);
+  pid_t pid = ::fork();
+  if (pid < 0) return fail(sys_error("fork to mount the files volume"));
+  if (pid == 0) {
+    r.reset();
+    auto mounted = volume_image::mount(volume.path, dir);
+    if (!mounted) (void)!::write(w.get(), mounted.error().message.data(), std::min<size_t>(mounted.error().message.size(), 4000));
+    ::_exit(mounted ? 0 : 1);
+  }
+  m.pid = pid;
+  m.errors = std::move(r);
+  return m;
+}
+
+Result<void> Supervisor::finish_early_mount(EarlyMount m) {
+  if (m.pid <= 0) return {};
+  std::string error(4000, '\0');
+  ssize_t n = sys::retry_eintr([&] { return ::read(m.errors.get(), error.data(), error.size()); });  // EOF when it exits
+  int status = 0;
+  if (sys::retry_eintr([&] { return ::waitpid(m.pid, &status, 0); }) != m.pid)
+    return fail(sys_error("wait for the files volume's mount"));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  error.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return fail(make_error(ErrorCode::kInternal, error.empty() ? "the files volume's mount failed" : error));
 }
 
 // The home volume, before the sandbox is built: an image is mounted here, in our private
@@ -333,6 +377,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
     return reply(client, {{"ok", true}, {"record", record_.to_json()}});
   }
   if (op == "shutdown") return shutdown(&client);
+  if (op == "claim") return claim(client, frame.message);
   if (op == "net") return change_allowlist(client, frame.message);
   if (op == "tool_events") {  // this client serves the sandbox's tool calls from now on
     auto subscribed = tools_->subscribe(client.fd.get());
@@ -347,7 +392,31 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   }
   reply_error(client, make_error(ErrorCode::kInvalidArgument, "unknown request \"" + op + "\"",
                                  "requests are exec, execute, interrupt, restart, status, resize, net, shutdown, ping, "
-                                 "tool_events and tool_answer"));
+                                 "tool_events, tool_answer and claim"));
+}
+
+// A warm pool's member becomes its creator's sandbox: its name and environment (for the
+// kernel that runs, and for every command, PTY and kernel after), fresh random state, its
+// size's CPU weight. The record says it was claimed (create_path "warm").
+void Supervisor::claim(Client& client, const Json& request) {
+  if (record_.pool.empty())
+    return reply_error(client, make_error(ErrorCode::kBusy, "sandbox " + record_.id + " is not a warm pool's free member"));
+  EnvList env;
+  if (auto e = request.find("env"); e != request.end() && e->is_object())
+    for (const auto& [k, v] : e->items())
+      if (v.is_string()) env.emplace_back(k, v.get<std::string>());
+  if (auto w = instance_->set_cpu_weight(100); !w) return reply_error(client, w.error());
+  spec_.env = env;
+  spec_.pool.clear();
+  kernel_->configure(env);
+  record_.name = request.value("name", "");
+  record_.env_names.clear();
+  for (const auto& [k, v] : env) record_.env_names.push_back(k);
+  record_.pool.clear();
+  record_.create_path = "warm";
+  record_.created_at = sys::now_rfc3339();
+  if (auto saved = store_.save(record_); !saved) return reply_error(client, saved.error());
+  reply(client, {{"ok", true}, {"record", record_.to_json()}});
 }
 
 // The allowlist is the proxy's state, not the sandbox's: replaced live, no restart.

@@ -78,7 +78,13 @@ class Supervisor final : private KernelHost, private PtyHost {
   Supervisor(const StateStore& store, SupervisorSpec spec) : store_(store), spec_(std::move(spec)) {}
 
   Result<void> register_handlers();
-  Result<void> attach_volume(const Volume& volume);
+  struct EarlyMount {
+    pid_t pid = 0;  // 0: nothing to wait for (a directory volume)
+    UniqueFd errors;
+  };
+  Result<EarlyMount> mount_files_early(const Volume& volume);
+  Result<void> finish_early_mount(EarlyMount m);
+  Result<void> attach_volume(const Volume& volume, EarlyMount mounting);
   void refill_spare_volume();
   Result<std::string> mount_home();
   void accept_clients();
@@ -106,6 +112,7 @@ class Supervisor final : private KernelHost, private PtyHost {
   Result<void> watch_exit(int pidfd, std::function<void()> on_exit);
   EnvList sandbox_env() const;  // every process's: the egress proxy's and pip's settings, then --env
   void change_allowlist(Client& client, const protocol::Json& request);
+  void claim(Client& client, const protocol::Json& request);
 
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,

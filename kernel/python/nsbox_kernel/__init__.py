@@ -1,5 +1,6 @@
-"""nsbox's kernel, the Python half: runs cells for the supervisor (kernel/nsbox_kernel.cc
-starts the interpreter and calls serve()). docs/protocol.md has the messages."""
-from .server import serve
+"""nsbox's kernel, the Python half: runs cells for the supervisor (kernel/kernel_main.cc
+starts the interpreter, calls preload() for a warm pool's kernels, then serve()).
+docs/protocol.md has the messages."""
+from .server import preload, serve
 
-__all__ = ["serve"]
+__all__ = ["preload", "serve"]

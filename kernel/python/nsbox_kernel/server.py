@@ -1,6 +1,7 @@
 """The kernel's main loop: announce readiness, then run each cell the supervisor sends, in
 the main thread (so that SIGINT lands in it), one at a time, in one persistent namespace."""
 import builtins
+import importlib
 import os
 import signal
 import sys
@@ -21,6 +22,34 @@ def _on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
+def preload(names):
+    """Imports a warm pool's data stack before the kernel says it is ready (`--preload`).
+    One that fails is said on stderr (the first cell's) and the others still load."""
+    for name in filter(None, names.split(",")):
+        try:
+            importlib.import_module(name)
+        except Exception as e:
+            print(f"nsbox: preload of {name} failed: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+def _reseed():
+    """A claimed sandbox's random state is its own: the kernel may have been made long
+    before, or (merging) with a layout equal to its neighbours'."""
+    import random
+    random.seed()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed(int.from_bytes(os.urandom(4), "little"))
+
+
+def _configure(request):
+    """A warm pool's claim: the creator's environment, and fresh random state."""
+    env = request.get("env")
+    if isinstance(env, dict):
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+    _reseed()
+
+
 def serve(fd):
     channel = Channel(fd)
     running = {"cell": 0}
@@ -39,6 +68,9 @@ def serve(fd):
         request = channel.next_request()
         if request is None:
             return 0  # the supervisor is gone
+        if request.get("op") == "configure":
+            _configure(request)
+            continue
         if request.get("op") != "execute":
             continue
         number = request["cell"]

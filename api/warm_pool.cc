@@ -1,0 +1,235 @@
+#include "api/warm_pool.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+
+#include "isolation/sys/log.h"
+
+namespace nsbox::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How long a member's kernel may take to import the preload list (matplotlib's first
+// import alone is ~0.4 s on a quiet machine; the member runs at the least CPU weight).
+constexpr auto kReadyBound = std::chrono::seconds(120);
+// The refill waits for a moment without cells this long at most, then builds anyway (at
+// the least CPU weight): a server that is never idle still gets its pool back.
+constexpr auto kYieldBound = std::chrono::seconds(5);
+constexpr auto kRetryFirst = milliseconds(500);
+constexpr auto kRetryMax = std::chrono::seconds(30);
+
+Result<std::vector<std::string>> split_list(const std::string& text, const char* flag) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty())
+      return fail(make_error(ErrorCode::kInvalidArgument, std::string(flag) + ": an empty item in '" + text + "'"));
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+bool is_module_name(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name.front() == '.' || name.back() == '.' || std::isdigit(static_cast<unsigned char>(name.front())))
+    return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return false;
+  return name.find("..") == std::string::npos;
+}
+
+}  // namespace
+
+Result<WarmPoolConfig> WarmPoolConfig::parse(const std::string& warm, const std::optional<std::string>& preload) {
+  WarmPoolConfig c;
+  for (const auto& item : warm.empty() ? std::vector<std::string>{} : NSBOX_TRY(split_list(warm, "--warm"))) {
+    size_t eq = item.find('=');
+    auto bad = [&] {
+      return fail(make_error(ErrorCode::kInvalidArgument, "--warm: '" + item + "' is not SIZE=N",
+                             "e.g. --warm standard=4,large=1 (sizes: standard, medium, large, xlarge; N at most 256)"));
+    };
+    if (eq == std::string::npos) return bad();
+    auto size = parse_size_tier(item.substr(0, eq));
+    if (!size) return fail(std::move(size.error()).context("--warm"));
+    std::string n = item.substr(eq + 1);
+    if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos || std::stoul(n) > 256) return bad();
+    if (c.sizes.count(*size)) return fail(make_error(ErrorCode::kInvalidArgument, "--warm: size " + item.substr(0, eq) + " given twice"));
+    if (std::stoul(n) > 0) c.sizes[*size] = std::stoul(n);
+  }
+  if (preload) {
+    c.preload.clear();
+    if (*preload != "none")
+      for (auto& name : NSBOX_TRY(split_list(*preload, "--preload"))) {
+        if (!is_module_name(name))
+          return fail(make_error(ErrorCode::kInvalidArgument, "--preload: '" + name + "' is not a module name",
+                                 "e.g. --preload numpy,pandas, or --preload none"));
+        c.preload.push_back(std::move(name));
+      }
+  }
+  return c;
+}
+
+WarmPool::WarmPool(Runtime& runtime, WarmPoolConfig config, std::function<Result<CreateOptions>(SizeTier)> base,
+                   std::function<bool()> busy)
+    : runtime_(runtime), config_(std::move(config)), base_(std::move(base)), busy_(std::move(busy)) {
+  for (const auto& [size, n] : config_.sizes) slots_[size].target = n;
+}
+
+WarmPool::~WarmPool() { stop(); }
+
+std::string WarmPool::owner_tag() { return "nsbox-server:" + std::to_string(::getpid()); }
+
+void WarmPool::sweep_orphans(Runtime& runtime) {
+  auto list = runtime.list();
+  if (!list) return;
+  for (const auto& info : *list) {
+    const std::string& owner = info.record.pool;
+    if (owner.empty() || !owner.starts_with("nsbox-server:")) continue;
+    pid_t pid = static_cast<pid_t>(std::atoi(owner.c_str() + std::string("nsbox-server:").size()));
+    if (pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // its server lives
+    if (auto removed = runtime.remove(info.record.id); !removed)
+      log::warn("could not remove " + info.record.id + ", a warm pool member left by " + owner + ": " + removed.error().message);
+    else
+      log::info("removed " + info.record.id + ", a warm pool member left by " + owner);
+  }
+}
+
+void WarmPool::start() {
+  if (config_.sizes.empty() || filler_.joinable()) return;
+  filler_ = std::thread([this] { fill(); });
+}
+
+std::optional<std::string> WarmPool::take(SizeTier size) {
+  std::lock_guard lock(mutex_);
+  auto slot = slots_.find(size);
+  if (slot == slots_.end() || slot->second.ready.empty()) return std::nullopt;
+  std::string id = std::move(slot->second.ready.front());
+  slot->second.ready.pop_front();
+  wake_.notify_all();
+  return id;
+}
+
+bool WarmPool::is_free(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [size, slot] : slots_)
+    if (std::find(slot.ready.begin(), slot.ready.end(), id) != slot.ready.end()) return true;
+  return false;
+}
+
+void WarmPool::give_back(SizeTier size, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (stopping_) {
+    (void)runtime_.remove(id);
+    return;
+  }
+  slots_[size].ready.push_front(id);
+}
+
+void WarmPool::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && !filler_.joinable()) return;
+    stopping_ = true;
+    wake_.notify_all();
+  }
+  if (filler_.joinable()) filler_.join();  // a member being built is finished, then removed below
+  std::vector<std::string> left;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [size, slot] : slots_) {
+      left.insert(left.end(), slot.ready.begin(), slot.ready.end());
+      slot.ready.clear();
+    }
+  }
+  for (const auto& id : left)
+    if (auto removed = runtime_.remove(id); !removed) log::warn("could not remove warm pool member " + id + ": " + removed.error().message);
+}
+
+Json WarmPool::status() const {
+  std::lock_guard lock(mutex_);
+  Json j = Json::object();
+  for (const auto& [size, slot] : slots_)
+    j[std::string(size_tier_name(size))] = {{"target", slot.target}, {"ready", slot.ready.size()}, {"building", slot.building}};
+  return j;
+}
+
+bool WarmPool::wait_for(milliseconds d) {
+  std::unique_lock lock(mutex_);
+  wake_.wait_for(lock, d, [&] { return stopping_; });
+  return !stopping_;
+}
+
+// One member at a time, the emptiest size first.
+void WarmPool::fill() {
+  auto retry = kRetryFirst;
+  for (;;) {
+    std::optional<SizeTier> wanted;
+    {
+      std::unique_lock lock(mutex_);
+      auto short_of = [&] {
+        wanted.reset();
+        size_t best = 0;
+        for (auto& [size, slot] : slots_)
+          if (slot.ready.size() < slot.target && slot.target - slot.ready.size() > best) {
+            best = slot.target - slot.ready.size();
+            wanted = size;
+          }
+        return wanted.has_value();
+      };
+      wake_.wait(lock, [&] { return stopping_ || short_of(); });
+      if (stopping_) return;
+      slots_[*wanted].building = true;
+    }
+    for (auto until = Clock::now() + kYieldBound; busy_() && Clock::now() < until;)
+      if (!wait_for(milliseconds(20))) break;
+    auto built = build(*wanted);
+    {
+      std::lock_guard lock(mutex_);
+      slots_[*wanted].building = false;
+      if (built) slots_[*wanted].ready.push_back(*built);
+    }
+    if (built) {
+      retry = kRetryFirst;
+      continue;
+    }
+    log::limited(log::Level::kWarn, "warm-pool", "could not make a warm " + std::string(size_tier_name(*wanted)) +
+                                                     " sandbox (next try in " + std::to_string(retry.count()) + " ms): " + built.error().message);
+    if (!wait_for(retry)) return;
+    retry = std::min<milliseconds>(retry * 2, kRetryMax);
+  }
+}
+
+// A member: made, then ready once its kernel has imported the preload list.
+Result<std::string> WarmPool::build(SizeTier size) {
+  CreateOptions options = NSBOX_TRY(base_(size));
+  options.pool = owner_tag();
+  options.preload = config_.preload;
+  options.memory_merge = config_.memory_merge;
+  auto info = NSBOX_TRY(runtime_.create(options));
+  const std::string& id = info.record.id;
+  auto drop = [&](Error e) -> Result<std::string> {
+    (void)runtime_.remove(id);
+    return fail(std::move(e));
+  };
+  for (auto until = Clock::now() + kReadyBound;;) {
+    auto now = runtime_.inspect(id);
+    if (!now) return drop(std::move(now.error()));
+    if (now->status != SandboxStatus::kRunning) return drop(make_error(ErrorCode::kSandboxDead, "warm sandbox " + id + " stopped while it was made"));
+    if (now->kernel_state == "idle") return id;
+    if (Clock::now() > until)
+      return drop(make_error(ErrorCode::kTimeout, "the kernel of warm sandbox " + id + " did not import its preload list within 120 s"));
+    if (!wait_for(milliseconds(20))) return drop(make_error(ErrorCode::kUnavailable, "the server is stopping"));
+  }
+}
+
+}  // namespace nsbox::api

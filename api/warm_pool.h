@@ -1,0 +1,84 @@
+// The warm pool of `nsbox serve --warm SIZE=N` (docs/semantics.md, "Warm pool"): ready
+// sandboxes per size, their kernels started with the preload list imported, claimed by the
+// creates they can serve and refilled in the background.
+//
+// Members are real sandboxes, made by Runtime::create with `pool` set: every isolation
+// property and limit holds for them. While they wait they run at the least CPU weight,
+// and the refill waits (a bounded while) for a moment without cells or commands, so that
+// building them does not slow live work. A member is handed out only once its kernel is
+// idle, i.e. has imported the preload list.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/exchange.h"
+#include "runtime/runtime.h"
+
+namespace nsbox::api {
+
+struct WarmPoolConfig {
+  std::map<SizeTier, size_t> sizes;  // ready members wanted per size; empty: no pool
+  std::vector<std::string> preload = {"numpy", "pandas", "matplotlib"};
+  bool memory_merge = false;  // `--memory-merge`: the members' preloaded heap offered to KSM
+
+  // "standard=2,large=1" and "numpy,pandas" (or "none"): checked, with the flag named.
+  static Result<WarmPoolConfig> parse(const std::string& warm, const std::optional<std::string>& preload);
+};
+
+class WarmPool {
+ public:
+  // `base(size)`: a default create of that size as this server makes it (its tools
+  // config included). `busy()`: whether cells or commands run now (the refill yields).
+  WarmPool(Runtime& runtime, WarmPoolConfig config, std::function<Result<CreateOptions>(SizeTier)> base,
+           std::function<bool()> busy);
+  ~WarmPool();
+  WarmPool(const WarmPool&) = delete;
+  WarmPool& operator=(const WarmPool&) = delete;
+
+  // The tag in a member's record: this server's.
+  static std::string owner_tag();
+  // Removes the free members whose server is gone (a server that was SIGKILLed).
+  static void sweep_orphans(Runtime& runtime);
+
+  void start();
+  bool serves(SizeTier size) const { return config_.sizes.count(size) > 0; }
+  // A ready member of `size` (the caller claims it), or none.
+  std::optional<std::string> take(SizeTier size);
+  bool is_free(const std::string& id) const;  // ready and not taken
+  // A member taken but not claimed (the claim failed for the caller's own reason).
+  void give_back(SizeTier size, const std::string& id);
+  // Ends the refill and removes every free member.
+  void stop();
+  // {"standard": {"target": 2, "ready": 1, "building": 1}, ...}
+  Json status() const;
+
+ private:
+  struct Slot {
+    size_t target = 0;
+    std::deque<std::string> ready;
+    bool building = false;
+  };
+  void fill();
+  Result<std::string> build(SizeTier size);
+  bool wait_for(std::chrono::milliseconds d);  // false: stopping
+
+  Runtime& runtime_;
+  WarmPoolConfig config_;
+  std::function<Result<CreateOptions>(SizeTier)> base_;
+  std::function<bool()> busy_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<SizeTier, Slot> slots_;
+  bool stopping_ = false;
+  std::thread filler_;
+};
+
+}  // namespace nsbox::api
