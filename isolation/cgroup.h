@@ -61,7 +61,7 @@ class Driver {
   virtual Result<void> apply(const Limits& limits) = 0;
   // The cgroup's share of contended CPU, in cgroup v2's units: 1 (the least: a warm
   // pool's sandbox while it is built and waits) to 10000; 100 is every cgroup's default.
-  // v1 writes cpu.shares (100 -> 1024, at least 2).
+  // v1 writes cpu.shares (100 -> 1024, 1 -> 2, the least).
   virtual Result<void> set_cpu_weight(unsigned weight) = 0;
   virtual Result<Join> open_join() const = 0;
   // Total OOM kills so far in this cgroup; a rise during a command means it met the OOM killer.

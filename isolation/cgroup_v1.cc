@@ -100,7 +100,7 @@ class CgroupV1 final : public Driver {
   }
 
   Result<void> set_cpu_weight(unsigned weight) override {
-    uint64_t shares = std::max<uint64_t>(2, uint64_t{weight} * 1024 / 100);
+    uint64_t shares = weight <= 1 ? 2 : uint64_t{weight} * 1024 / 100;  // the least is 2
     return write_limit(dir_of("cpu") + "/cpu.shares", std::to_string(shares));
   }
 

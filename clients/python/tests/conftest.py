@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -79,8 +79,9 @@ def run_cli(root: str, *args: str, timeout: float = 120) -> subprocess.Completed
 class Server:
     """An `nsbox serve` on ``root``: ``url`` (TCP), ``socket``, ``token_file``, ``token``."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, extra_args: Sequence[str] = ()) -> None:
         self.root = root
+        self.extra_args = list(extra_args)  # e.g. ["--warm", "standard=2"]
         self.socket = os.path.join(root, "run", "api.sock")
         self.log_path = os.path.join(root, "serve.log")
         self.proc: Optional[subprocess.Popen] = None
@@ -97,7 +98,7 @@ class Server:
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
-                [NSBOX_BIN, "--root", self.root, "serve", "--socket", self.socket, "--listen", "127.0.0.1:0"],
+                [NSBOX_BIN, "--root", self.root, "serve", "--socket", self.socket, "--listen", "127.0.0.1:0", *self.extra_args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
                 env=quiet_environment(NSBOX_TOOLS_ROOT=self.tools_root))
         finally:
@@ -168,7 +169,7 @@ def remove_everything(root: str) -> List[str]:
     """Removes (with the CLI, no server needed) every sandbox and named volume of a state
     root; returns what had to be removed."""
     removed: List[str] = []
-    r = run_cli(root, "ls", "--json")
+    r = run_cli(root, "ls", "--all", "--json")  # a warm pool's free members too
     if r.returncode == 0:
         for s in json.loads(r.stdout or b"{}").get("sandboxes", []):
             removed.append(s["id"])

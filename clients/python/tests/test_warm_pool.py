@@ -1,0 +1,242 @@
+"""`nsbox serve --warm`: creates claimed from a pool of ready sandboxes whose kernels have
+imported the preload list (docs/semantics.md, "Warm pool"). One server of its own with
+two standard members, preloading numpy and csv (numpy stands for the data stack; pandas
+would only make the members slower to build)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+import nsbox
+from conftest import S3rver, Server, destroy_root, make_root, mounts_under, run_cli, wait_until
+
+POOL = 2
+BUILD_BOUND = 120  # a member's kernel imports numpy at the least CPU weight
+
+
+def members(server: Server) -> List[Dict[str, Any]]:
+    """The pool's free members: in `ls --all`, with the server's tag."""
+    r = run_cli(server.root, "ls", "--all", "--json")
+    assert r.returncode == 0, r.stderr
+    return [s for s in json.loads(r.stdout)["sandboxes"] if s.get("pool")]
+
+
+def ready(server: Server) -> List[Dict[str, Any]]:
+    return [m for m in members(server) if m.get("kernel_state") == "idle"]
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[Server]:
+    s = Server(make_root(), ["--warm", "standard=%d" % POOL, "--preload", "numpy,csv"])
+    try:
+        s.start()
+        assert wait_until(lambda: len(ready(s)) == POOL, BUILD_BOUND), s.log()
+        yield s
+    finally:
+        destroy_root(s)
+
+
+@pytest.fixture()
+def client(warm: Server) -> Iterator[nsbox.Client]:
+    c = warm.client()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def claim(warm: Server, client: nsbox.Client, **kwargs: Any) -> nsbox.Sandbox:
+    assert wait_until(lambda: len(ready(warm)) >= 1, BUILD_BOUND), warm.log()
+    sbx = nsbox.Sandbox.create(client=client, **kwargs)
+    assert sbx.info().raw["create_path"] == "warm", sbx.info().raw
+    return sbx
+
+
+def test_members_are_hidden_from_ls_and_wait_at_the_least_cpu_weight(warm: Server) -> None:
+    free = ready(warm)
+    assert len(free) == POOL
+    plain = run_cli(warm.root, "ls", "--json")
+    assert [s for s in json.loads(plain.stdout)["sandboxes"] if s.get("pool")] == []
+    assert warm.sandboxes() == []  # GET /v1/sandboxes hides them too
+    for m in free:
+        assert m["pool"].startswith("nsbox-server:") and m["preload"] == ["numpy", "csv"]
+        cpu = [d for d in m["cgroup"]["dirs"] if "/cpu" in d]
+        if m["cgroup"]["driver"] == "v1" and cpu:
+            with open(os.path.join(cpu[0], "cpu.shares")) as f:
+                assert f.read().strip() == "2"
+        elif m["cgroup"]["driver"] == "v2" and os.path.exists(os.path.join(m["cgroup"]["dirs"][0], "cpu.weight")):
+            with open(os.path.join(m["cgroup"]["dirs"][0], "cpu.weight")) as f:
+                assert f.read().strip() == "1"
+        else:
+            print("no cgroup cpu controller for %s: its weight is not checked" % m["id"])
+
+
+def test_a_free_member_cannot_be_used_before_it_is_claimed(warm: Server, client: nsbox.Client) -> None:
+    free = ready(warm)[0]["id"]
+    with pytest.raises(nsbox.NsboxError) as refused:
+        client.json("POST", "/v1/sandboxes/%s/commands" % free, json_body={"command": "touch /tmp/planted"}, timeout=30)
+    assert "free member of the warm pool" in str(refused.value)
+
+
+def test_claims_get_name_env_preload_and_their_own_random_state_and_are_isolated(warm: Server, client: nsbox.Client) -> None:
+    first = claim(warm, client, name="warm-one", env={"WHO": "first"})
+    second = claim(warm, client, name="warm-two", env={"WHO": "second"})
+    try:
+        assert first.name == "warm-one" and first.info().env_names == ["WHO"]
+        one = first.run_code("import os, sys, random\n"
+                             "secret = 'first'\n"
+                             "open('/tmp/mark', 'w').write('x'); open('/home/user/mark', 'w').write('x')\n"
+                             "import subprocess; p = subprocess.Popen(['sleep', '300'])\n"
+                             "print(os.environ['WHO'], 'numpy' in sys.modules, 'csv' in sys.modules, random.random(),"
+                             " __import__('numpy').random.random())")
+        assert one.status == "ok", one.raw
+        two = second.run_code("import os, sys, random\n"
+                              "print(os.environ['WHO'], 'numpy' in sys.modules, 'csv' in sys.modules, random.random(),"
+                              " __import__('numpy').random.random())")
+        assert two.status == "ok", two.raw
+        who1, np1, csv1, r1, n1 = one.stdout.split()
+        who2, np2, csv2, r2, n2 = two.stdout.split()
+        assert (who1, np1, csv1) == ("first", "True", "True")
+        assert (who2, np2, csv2) == ("second", "True", "True")
+        assert r1 != r2 and n1 != n2  # reseeded at the claim
+        # Nothing of the first is visible in the second: variable, files, process, env.
+        seen = second.run_code("print('secret' in globals(), os.path.exists('/tmp/mark'), "
+                               "os.path.exists('/home/user/mark'), os.environ.get('WHO'))")
+        assert seen.stdout == "False False False second\n", seen.raw
+        assert second.commands.run("pgrep -c -x sleep || true").stdout.strip() == b"0"
+        assert second.commands.run("printenv WHO").stdout == b"second\n"  # commands get the env too
+    finally:
+        first.remove()
+        second.remove()
+
+
+def test_the_pool_refills_after_claims(warm: Server, client: nsbox.Client) -> None:
+    assert wait_until(lambda: len(ready(warm)) == POOL, BUILD_BOUND), warm.log()
+    before = {m["id"] for m in ready(warm)}
+    sbx = claim(warm, client)
+    try:
+        assert sbx.id in before
+        assert wait_until(lambda: len(ready(warm)) == POOL, BUILD_BOUND), warm.log()
+        assert sbx.id not in {m["id"] for m in ready(warm)}
+    finally:
+        sbx.remove()
+
+
+def test_creates_the_pool_cannot_serve_take_the_cold_path(warm: Server, client: nsbox.Client) -> None:
+    for kwargs in ({"size": "medium"}, {"files_quota": "64M"}, {"net": "host"}):
+        sbx = nsbox.Sandbox.create(client=client, **kwargs)
+        try:
+            info = sbx.info().raw
+            assert info["create_path"] == "cold" and info["preload"] == [], (kwargs, info)
+            assert sbx.run_code("1 + 1").results == "2"
+        finally:
+            sbx.remove()
+
+
+def test_a_create_with_a_mount_takes_the_cold_path_and_works(warm: Server, client: nsbox.Client, s3rver: S3rver) -> None:
+    mount = {"type": "s3", "bucket": "agents", "endpoint_url": s3rver.endpoint, "path_style": True,
+             "mount_path": "/mnt/bucket", "read_only": False,
+             "credentials": {"access_key_id": "S3RVER", "secret_access_key": "S3RVER"}}
+    sbx = nsbox.Sandbox.create(client=client, mounts=[mount])
+    try:
+        assert sbx.info().raw["create_path"] == "cold"
+        wrote = sbx.commands.run("echo hi > /mnt/bucket/x.txt && cat /mnt/bucket/x.txt")
+        assert wrote.exit_code == 0 and wrote.stdout == b"hi\n", wrote
+    finally:
+        sbx.remove()
+
+
+def test_a_name_in_use_is_refused_and_the_member_stays_free(warm: Server, client: nsbox.Client) -> None:
+    sbx = claim(warm, client, name="taken")
+    try:
+        assert wait_until(lambda: len(ready(warm)) == POOL, BUILD_BOUND), warm.log()
+        with pytest.raises(nsbox.NsboxError):
+            nsbox.Sandbox.create(client=client, name="taken")
+        assert len(ready(warm)) == POOL
+    finally:
+        sbx.remove()
+
+
+def test_serve_stopping_removes_the_free_members_and_keeps_the_claimed() -> None:
+    s = Server(make_root(), ["--warm", "standard=2", "--preload", "none"])
+    try:
+        s.start()
+        assert wait_until(lambda: len(ready(s)) == 2, BUILD_BOUND), s.log()
+        c = s.client()
+        kept = nsbox.Sandbox.create(client=c, name="kept")
+        c.close()
+        assert kept.info().raw["create_path"] == "warm" and kept.info().raw["preload"] == []
+        free = [m["id"] for m in members(s)]
+        cgroups = [d for m in members(s) for d in m["cgroup"]["dirs"]]
+        assert s.stop() == 0
+        left = json.loads(run_cli(s.root, "ls", "--all", "--json").stdout)["sandboxes"]
+        assert [x["id"] for x in left] == [kept.id]
+        assert not [i for i in free if os.path.exists(os.path.join(s.root, "run", "sandboxes", i))]
+        assert not [d for d in cgroups if os.path.exists(d)]
+        assert run_cli(s.root, "rm", kept.id).returncode == 0
+        assert mounts_under(s.root) == []
+    finally:
+        destroy_root(s)
+
+
+def test_members_left_by_a_killed_server_are_removed_by_the_next() -> None:
+    s = Server(make_root(), ["--warm", "standard=1", "--preload", "none"])
+    try:
+        s.start()
+        assert wait_until(lambda: len(ready(s)) == 1, BUILD_BOUND), s.log()
+        orphan = members(s)[0]["id"]
+        assert s.proc is not None
+        os.kill(s.proc.pid, signal.SIGKILL)
+        s.stop()
+        s.extra_args = []
+        s.start()  # no pool of its own; it sweeps the dead server's
+        assert wait_until(lambda: not [m for m in members(s) if m["id"] == orphan], 60), s.log()
+    finally:
+        destroy_root(s)
+
+
+def test_bad_pool_flags_stop_the_server_with_the_flag_named() -> None:
+    root = make_root()
+    try:
+        for args, said in ((["--warm", "huge=2"], "size"), (["--warm", "standard"], "SIZE=N"),
+                           (["--warm", "standard=1", "--preload", "os;rm"], "not a module name")):
+            r = run_cli(root, "serve", "--socket", os.path.join(root, "api.sock"), *args, timeout=60)
+            assert r.returncode == 2 and said in r.stderr.decode(), (args, r.stderr)
+    finally:
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_memory_merging_changes_no_behaviour() -> None:
+    """--memory-merge: the kernels run without address randomisation and with a fixed str
+    hash seed, their preloaded heap offered to KSM; cells behave the same, random is still
+    each sandbox's own."""
+    s = Server(make_root(), ["--warm", "standard=2", "--preload", "numpy", "--memory-merge"])
+    try:
+        s.start()
+        assert wait_until(lambda: len(ready(s)) == 2, BUILD_BOUND), s.log()
+        c = s.client()
+        a = nsbox.Sandbox.create(client=c)
+        b = nsbox.Sandbox.create(client=c)
+        try:
+            code = ("import numpy, random, sys\n"
+                    "print(int(numpy.arange(10).sum()), sorted({'b', 'a'}), 'numpy' in sys.modules,"
+                    " open('/proc/self/personality').read().strip(), random.random())")
+            ra, rb = a.run_code(code), b.run_code(code)
+            assert ra.status == "ok" and rb.status == "ok", (ra.raw, rb.raw)
+            sa, sb = ra.stdout.split(), rb.stdout.split()
+            assert sa[:4] == sb[:4] and sa[0] == "45" and sa[3] == "True", (sa, sb)
+            assert int(sa[4], 16) & 0x0040000, sa  # ADDR_NO_RANDOMIZE
+            assert sa[5] != sb[5]  # reseeded at the claim
+            assert a.info().raw["memory_merge"] is True
+            assert a.commands.run("echo ok").stdout == b"ok\n"
+        finally:
+            a.remove()
+            b.remove()
+            c.close()
+    finally:
+        destroy_root(s)
