@@ -1,5 +1,6 @@
 #include "api/api_service.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "api/http_errors.h"
@@ -100,9 +101,10 @@ void ApiService::route(Exchange& x, const Path& path) {
     return x.respond(200, {{"api_version", 1},
                            {"version", kVersion},
                            {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", true}}},
+                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", true}, {"warm_pool", true}}},
                            {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
                                        {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
+  if (path.size() == 2 && path[1] == "pool") return pool_route(x);
   if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
   if (path.size() >= 2 && path[1] == "snapshots") return route_snapshots(x, Path(path.begin() + 2, path.end()));
   if (path.size() < 2 || path[1] != "sandboxes") return respond_error(x, no_route(r));
@@ -175,9 +177,27 @@ void ApiService::hand_links(CreateOptions& options) const {
   options.tool_keys.link_base_url = config_.public_url;
 }
 
+// GET /v1/pool: its state; PUT /v1/pool {"sizes": {"standard": 4}}: new targets.
+void ApiService::pool_route(Exchange& x) {
+  const std::string& m = x.request().method;
+  if (!pool_)  // an embedder's service that never called start_pool
+    return m == "GET" ? x.respond(200, {{"sizes", Json::object()}, {"preload", Json::array()}, {"memory_merge", false}})
+                      : respond_error(x, make_error(ErrorCode::kUnsupported, "this server has no warm pool"));
+  if (m == "PUT") {
+    auto body = body_object(x.request());
+    if (!body) return respond_error(x, body.error());
+    if (auto ok = only_fields(*body, {"sizes"}); !ok) return respond_error(x, ok.error());
+    auto sizes = WarmPoolConfig::sizes_from_json(body->value("sizes", Json()));
+    if (!sizes) return respond_error(x, sizes.error());
+    pool_->set_targets(*sizes);
+  } else if (m != "GET") {
+    return respond_error(x, no_route(x.request()));
+  }
+  x.respond(200, pool_->status());
+}
+
 void ApiService::start_pool(WarmPoolConfig config) {
   WarmPool::sweep_orphans(runtime_);
-  if (config.sizes.empty()) return;
   auto base = [this](SizeTier size) -> Result<CreateOptions> {
     auto options = NSBOX_TRY(create_options_from_json({{"size", size_tier_name(size)}}, process_environment(), Caller::kRemote));
     hand_links(options);
@@ -196,23 +216,35 @@ namespace {
 // Whether a warm pool's member can serve a create: one with none of what members lack.
 // (Its tools come from the server's config, as the members' do.)
 bool poolable(const CreateOptions& o, const Json& body) {
+  // Variables a process reads when it starts (the interpreter's, the loader's, the BLAS
+  // thread pools', the time zone): a member's kernel started long before the claim.
+  auto read_at_start = [](const auto& kv) {
+    const std::string& k = kv.first;
+    for (const char* prefix : {"PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "MPL", "MALLOC_", "LC_", "LANG"})
+      if (k.starts_with(prefix)) return true;
+    return k == "TZ" || k == "HOME" || k == "PATH" || k == "TMPDIR";
+  };
   return o.mounts.empty() && o.workspace.empty() && o.volume.empty() && o.net.mode == network::Mode::kNone &&
-         !body.contains("tools") && !body.contains("packages") && o.files_quota == 0 && o.home_size == 0 && o.from_snapshot.empty();
+         !body.contains("tools") && !body.contains("packages") && !body.contains("manifest") && o.files_quota == 0 &&
+         o.home_size == 0 && o.from_snapshot.empty() && std::none_of(o.env.begin(), o.env.end(), read_at_start);
 }
 
 }  // namespace
 
 Result<SandboxInfo> ApiService::make_sandbox(const CreateOptions& options, bool warm_ok) {
   if (warm_ok && pool_ && pool_->serves(options.size)) {
-    while (auto id = pool_->take(options.size)) {
+    // Two tries at most: a failure that is the host's (disk, load) must not drain the pool.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto id = pool_->take(options.size);
+      if (!id) break;
       auto info = runtime_.claim(*id, options.name, options.env);
       if (info) return info;
       if (info.error().code == ErrorCode::kInvalidArgument || info.error().code == ErrorCode::kAlreadyExists) {
         pool_->give_back(options.size, *id);  // the caller's name or env: the member is untouched
         return info;
       }
-      log::warn("warm pool member " + *id + " could not be claimed, removed: " + info.error().message);
-      (void)runtime_.remove(*id);
+      log::warn("warm pool member " + *id + " could not be claimed: " + info.error().message);
+      pool_->discard(*id);
     }
   }
   return runtime_.create(options);  // the cold path

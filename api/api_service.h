@@ -60,6 +60,7 @@ class ApiService {
   void route_sessions(Exchange& x, const Path& path);
 
   void create_sandbox(Exchange& x);
+  void pool_route(Exchange& x);
   // A warm pool's member claimed for a create it can serve (`warm_ok`), else one built
   // for it (the cold path); the record's create_path says which.
   Result<SandboxInfo> make_sandbox(const CreateOptions& options, bool warm_ok);

@@ -114,7 +114,6 @@ int main(int argc, char** argv) {
                                  nsbox::api::SessionStore(api_dir + "/sessions"), config);
   auto server = nsbox::api::HttpServer::bind(service, listen);
   if (!server) return fail_start(server.error());
-  service.start_pool(std::move(*pool));  // after the bind: a second server on the same socket has stopped by now
   // The ready line's URL, and by default the base of download links.
   std::string url;
   if (!listen.tcp_host.empty()) {
@@ -122,6 +121,9 @@ int main(int argc, char** argv) {
     url = "http://" + host + ":" + std::to_string((*server)->tcp_port());
   }
   service.set_public_url(args->public_url.value_or(url));
+  // After the bind (a second server on the same socket has stopped by now) and after the
+  // public URL (members get their download links' base from it).
+  service.start_pool(std::move(*pool));
   std::string ready = Json{{"url", nullable(url)}, {"socket", nullable(listen.socket_path)}, {"token_file", token_file}}.dump() + "\n";
   if (!nsbox::files::write_all(STDOUT_FILENO, ready, "stdout")) return 1;
   nsbox::log::info("serving" + (url.empty() ? "" : " on " + url) + (listen.socket_path.empty() ? "" : " and " + listen.socket_path));

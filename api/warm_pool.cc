@@ -62,7 +62,7 @@ Result<WarmPoolConfig> WarmPoolConfig::parse(const std::string& warm, const std:
     auto size = parse_size_tier(item.substr(0, eq));
     if (!size) return fail(std::move(size.error()).context("--warm"));
     std::string n = item.substr(eq + 1);
-    if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos || std::stoul(n) > 256) return bad();
+    if (n.empty() || n.size() > 3 || n.find_first_not_of("0123456789") != std::string::npos || std::stoul(n) > kMaxPerSize) return bad();
     if (c.sizes.count(*size)) return fail(make_error(ErrorCode::kInvalidArgument, "--warm: size " + item.substr(0, eq) + " given twice"));
     if (std::stoul(n) > 0) c.sizes[*size] = std::stoul(n);
   }
@@ -77,6 +77,19 @@ Result<WarmPoolConfig> WarmPoolConfig::parse(const std::string& warm, const std:
       }
   }
   return c;
+}
+
+Result<std::map<SizeTier, size_t>> WarmPoolConfig::sizes_from_json(const Json& j) {
+  if (!j.is_object())
+    return fail(make_error(ErrorCode::kMalformedRequest, "\"sizes\" must be an object: {\"standard\": 4, \"large\": 0}"));
+  std::map<SizeTier, size_t> out;
+  for (const auto& [name, n] : j.items()) {
+    auto size = NSBOX_TRY(parse_size_tier(name));
+    if (!n.is_number_unsigned() || n.get<uint64_t>() > kMaxPerSize)
+      return fail(make_error(ErrorCode::kMalformedRequest, "the pool of " + name + " must be a number from 0 to " + std::to_string(kMaxPerSize)));
+    out[size] = n.get<size_t>();
+  }
+  return out;
 }
 
 WarmPool::WarmPool(Runtime& runtime, WarmPoolConfig config, std::function<Result<CreateOptions>(SizeTier)> base,
@@ -96,7 +109,9 @@ void WarmPool::sweep_orphans(Runtime& runtime) {
     const std::string& owner = info.record.pool;
     if (owner.empty() || !owner.starts_with("nsbox-server:")) continue;
     pid_t pid = static_cast<pid_t>(std::atoi(owner.c_str() + std::string("nsbox-server:").size()));
-    if (pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // its server lives
+    bool server_lives = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
+    // A live server's members are its own, unless their supervisor is gone (no use to anyone).
+    if (server_lives && info.status == SandboxStatus::kRunning) continue;
     if (auto removed = runtime.remove(info.record.id); !removed)
       log::warn("could not remove " + info.record.id + ", a warm pool member left by " + owner + ": " + removed.error().message);
     else
@@ -105,18 +120,59 @@ void WarmPool::sweep_orphans(Runtime& runtime) {
 }
 
 void WarmPool::start() {
-  if (config_.sizes.empty() || filler_.joinable()) return;
+  std::lock_guard lock(mutex_);
+  if (slots_.empty() || filler_.joinable() || stopping_) return;
   filler_ = std::thread([this] { fill(); });
 }
 
-std::optional<std::string> WarmPool::take(SizeTier size) {
+bool WarmPool::serves(SizeTier size) const {
   std::lock_guard lock(mutex_);
   auto slot = slots_.find(size);
-  if (slot == slots_.end() || slot->second.ready.empty()) return std::nullopt;
-  std::string id = std::move(slot->second.ready.front());
-  slot->second.ready.pop_front();
-  wake_.notify_all();
-  return id;
+  return slot != slots_.end() && slot->second.target > 0;
+}
+
+void WarmPool::set_targets(const std::map<SizeTier, size_t>& targets) {
+  std::vector<std::string> surplus;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [size, n] : targets) {
+      Slot& slot = slots_[size];
+      slot.target = n;
+      while (slot.ready.size() > n) {
+        surplus.push_back(std::move(slot.ready.back()));
+        slot.ready.pop_back();
+      }
+    }
+    wake_.notify_all();
+  }
+  start();
+  for (const auto& id : surplus) discard(id);
+}
+
+std::optional<std::string> WarmPool::take(SizeTier size) {
+  std::optional<std::string> taken;
+  std::vector<std::string> dead;  // members whose supervisor went while they waited
+  {
+    std::lock_guard lock(mutex_);
+    auto slot = slots_.find(size);
+    while (slot != slots_.end() && !slot->second.ready.empty() && !taken) {
+      std::string id = std::move(slot->second.ready.front());
+      slot->second.ready.pop_front();
+      if (runtime_.store().supervisor_alive(id)) taken = std::move(id);
+      else dead.push_back(std::move(id));
+    }
+    wake_.notify_all();
+  }
+  for (const auto& id : dead) discard(id);
+  return taken;
+}
+
+// A member that will not be handed out: removed if it is still ours and free (one that
+// someone started again, or claimed through another path, is left alone).
+void WarmPool::discard(const std::string& id) {
+  auto record = runtime_.store().load(id);
+  if (!record || record->pool != owner_tag()) return;
+  if (auto removed = runtime_.remove(id); !removed) log::warn("could not remove warm pool member " + id + ": " + removed.error().message);
 }
 
 bool WarmPool::is_free(const std::string& id) const {
@@ -127,18 +183,21 @@ bool WarmPool::is_free(const std::string& id) const {
 }
 
 void WarmPool::give_back(SizeTier size, const std::string& id) {
-  std::lock_guard lock(mutex_);
-  if (stopping_) {
-    (void)runtime_.remove(id);
-    return;
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      slots_[size].ready.push_front(id);
+      return;
+    }
   }
-  slots_[size].ready.push_front(id);
+  discard(id);  // stop() has removed the others already
 }
 
 void WarmPool::stop() {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ && !filler_.joinable()) return;
+    if (stopping_ && !filler_.joinable() && std::all_of(slots_.begin(), slots_.end(), [](const auto& s) { return s.second.ready.empty(); }))
+      return;
     stopping_ = true;
     wake_.notify_all();
   }
@@ -151,16 +210,15 @@ void WarmPool::stop() {
       slot.ready.clear();
     }
   }
-  for (const auto& id : left)
-    if (auto removed = runtime_.remove(id); !removed) log::warn("could not remove warm pool member " + id + ": " + removed.error().message);
+  for (const auto& id : left) discard(id);
 }
 
 Json WarmPool::status() const {
   std::lock_guard lock(mutex_);
-  Json j = Json::object();
+  Json sizes = Json::object();
   for (const auto& [size, slot] : slots_)
-    j[std::string(size_tier_name(size))] = {{"target", slot.target}, {"ready", slot.ready.size()}, {"building", slot.building}};
-  return j;
+    sizes[std::string(size_tier_name(size))] = {{"target", slot.target}, {"ready", slot.ready.size()}, {"building", slot.building}};
+  return {{"sizes", sizes}, {"preload", config_.preload}, {"memory_merge", config_.memory_merge}};
 }
 
 bool WarmPool::wait_for(milliseconds d) {

@@ -25,12 +25,15 @@
 namespace nsbox::api {
 
 struct WarmPoolConfig {
+  static constexpr size_t kMaxPerSize = 256;
   std::map<SizeTier, size_t> sizes;  // ready members wanted per size; empty: no pool
   std::vector<std::string> preload = {"numpy", "pandas", "matplotlib"};
   bool memory_merge = false;  // `--memory-merge`: the members' preloaded heap offered to KSM
 
   // "standard=2,large=1" and "numpy,pandas" (or "none"): checked, with the flag named.
   static Result<WarmPoolConfig> parse(const std::string& warm, const std::optional<std::string>& preload);
+  // {"standard": 4, "large": 0}: PUT /v1/pool's sizes, with the same bounds as --warm.
+  static Result<std::map<SizeTier, size_t>> sizes_from_json(const Json& j);
 };
 
 class WarmPool {
@@ -49,15 +52,21 @@ class WarmPool {
   static void sweep_orphans(Runtime& runtime);
 
   void start();
-  bool serves(SizeTier size) const { return config_.sizes.count(size) > 0; }
+  bool serves(SizeTier size) const;
+  // PUT /v1/pool: new targets for the sizes given (0 ends a size's pool); members beyond
+  // a lowered target are removed. The refill starts with the first target.
+  void set_targets(const std::map<SizeTier, size_t>& targets);
   // A ready member of `size` (the caller claims it), or none.
   std::optional<std::string> take(SizeTier size);
   bool is_free(const std::string& id) const;  // ready and not taken
   // A member taken but not claimed (the claim failed for the caller's own reason).
   void give_back(SizeTier size, const std::string& id);
+  // A member taken and not handed out (its claim failed): removed if it is still this
+  // server's free member; one started again or claimed elsewhere is left alone.
+  void discard(const std::string& id);
   // Ends the refill and removes every free member.
   void stop();
-  // {"standard": {"target": 2, "ready": 1, "building": 1}, ...}
+  // {"sizes": {"standard": {"target": 2, "ready": 1, "building": true}}, "preload": [...], "memory_merge": false}
   Json status() const;
 
  private:

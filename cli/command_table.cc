@@ -156,7 +156,10 @@ const std::vector<CommandHelp>& command_table() {
         {"max-upload", "SIZE", "the largest upload (default 100M)"},
         {"tools-config", "FILE", "the tools (and keys) of the sandboxes it makes: a 0600 JSON file (docs/tools.md)"},
         kSnapshotDir,
-        kSnapshotStore},
+        kSnapshotStore,
+        {"warm", "SIZE=N[,SIZE=N...]", "keep N ready sandboxes of each size; creates they can serve claim one (docs/semantics.md, \"Warm pool\")"},
+        {"preload", "MOD,MOD...|none", "what the warm sandboxes' kernels import before they are ready (default numpy,pandas,matplotlib)"},
+        {"memory-merge", nullptr, "offer the warm kernels' preloaded heap to KSM (off by default: docs/decisions.md, \"Memory merging\")"}},
        cmd_serve, false, "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM."},
   };
   return table;

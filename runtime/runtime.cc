@@ -146,6 +146,14 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
   return Runtime(StateStore(std::move(root)), std::move(layout), std::move(snapshots), std::move(remote));
 }
 
+// A warm pool's free member is its server's until a create claims it: nothing is put in
+// it or taken from it before (the supervisor refuses its own requests the same way).
+Result<void> Runtime::not_a_free_member(const SandboxRecord& record) {
+  if (record.pool.empty()) return {};
+  return fail(make_error(ErrorCode::kPermissionDenied, "sandbox " + record.id + " is a free member of a warm pool (" + record.pool + ")",
+                         "a create through that server claims one"));
+}
+
 // Why a sandbox does not answer: stopped (`nsbox stop`), or dead (its supervisor went).
 Error Runtime::not_running(const std::string& id) const {
   if (auto record = store_.load(id); record && !record->stopped_at.empty() && !store_.supervisor_alive(id))
@@ -245,7 +253,12 @@ Result<SandboxInfo> Runtime::claim(const std::string& id, const std::string& nam
     if (!name.empty()) store_.release_name(name, id);
     return fail(std::move(claimed.error()).context("claim " + id));
   }
-  return info_for(id);
+  // The answer holds the record as saved: no second round trip for a status.
+  SandboxInfo info;
+  info.record = NSBOX_TRY(SandboxRecord::from_json((*claimed)["record"]));
+  if (auto v = VolumeStore(store_.root()).load(info.record.volume)) info.volume = std::move(*v);
+  if (auto h = VolumeStore(store_.root(), VolumeKind::kHome).load(info.record.home)) info.home = std::move(*h);
+  return info;
 }
 
 // Starts the supervisor of `spec` and waits for its report.
@@ -313,6 +326,7 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
       return fail(std::move(lock.error()));
     }
     auto record = NSBOX_TRY(store_.load(id));
+    NSBOX_CHECK(not_a_free_member(record));  // its server removes it, or the next one does
     if (record.home.empty())
       return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " was made before sandboxes could be started again",
                              "its files are in `nsbox files " + id + "`; make a new sandbox"));
@@ -650,6 +664,7 @@ Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) con
 Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto record = NSBOX_TRY(store_.load(id));
+  NSBOX_CHECK(not_a_free_member(record));
   auto volume = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
   return VolumeStore(store_.root()).open_files(volume);
 }
@@ -657,6 +672,7 @@ Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
 Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto record = NSBOX_TRY(store_.load(id));
+  NSBOX_CHECK(not_a_free_member(record));
   if (record.init_pid <= 0 || !store_.supervisor_alive(id)) return fail(not_running(id));
   // The root is init's, and init is the sandbox's only while the supervisor lives: a pidfd
   // first, the supervisor's lock checked after it, the root opened, and init still alive

@@ -243,6 +243,7 @@ class Runtime {
 
   Result<SandboxInfo> info_for(const std::string& id) const;
   Error not_running(const std::string& id) const;
+  static Result<void> not_a_free_member(const SandboxRecord& record);
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
   void remove_leftovers(const std::string& id, const std::string& name) const;
   void stop_supervisor(const std::string& id) const;

@@ -165,7 +165,16 @@ Result<Supervisor::EarlyMount> Supervisor::mount_files_early(const Volume& volum
   pid_t pid = ::fork();
   if (pid < 0) return fail(sys_error("fork to mount the files volume"));
   if (pid == 0) {
-    r.reset();
+    // Nothing of ours but the pipe: an inherited liveness lock or report pipe would make
+    // a supervisor that failed look alive, or its creator wait.
+    int keep = w.get();
+    if (keep > 3) sys::close_range(3, static_cast<unsigned>(keep - 1), 0);
+    sys::close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
+    int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, STDIN_FILENO);
+      ::dup2(null_fd, STDOUT_FILENO);
+    }
     auto mounted = volume_image::mount(volume.path, dir);
     if (!mounted) (void)!::write(w.get(), mounted.error().message.data(), std::min<size_t>(mounted.error().message.size(), 4000));
     ::_exit(mounted ? 0 : 1);
@@ -175,12 +184,24 @@ Result<Supervisor::EarlyMount> Supervisor::mount_files_early(const Volume& volum
   return m;
 }
 
+Supervisor::EarlyMount::~EarlyMount() {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
+}
+
 Result<void> Supervisor::finish_early_mount(EarlyMount m) {
   if (m.pid <= 0) return {};
+  // Bounded as a mount in our own thread would be by the kernel: a loop device and an
+  // ext4 mount of a fresh image take milliseconds; 30 s means something is stuck.
+  pollfd p{m.errors.get(), POLLIN, 0};
+  if (sys::retry_eintr([&] { return ::poll(&p, 1, 30000); }) == 0)
+    return fail(make_error(ErrorCode::kTimeout, "the files volume's mount did not finish within 30 s"));  // ~EarlyMount kills it
   std::string error(4000, '\0');
   ssize_t n = sys::retry_eintr([&] { return ::read(m.errors.get(), error.data(), error.size()); });  // EOF when it exits
   int status = 0;
-  if (sys::retry_eintr([&] { return ::waitpid(m.pid, &status, 0); }) != m.pid)
+  pid_t pid = std::exchange(m.pid, 0);
+  if (sys::retry_eintr([&] { return ::waitpid(pid, &status, 0); }) != pid)
     return fail(sys_error("wait for the files volume's mount"));
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
   error.resize(n > 0 ? static_cast<size_t>(n) : 0);
@@ -346,6 +367,11 @@ void Supervisor::on_client_event(int fd, uint32_t events) {
 
 void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   const std::string op = frame.message.value("op", "");
+  // A warm pool's free member is nobody's yet: nothing runs in it before its claim.
+  if (!record_.pool.empty() && op != "claim" && op != "status" && op != "ping" && op != "shutdown")
+    return reply_error(client, make_error(ErrorCode::kPermissionDenied, "sandbox " + record_.id + " is a free member of a warm pool (" +
+                                                                            record_.pool + ")",
+                                          "a create through that server claims one"));
   if (op == "exec") return start_command(client, frame);
   if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
   if (op == "execute") {

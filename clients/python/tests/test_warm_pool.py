@@ -26,7 +26,13 @@ def members(server: Server) -> List[Dict[str, Any]]:
 
 
 def ready(server: Server) -> List[Dict[str, Any]]:
-    return [m for m in members(server) if m.get("kernel_state") == "idle"]
+    """The members the server would hand out now (GET /v1/pool), as `ls --all` shows them."""
+    c = server.client()
+    try:
+        n = c.json("GET", "/v1/pool", timeout=30)["sizes"].get("standard", {}).get("ready", 0)
+    finally:
+        c.close()
+    return [m for m in members(server) if m.get("kernel_state") == "idle"][:n]
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +86,11 @@ def test_a_free_member_cannot_be_used_before_it_is_claimed(warm: Server, client:
     with pytest.raises(nsbox.NsboxError) as refused:
         client.json("POST", "/v1/sandboxes/%s/commands" % free, json_body={"command": "touch /tmp/planted"}, timeout=30)
     assert "free member of the warm pool" in str(refused.value)
+    # Below the API too: its supervisor and the files volume refuse the CLI (or a second server).
+    for args in (["sh", free, "--", "touch /tmp/planted"], ["exec", free, "-c", "x = 1"], ["files", free, "ls"],
+                 ["snapshot", "create", free], ["pty", free, "start", "--", "bash"]):
+        r = run_cli(warm.root, *args)
+        assert r.returncode != 0 and b"free member of a warm pool" in r.stderr, (args, r.stdout, r.stderr)
 
 
 def test_claims_get_name_env_preload_and_their_own_random_state_and_are_isolated(warm: Server, client: nsbox.Client) -> None:
@@ -135,6 +146,32 @@ def test_creates_the_pool_cannot_serve_take_the_cold_path(warm: Server, client: 
             assert sbx.run_code("1 + 1").results == "2"
         finally:
             sbx.remove()
+
+
+def test_creates_whose_env_or_manifest_a_member_could_not_honour_take_the_cold_path(warm: Server, client: nsbox.Client) -> None:
+    # PYTHONPATH is read when the interpreter starts: a member's started before the claim.
+    sbx = nsbox.Sandbox.create(client=client, env={"PYTHONPATH": "/home/user/lib"})
+    try:
+        assert sbx.info().raw["create_path"] == "cold"
+        assert sbx.run_code("import sys; '/home/user/lib' in sys.path").results == "True"
+    finally:
+        sbx.remove()
+    sbx = nsbox.Sandbox.create(client=client, manifest={"version": 1, "environment": {"STAGE": "test"}})
+    try:
+        assert sbx.info().raw["create_path"] == "cold" and sbx.info().raw["manifest_digest"]
+    finally:
+        sbx.remove()
+
+
+def test_a_warm_kernel_shows_figures_as_a_cold_one_does(warm: Server, client: nsbox.Client) -> None:
+    sbx = claim(warm, client)
+    try:
+        r = sbx.run_code("import os, matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()\nos.environ['MPLBACKEND']")
+        assert r.status == "ok", r.raw
+        assert r.results == "'module://nsbox_kernel.mpl_backend'"
+        assert [d["type"] for d in r.raw["display"]] == ["image/png"], r.raw
+    finally:
+        sbx.remove()
 
 
 def test_a_create_with_a_mount_takes_the_cold_path_and_works(warm: Server, client: nsbox.Client, s3rver: S3rver) -> None:
@@ -240,3 +277,23 @@ def test_memory_merging_changes_no_behaviour() -> None:
             c.close()
     finally:
         destroy_root(s)
+
+
+def test_the_pool_s_targets_change_live(warm: Server, client: nsbox.Client) -> None:
+    try:
+        grown = client.json("PUT", "/v1/pool", json_body={"sizes": {"medium": 1}}, timeout=30)
+        assert grown["sizes"]["medium"]["target"] == 1 and grown["sizes"]["standard"]["target"] == POOL
+        assert wait_until(lambda: client.json("GET", "/v1/pool")["sizes"]["medium"]["ready"] == 1, BUILD_BOUND), warm.log()
+        sbx = nsbox.Sandbox.create(client=client, size="medium")
+        try:
+            assert sbx.info().raw["create_path"] == "warm"
+        finally:
+            sbx.remove()
+        with pytest.raises(nsbox.NsboxError):
+            client.json("PUT", "/v1/pool", json_body={"sizes": {"medium": 1000}}, timeout=30)
+        with pytest.raises(nsbox.NsboxError):
+            client.json("PUT", "/v1/pool", json_body={"sizes": {"huge": 1}}, timeout=30)
+    finally:
+        shrunk = client.json("PUT", "/v1/pool", json_body={"sizes": {"medium": 0}}, timeout=30)
+    assert shrunk["sizes"]["medium"]["target"] == 0
+    assert wait_until(lambda: not [m for m in members(warm) if m["size"] == "medium"], 60), members(warm)

@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 
-from . import cell, display, packages
+from . import cell, display, font_cache, packages
 from .channel import Channel
 from .helpers import Helpers
 
@@ -25,6 +25,8 @@ def _on_sigint(signum, frame):
 def preload(names):
     """Imports a warm pool's data stack before the kernel says it is ready (`--preload`).
     One that fails is said on stderr (the first cell's) and the others still load."""
+    font_cache.seed()
+    _set_mpl_backend()  # matplotlib reads it when it is imported
     for name in filter(None, names.split(",")):
         try:
             importlib.import_module(name)
@@ -39,15 +41,26 @@ def _reseed():
     random.seed()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
-        numpy_random.seed(int.from_bytes(os.urandom(4), "little"))
+        numpy_random.seed()  # from the OS's entropy, as at import
+
+
+def _set_mpl_backend():
+    os.environ.setdefault("MPLBACKEND", "module://nsbox_kernel.mpl_backend")
 
 
 def _configure(request):
-    """A warm pool's claim: the creator's environment, and fresh random state."""
+    """A warm pool's claim: the creator's environment, and fresh random state. Never
+    fatal: a value the interpreter refuses (a NUL) is left out and said."""
     env = request.get("env")
-    if isinstance(env, dict):
-        os.environ.update({str(k): str(v) for k, v in env.items()})
-    _reseed()
+    for k, v in (env.items() if isinstance(env, dict) else ()):
+        try:
+            os.environ[str(k)] = str(v)
+        except (ValueError, OSError) as e:
+            print(f"nsbox: environment variable {k} not set: {e}", file=sys.stderr)
+    try:
+        _reseed()
+    except Exception as e:
+        print(f"nsbox: random state not reseeded: {e}", file=sys.stderr)
 
 
 def serve(fd):
@@ -59,7 +72,8 @@ def serve(fd):
     packages.install(helpers.set_progress)
     builtins.input = _no_input
     sys.argv = [""]
-    os.environ.setdefault("MPLBACKEND", "module://nsbox_kernel.mpl_backend")
+    _set_mpl_backend()
+    font_cache.seed()
     signal.signal(signal.SIGINT, _on_sigint)
     channel.send({"event": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
 
