@@ -85,9 +85,9 @@ Result<std::map<SizeTier, size_t>> WarmPoolConfig::sizes_from_json(const Json& j
   std::map<SizeTier, size_t> out;
   for (const auto& [name, n] : j.items()) {
     auto size = NSBOX_TRY(parse_size_tier(name));
-    if (!n.is_number_unsigned() || n.get<uint64_t>() > kMaxPerSize)
+    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > static_cast<int64_t>(kMaxPerSize))
       return fail(make_error(ErrorCode::kMalformedRequest, "the pool of " + name + " must be a number from 0 to " + std::to_string(kMaxPerSize)));
-    out[size] = n.get<size_t>();
+    out[size] = static_cast<size_t>(n.get<int64_t>());
   }
   return out;
 }

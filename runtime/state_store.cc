@@ -200,8 +200,11 @@ Result<SandboxRecord> StateStore::load(const std::string& id) const {
   return SandboxRecord::from_json(j);
 }
 
+// Records live in the run directory, which a reboot forgets (docs/decisions.md 118): the
+// rename keeps readers from a half-written record; an fsync would buy nothing (1-2 ms
+// per create, claim and stop where the run directory is on a disk).
 Result<void> StateStore::save(const SandboxRecord& record) const {
-  return files::atomic_write(root_.state_file(record.id), record.to_json().dump(2) + "\n", 0600);
+  return files::atomic_write(root_.state_file(record.id), record.to_json().dump(2) + "\n", 0600, files::Durability::kVolatile);
 }
 
 Result<std::vector<std::string>> StateStore::ids() const {

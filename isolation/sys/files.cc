@@ -190,7 +190,7 @@ Result<void> write_file(const std::string& path, std::string_view data) {
   return {};
 }
 
-Result<void> atomic_write(const std::string& path, std::string_view data, mode_t mode) {
+Result<void> atomic_write(const std::string& path, std::string_view data, mode_t mode, Durability durability) {
   std::string dir = ".";
   if (auto slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash);
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
@@ -202,10 +202,12 @@ Result<void> atomic_write(const std::string& path, std::string_view data, mode_t
     return fail(std::move(e));
   };
   if (auto r = write_all(fd.get(), data, tmp); !r) return cleanup_on_error(r.error());
-  if (::fsync(fd.get()) != 0) return cleanup_on_error(sys_error("fsync " + tmp));
+  const bool synced = durability == Durability::kSynced;
+  if (synced && ::fsync(fd.get()) != 0) return cleanup_on_error(sys_error("fsync " + tmp));
   fd.reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     return cleanup_on_error(sys_error("rename " + tmp + " to " + path));
+  if (!synced) return {};
   UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd) ::fsync(dfd.get());
   return {};

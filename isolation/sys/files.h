@@ -30,7 +30,11 @@ Result<uint64_t> copy_sparse(int in, int out, uint64_t size, std::string_view in
 
 // temp file in the same directory + fsync + rename + fsync(dir): readers see the old
 // content or the new, never a mix.
-Result<void> atomic_write(const std::string& path, std::string_view data, mode_t mode = 0600);
+// kVolatile skips the fsyncs: for files a reboot forgets by design (the run directory's
+// records), where readers need only the rename's atomicity, not durability.
+enum class Durability { kSynced, kVolatile };
+Result<void> atomic_write(const std::string& path, std::string_view data, mode_t mode = 0600,
+                          Durability durability = Durability::kSynced);
 
 Result<void> make_dirs(const std::string& path, mode_t mode = 0755);
 // Creates `path` (mode 0700) if missing, then insists it is ours alone: a directory, not a

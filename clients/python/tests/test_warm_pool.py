@@ -297,3 +297,22 @@ def test_the_pool_s_targets_change_live(warm: Server, client: nsbox.Client) -> N
         shrunk = client.json("PUT", "/v1/pool", json_body={"sizes": {"medium": 0}}, timeout=30)
     assert shrunk["sizes"]["medium"]["target"] == 0
     assert wait_until(lambda: not [m for m in members(warm) if m["size"] == "medium"], 60), members(warm)
+
+
+def test_a_preload_that_fails_is_said_in_the_first_cell_and_the_rest_loads() -> None:
+    s = Server(make_root(), ["--warm", "standard=1", "--preload", "no_such_module_xyz,json"])
+    try:
+        s.start()
+        assert wait_until(lambda: len(ready(s)) == 1, BUILD_BOUND), s.log()
+        c = s.client()
+        sbx = nsbox.Sandbox.create(client=c)
+        c.close()
+        try:
+            r = sbx.run_code("import sys; 'json' in sys.modules")
+            assert r.results == "True", r.raw
+            assert "nsbox: preload of no_such_module_xyz failed: ModuleNotFoundError" in r.stderr, r.raw
+            assert "no_such_module_xyz" not in sbx.run_code("1").stderr  # said once
+        finally:
+            sbx.remove()
+    finally:
+        destroy_root(s)
