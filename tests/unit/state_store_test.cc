@@ -89,7 +89,9 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   for (const auto& [key, value] : j.items()) fields.insert(key);
   CHECK(fields == std::set<std::string>{"id", "name", "size", "net", "created_at", "supervisor_pid", "init_pid", "enforcement",
                                         "cgroup", "env_names", "volume", "home", "stopped_at", "mounts", "signed_mounts", "ephemeral", "manifest_digest", "mount_servers", "tools",
-                                        "packages"});
+                                        "packages",
+                                        // the warm pool's: a server's tag, "warm"/"cold", module names, a flag
+                                        "pool", "create_path", "preload", "memory_merge"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);
