@@ -251,11 +251,15 @@ void WarmPool::fill() {
     for (auto until = Clock::now() + kYieldBound; busy_() && Clock::now() < until;)
       if (!wait_for(milliseconds(20))) break;
     auto built = build(*wanted);
+    bool surplus = false;  // the target was lowered (PUT /v1/pool) while it was built
     {
       std::lock_guard lock(mutex_);
-      slots_[*wanted].building = false;
-      if (built) slots_[*wanted].ready.push_back(*built);
+      Slot& slot = slots_[*wanted];
+      slot.building = false;
+      if (built && slot.ready.size() < slot.target) slot.ready.push_back(*built);
+      else surplus = built.has_value();
     }
+    if (surplus) discard(*built);
     if (built) {
       retry = kRetryFirst;
       continue;

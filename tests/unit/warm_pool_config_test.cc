@@ -9,7 +9,7 @@ using nsbox::SizeTier;
 using nsbox::api::Json;
 using nsbox::api::WarmPoolConfig;
 
-TEST_CASE("--warm takes SIZE=N pairs, --preload module names or none", "[warm]") {
+TEST_CASE("warm pool flags: --warm takes SIZE=N pairs, --preload module names or none", "[warm]") {
   auto c = WarmPoolConfig::parse("standard=4,large=1,xlarge=0", std::nullopt);
   REQUIRE(c);
   CHECK(c->sizes == std::map<SizeTier, size_t>{{SizeTier::kStandard, 4}, {SizeTier::kLarge, 1}});  // 0: no pool of that size
@@ -20,7 +20,7 @@ TEST_CASE("--warm takes SIZE=N pairs, --preload module names or none", "[warm]")
         std::vector<std::string>{"numpy", "sklearn.linear_model"});
 }
 
-TEST_CASE("bad --warm and --preload values are refused with the flag named", "[warm]") {
+TEST_CASE("warm pool flags: bad --warm and --preload values are refused with the flag named", "[warm]") {
   for (const char* bad : {"standard", "standard=", "standard=x", "standard=-1", "standard=257", "standard=1000", "huge=1",
                           "standard=1,,large=1", "standard=1,standard=2", "=1"}) {
     auto c = WarmPoolConfig::parse(bad, std::nullopt);
@@ -36,7 +36,7 @@ TEST_CASE("bad --warm and --preload values are refused with the flag named", "[w
   }
 }
 
-TEST_CASE("PUT /v1/pool's sizes are bounded as --warm is", "[warm]") {
+TEST_CASE("warm pool flags: PUT /v1/pool's sizes are bounded as --warm is", "[warm]") {
   auto ok = WarmPoolConfig::sizes_from_json(Json{{"standard", 3}, {"large", 0}});
   REQUIRE(ok);
   CHECK(ok->at(SizeTier::kStandard) == 3);
