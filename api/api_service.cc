@@ -121,8 +121,7 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   // A free member of the warm pool is nobody's yet: nothing may be put in it before the
   // create that claims it (which would find it), nor taken out.
   if (pool_ && pool_->is_free(sandbox) && !(rest.empty() && m == "GET"))
-    return respond_error(x, make_error(ErrorCode::kPermissionDenied, "sandbox " + sandbox + " is a free member of the warm pool",
-                                       "a create (POST /v1/sandboxes) claims one"));
+    return respond_error(x, free_member_error(sandbox, WarmPool::owner_tag()));
   if (rest.empty()) {
     if (m == "GET") {
       auto info = runtime_.inspect(sandbox);
@@ -216,14 +215,9 @@ namespace {
 // Whether a warm pool's member can serve a create: one with none of what members lack.
 // (Its tools come from the server's config, as the members' do.)
 bool poolable(const CreateOptions& o, const Json& body) {
-  // Variables a process reads when it starts (the interpreter's, the loader's, the BLAS
-  // thread pools', the time zone): a member's kernel started long before the claim.
-  auto read_at_start = [](const auto& kv) {
-    const std::string& k = kv.first;
-    for (const char* prefix : {"PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "MPL", "MALLOC_", "LC_", "LANG"})
-      if (k.starts_with(prefix)) return true;
-    return k == "TZ" || k == "HOME" || k == "PATH" || k == "TMPDIR";
-  };
+  // A member's kernel started long before the claim: variables read at a process's start
+  // would reach later commands but not it.
+  auto read_at_start = [](const auto& kv) { return env_read_at_process_start(kv.first); };
   return o.mounts.empty() && o.workspace.empty() && o.volume.empty() && o.net.mode == network::Mode::kNone &&
          !body.contains("tools") && !body.contains("packages") && !body.contains("manifest") && o.files_quota == 0 &&
          o.home_size == 0 && o.from_snapshot.empty() && std::none_of(o.env.begin(), o.env.end(), read_at_start);

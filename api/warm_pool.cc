@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <string_view>
 
 #include "isolation/sys/log.h"
 
@@ -14,6 +15,8 @@ namespace nsbox::api {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kOwnerPrefix = "nsbox-server:";
 using std::chrono::milliseconds;
 
 // How long a member's kernel may take to import the preload list (matplotlib's first
@@ -100,15 +103,15 @@ WarmPool::WarmPool(Runtime& runtime, WarmPoolConfig config, std::function<Result
 
 WarmPool::~WarmPool() { stop(); }
 
-std::string WarmPool::owner_tag() { return "nsbox-server:" + std::to_string(::getpid()); }
+std::string WarmPool::owner_tag() { return std::string(kOwnerPrefix) + std::to_string(::getpid()); }
 
 void WarmPool::sweep_orphans(Runtime& runtime) {
   auto list = runtime.list();
   if (!list) return;
   for (const auto& info : *list) {
     const std::string& owner = info.record.pool;
-    if (owner.empty() || !owner.starts_with("nsbox-server:")) continue;
-    pid_t pid = static_cast<pid_t>(std::atoi(owner.c_str() + std::string("nsbox-server:").size()));
+    if (!owner.starts_with(kOwnerPrefix)) continue;  // not a member (or not a server's)
+    pid_t pid = static_cast<pid_t>(std::atoi(owner.c_str() + kOwnerPrefix.size()));
     bool server_lives = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
     // A live server's members are its own, unless their supervisor is gone (no use to anyone).
     if (server_lives && info.status == SandboxStatus::kRunning) continue;
@@ -196,8 +199,7 @@ void WarmPool::give_back(SizeTier size, const std::string& id) {
 void WarmPool::stop() {
   {
     std::lock_guard lock(mutex_);
-    if (stopping_ && !filler_.joinable() && std::all_of(slots_.begin(), slots_.end(), [](const auto& s) { return s.second.ready.empty(); }))
-      return;
+    if (stopping_ && !filler_.joinable()) return;  // stopped: nothing is added after (start() refuses, give_back discards)
     stopping_ = true;
     wake_.notify_all();
   }

@@ -74,6 +74,11 @@ int main(int argc, char** argv) {
     else if (i + 1 < argc && !std::strcmp(argv[i], "--control-fd")) control_fd = std::atoi(argv[++i]);
     else if (i + 1 < argc && !std::strcmp(argv[i], "--preload")) preload = argv[++i];
   }
+  // Module names only reach the source: letters, digits, '_', '.' and the commas.
+  if (preload.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,") != std::string::npos) {
+    std::fprintf(stderr, "nsbox-kernel: --preload takes module names separated by commas\n");
+    return 2;
+  }
   // The same layout in every merging kernel: without randomisation from the exec on.
   if (merge) {
     int persona = ::personality(0xffffffff);
@@ -102,13 +107,8 @@ int main(int argc, char** argv) {
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) return fail(status);
 
-  std::string setup = "import sys\nsys.path.insert(0, '" + python_path + "')\nimport nsbox_kernel\n";
-  // Module names only reach the source: letters, digits, '_', '.' and the commas.
-  if (preload.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,") != std::string::npos) {
-    std::fprintf(stderr, "nsbox-kernel: --preload takes module names separated by commas\n");
-    return 2;
-  }
-  if (!preload.empty()) setup += "nsbox_kernel.preload('" + preload + "')\n";
+  std::string setup = "import sys\nsys.path.insert(0, '" + python_path + "')\nimport nsbox_kernel\nnsbox_kernel.prepare('" +
+                      preload + "')\n";
   int rc = PyRun_SimpleString(setup.c_str());
   if (rc == 0 && merge) offer_heap_to_ksm();
   std::string start = "sys.exit(nsbox_kernel.serve(" + std::to_string(control_fd) + "))\n";

@@ -70,6 +70,12 @@ Result<void> check_env(const EnvList& env) {
   return {};
 }
 
+bool env_read_at_process_start(std::string_view name) {
+  for (std::string_view prefix : {"PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "MPL", "MALLOC_", "LC_", "LANG"})
+    if (name.starts_with(prefix)) return true;
+  return name == "TZ" || name == "HOME" || name == "PATH" || name == "TMPDIR";
+}
+
 Result<void> CommandRequest::check() const {
   for (size_t i = 0; i < argv.size(); ++i) NSBOX_CHECK(check_utf8("argument " + std::to_string(i), argv[i]));
   NSBOX_CHECK(check_utf8("the working directory", cwd));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,12 @@ struct CommandRequest {
 
 // Every name and value is UTF-8.
 Result<void> check_env(const EnvList& env);
+
+// Whether a process reads the variable when it starts (the interpreter's PYTHON*, the
+// loader's LD_*, the locale, the time zone, HOME/PATH/TMPDIR, the BLAS thread pools'):
+// setting it in a process that already runs changes nothing. A warm pool's claim cannot
+// honour these (runtime/runtime.h, Runtime::claim).
+bool env_read_at_process_start(std::string_view name);
 
 // "K=V" -> pair; rejects a missing '=', an empty or odd key, a value that is not UTF-8.
 Result<std::pair<std::string, std::string>> parse_env_assignment(const std::string& text);

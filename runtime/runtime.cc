@@ -146,14 +146,6 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
   return Runtime(StateStore(std::move(root)), std::move(layout), std::move(snapshots), std::move(remote));
 }
 
-// A warm pool's free member is its server's until a create claims it: nothing is put in
-// it or taken from it before (the supervisor refuses its own requests the same way).
-Result<void> Runtime::not_a_free_member(const SandboxRecord& record) {
-  if (record.pool.empty()) return {};
-  return fail(make_error(ErrorCode::kPermissionDenied, "sandbox " + record.id + " is a free member of a warm pool (" + record.pool + ")",
-                         "a create through that server claims one"));
-}
-
 // Why a sandbox does not answer: stopped (`nsbox stop`), or dead (its supervisor went).
 Error Runtime::not_running(const std::string& id) const {
   if (auto record = store_.load(id); record && !record->stopped_at.empty() && !store_.supervisor_alive(id))
@@ -245,6 +237,10 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
 Result<SandboxInfo> Runtime::claim(const std::string& id, const std::string& name, const EnvList& env) const {
   if (!name.empty()) NSBOX_CHECK(StateStore::validate_name(name));
   NSBOX_CHECK(check_env(env));
+  for (const auto& [k, v] : env)
+    if (env_read_at_process_start(k))
+      return fail(make_error(ErrorCode::kInvalidArgument, k + " is read when a process starts: a warm sandbox's kernel runs already",
+                             "create the sandbox cold (Runtime::create)"));
   if (!name.empty()) NSBOX_CHECK(store_.reserve_name(name, id));
   Json vars = Json::object();
   for (const auto& [k, v] : env) vars[k] = v;
@@ -254,11 +250,7 @@ Result<SandboxInfo> Runtime::claim(const std::string& id, const std::string& nam
     return fail(std::move(claimed.error()).context("claim " + id));
   }
   // The answer holds the record as saved: no second round trip for a status.
-  SandboxInfo info;
-  info.record = NSBOX_TRY(SandboxRecord::from_json((*claimed)["record"]));
-  if (auto v = VolumeStore(store_.root()).load(info.record.volume)) info.volume = std::move(*v);
-  if (auto h = VolumeStore(store_.root(), VolumeKind::kHome).load(info.record.home)) info.home = std::move(*h);
-  return info;
+  return with_volumes(NSBOX_TRY(SandboxRecord::from_json((*claimed)["record"])));
 }
 
 // Starts the supervisor of `spec` and waits for its report.
@@ -272,10 +264,7 @@ Result<SandboxInfo> Runtime::launch(const SupervisorSpec& spec) const {
     for (int i = 0; i < 500 && store_.supervisor_alive(spec.id); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return fail(std::move(e));
   }
-  SandboxInfo info;
-  info.record = NSBOX_TRY(SandboxRecord::from_json((*report)["record"]));
-  if (auto v = VolumeStore(store_.root()).load(info.record.volume)) info.volume = std::move(*v);
-  if (auto h = VolumeStore(store_.root(), VolumeKind::kHome).load(info.record.home)) info.home = std::move(*h);
+  SandboxInfo info = with_volumes(NSBOX_TRY(SandboxRecord::from_json((*report)["record"])));
   if (report->contains("warning")) {
     // Said once per state root, not at every create.
     std::string marker = store_.root().run_dir + "/.warned-limits-fallback";
@@ -326,7 +315,7 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
       return fail(std::move(lock.error()));
     }
     auto record = NSBOX_TRY(store_.load(id));
-    NSBOX_CHECK(not_a_free_member(record));  // its server removes it, or the next one does
+    NSBOX_CHECK(require_not_free_member(record));  // its server removes it, or the next one does
     if (record.home.empty())
       return fail(make_error(ErrorCode::kInvalidArgument, "sandbox " + id + " was made before sandboxes could be started again",
                              "its files are in `nsbox files " + id + "`; make a new sandbox"));
@@ -429,11 +418,17 @@ Result<void> Runtime::answer_tool_call(const std::string& id_or_name, const std:
   return {};
 }
 
-Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
+// A record with its files and home volumes (either may be gone: a dead sandbox's).
+SandboxInfo Runtime::with_volumes(SandboxRecord record) const {
   SandboxInfo info;
-  info.record = NSBOX_TRY(store_.load(id));
+  info.record = std::move(record);
   if (auto v = VolumeStore(store_.root()).load(info.record.volume)) info.volume = std::move(*v);
   if (auto h = VolumeStore(store_.root(), VolumeKind::kHome).load(info.record.home)) info.home = std::move(*h);
+  return info;
+}
+
+Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
+  SandboxInfo info = with_volumes(NSBOX_TRY(store_.load(id)));
   info.status = store_.supervisor_alive(id)           ? SandboxStatus::kRunning
                 : !info.record.stopped_at.empty() ? SandboxStatus::kStopped
                                                   : SandboxStatus::kDead;
@@ -664,7 +659,7 @@ Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) con
 Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto record = NSBOX_TRY(store_.load(id));
-  NSBOX_CHECK(not_a_free_member(record));
+  NSBOX_CHECK(require_not_free_member(record));
   auto volume = NSBOX_TRY(VolumeStore(store_.root()).load(record.volume));
   return VolumeStore(store_.root()).open_files(volume);
 }
@@ -672,7 +667,7 @@ Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
 Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto record = NSBOX_TRY(store_.load(id));
-  NSBOX_CHECK(not_a_free_member(record));
+  NSBOX_CHECK(require_not_free_member(record));
   if (record.init_pid <= 0 || !store_.supervisor_alive(id)) return fail(not_running(id));
   // The root is init's, and init is the sandbox's only while the supervisor lives: a pidfd
   // first, the supervisor's lock checked after it, the root opened, and init still alive

@@ -145,7 +145,9 @@ class Runtime {
   Result<SandboxInfo> create(const CreateOptions& options);
   // Makes a warm pool's free member (made by create with `pool` set) the caller's: its
   // name (reserved here) and env, fresh random state in its kernel, its size's CPU
-  // weight. kBusy when it is not a free member (claimed already, or gone).
+  // weight. kBusy when it is not a free member (claimed already, or gone);
+  // kInvalidArgument for a bad name or env, or a variable read at process start
+  // (env_read_at_process_start): the member is then untouched.
   Result<SandboxInfo> claim(const std::string& id, const std::string& name, const EnvList& env) const;
   Result<std::vector<SandboxInfo>> list() const;
   Result<SandboxInfo> inspect(const std::string& id_or_name) const;
@@ -242,8 +244,8 @@ class Runtime {
   static constexpr int kRequestTimeoutMs = 15000;
 
   Result<SandboxInfo> info_for(const std::string& id) const;
+  SandboxInfo with_volumes(SandboxRecord record) const;
   Error not_running(const std::string& id) const;
-  static Result<void> not_a_free_member(const SandboxRecord& record);
   Result<protocol::Json> request(const std::string& id, const protocol::Json& message, int timeout_ms) const;
   void remove_leftovers(const std::string& id, const std::string& name) const;
   void stop_supervisor(const std::string& id) const;

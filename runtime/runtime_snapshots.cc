@@ -68,7 +68,7 @@ std::vector<std::string> Runtime::snapshot_skips(const SandboxRecord& record) {
 Result<SnapshotInfo> Runtime::snapshot(const std::string& id_or_name, const std::string& name, bool include_files) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto record = NSBOX_TRY(store_.load(id));
-  NSBOX_CHECK(not_a_free_member(record));
+  NSBOX_CHECK(require_not_free_member(record));
   if (record.home.empty())
     return fail(invalid("sandbox " + id + " keeps /home/user in memory (made by an older nsbox)",
                         "its /mnt/files can be downloaded with `nsbox files`"));

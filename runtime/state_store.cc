@@ -71,6 +71,11 @@ nlohmann::json SandboxRecord::to_json() const {
   };
 }
 
+Error free_member_error(const std::string& id, const std::string& owner) {
+  return make_error(ErrorCode::kPermissionDenied, "sandbox " + id + " is a free member of a warm pool (" + owner + ")",
+                    "a create through that server claims one");
+}
+
 namespace {
 
 // A pid of a record: absent is 0; anything but an integer in [0, pid_t max] makes the

@@ -89,6 +89,15 @@ struct SandboxRecord {
   static Result<SandboxRecord> from_json(const nlohmann::json& j);
 };
 
+// A warm pool's free member is its server's (`owner`) until a create claims it: nothing
+// is put in it or taken from it before. The one refusal of the supervisor, the runtime
+// and the API.
+Error free_member_error(const std::string& id, const std::string& owner);
+inline Result<void> require_not_free_member(const SandboxRecord& record) {
+  if (record.pool.empty()) return {};
+  return fail(free_member_error(record.id, record.pool));
+}
+
 class StateStore {
  public:
   explicit StateStore(StateRoot root) : root_(std::move(root)) {}

@@ -368,10 +368,8 @@ void Supervisor::on_client_event(int fd, uint32_t events) {
 void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   const std::string op = frame.message.value("op", "");
   // A warm pool's free member is nobody's yet: nothing runs in it before its claim.
-  if (!record_.pool.empty() && op != "claim" && op != "status" && op != "ping" && op != "shutdown")
-    return reply_error(client, make_error(ErrorCode::kPermissionDenied, "sandbox " + record_.id + " is a free member of a warm pool (" +
-                                                                            record_.pool + ")",
-                                          "a create through that server claims one"));
+  if (op != "claim" && op != "status" && op != "ping" && op != "shutdown")
+    if (auto free = require_not_free_member(record_); !free) return reply_error(client, free.error());
   if (op == "exec") return start_command(client, frame);
   if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
   if (op == "execute") {

@@ -4,8 +4,10 @@ two standard members, preloading numpy and csv (numpy stands for the data stack;
 would only make the members slower to build)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 from typing import Any, Dict, Iterator, List
 
@@ -35,15 +37,23 @@ def ready(server: Server) -> List[Dict[str, Any]]:
     return [m for m in members(server) if m.get("kernel_state") == "idle"][:n]
 
 
-@pytest.fixture(scope="module")
-def warm() -> Iterator[Server]:
-    s = Server(make_root(), ["--warm", "standard=%d" % POOL, "--preload", "numpy,csv"])
+@contextlib.contextmanager
+def pooled_server(members_wanted: int, *args: str) -> Iterator[Server]:
+    """A server of its own with `--warm standard=N` and `args`, once its N members are
+    ready; at the end stopped, and everything on its root removed."""
+    s = Server(make_root(), ["--warm", "standard=%d" % members_wanted, *args])
     try:
         s.start()
-        assert wait_until(lambda: len(ready(s)) == POOL, BUILD_BOUND), s.log()
+        assert wait_until(lambda: len(ready(s)) == members_wanted, BUILD_BOUND), s.log()
         yield s
     finally:
         destroy_root(s)
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[Server]:
+    with pooled_server(POOL, "--preload", "numpy,csv") as s:
+        yield s
 
 
 @pytest.fixture()
@@ -85,7 +95,7 @@ def test_a_free_member_cannot_be_used_before_it_is_claimed(warm: Server, client:
     free = ready(warm)[0]["id"]
     with pytest.raises(nsbox.NsboxError) as refused:
         client.json("POST", "/v1/sandboxes/%s/commands" % free, json_body={"command": "touch /tmp/planted"}, timeout=30)
-    assert "free member of the warm pool" in str(refused.value)
+    assert "is a free member of a warm pool (nsbox-server:" in str(refused.value)
     # Below the API too: its supervisor and the files volume refuse the CLI (or a second server).
     for args in (["sh", free, "--", "touch /tmp/planted"], ["exec", free, "-c", "x = 1"], ["files", free, "ls"],
                  ["snapshot", "create", free], ["pty", free, "start", "--", "bash"]):
@@ -199,10 +209,7 @@ def test_a_name_in_use_is_refused_and_the_member_stays_free(warm: Server, client
 
 
 def test_serve_stopping_removes_the_free_members_and_keeps_the_claimed() -> None:
-    s = Server(make_root(), ["--warm", "standard=2", "--preload", "none"])
-    try:
-        s.start()
-        assert wait_until(lambda: len(ready(s)) == 2, BUILD_BOUND), s.log()
+    with pooled_server(2, "--preload", "none") as s:
         c = s.client()
         kept = nsbox.Sandbox.create(client=c, name="kept")
         c.close()
@@ -216,15 +223,10 @@ def test_serve_stopping_removes_the_free_members_and_keeps_the_claimed() -> None
         assert not [d for d in cgroups if os.path.exists(d)]
         assert run_cli(s.root, "rm", kept.id).returncode == 0
         assert mounts_under(s.root) == []
-    finally:
-        destroy_root(s)
 
 
 def test_members_left_by_a_killed_server_are_removed_by_the_next() -> None:
-    s = Server(make_root(), ["--warm", "standard=1", "--preload", "none"])
-    try:
-        s.start()
-        assert wait_until(lambda: len(ready(s)) == 1, BUILD_BOUND), s.log()
+    with pooled_server(1, "--preload", "none") as s:
         orphan = members(s)[0]["id"]
         assert s.proc is not None
         os.kill(s.proc.pid, signal.SIGKILL)
@@ -232,8 +234,6 @@ def test_members_left_by_a_killed_server_are_removed_by_the_next() -> None:
         s.extra_args = []
         s.start()  # no pool of its own; it sweeps the dead server's
         assert wait_until(lambda: not [m for m in members(s) if m["id"] == orphan], 60), s.log()
-    finally:
-        destroy_root(s)
 
 
 def test_bad_pool_flags_stop_the_server_with_the_flag_named() -> None:
@@ -244,7 +244,6 @@ def test_bad_pool_flags_stop_the_server_with_the_flag_named() -> None:
             r = run_cli(root, "serve", "--socket", os.path.join(root, "api.sock"), *args, timeout=60)
             assert r.returncode == 2 and said in r.stderr.decode(), (args, r.stderr)
     finally:
-        import shutil
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -252,10 +251,7 @@ def test_memory_merging_changes_no_behaviour() -> None:
     """--memory-merge: the kernels run without address randomisation and with a fixed str
     hash seed, their preloaded heap offered to KSM; cells behave the same, random is still
     each sandbox's own."""
-    s = Server(make_root(), ["--warm", "standard=2", "--preload", "numpy", "--memory-merge"])
-    try:
-        s.start()
-        assert wait_until(lambda: len(ready(s)) == 2, BUILD_BOUND), s.log()
+    with pooled_server(2, "--preload", "numpy", "--memory-merge") as s:
         c = s.client()
         a = nsbox.Sandbox.create(client=c)
         b = nsbox.Sandbox.create(client=c)
@@ -275,8 +271,6 @@ def test_memory_merging_changes_no_behaviour() -> None:
             a.remove()
             b.remove()
             c.close()
-    finally:
-        destroy_root(s)
 
 
 def test_the_pool_s_targets_change_live(warm: Server, client: nsbox.Client) -> None:
@@ -300,10 +294,7 @@ def test_the_pool_s_targets_change_live(warm: Server, client: nsbox.Client) -> N
 
 
 def test_a_preload_that_fails_is_said_in_the_first_cell_and_the_rest_loads() -> None:
-    s = Server(make_root(), ["--warm", "standard=1", "--preload", "no_such_module_xyz,json"])
-    try:
-        s.start()
-        assert wait_until(lambda: len(ready(s)) == 1, BUILD_BOUND), s.log()
+    with pooled_server(1, "--preload", "no_such_module_xyz,json") as s:
         c = s.client()
         sbx = nsbox.Sandbox.create(client=c)
         c.close()
@@ -314,5 +305,3 @@ def test_a_preload_that_fails_is_said_in_the_first_cell_and_the_rest_loads() -> 
             assert "no_such_module_xyz" not in sbx.run_code("1").stderr  # said once
         finally:
             sbx.remove()
-    finally:
-        destroy_root(s)

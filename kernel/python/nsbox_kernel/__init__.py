@@ -1,6 +1,6 @@
 """nsbox's kernel, the Python half: runs cells for the supervisor (kernel/kernel_main.cc
-starts the interpreter, calls preload() for a warm pool's kernels, then serve()).
+starts the interpreter, calls prepare() with a warm pool's preload list, then serve()).
 docs/protocol.md has the messages."""
-from .server import preload, serve
+from .server import prepare, serve
 
-__all__ = ["preload", "serve"]
+__all__ = ["prepare", "serve"]

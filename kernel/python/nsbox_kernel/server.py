@@ -22,12 +22,14 @@ def _on_sigint(signum, frame):
         raise KeyboardInterrupt
 
 
-def preload(names):
-    """Imports a warm pool's data stack before the kernel says it is ready (`--preload`).
-    One that fails is said on stderr (the first cell's) and the others still load."""
+def prepare(preload=""):
+    """The kernel's set-up before serve(), for every kernel: matplotlib's font list into
+    a home that has none, our figure backend (matplotlib reads it at import), then a warm
+    pool's data stack (`--preload`, comma-separated). A module that fails is said on
+    stderr (the first cell's) and the others still load."""
     font_cache.seed()
-    _set_mpl_backend()  # matplotlib reads it when it is imported
-    for name in filter(None, names.split(",")):
+    os.environ.setdefault("MPLBACKEND", "module://nsbox_kernel.mpl_backend")
+    for name in filter(None, preload.split(",")):
         try:
             importlib.import_module(name)
         except Exception as e:
@@ -42,10 +44,6 @@ def _reseed():
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # from the OS's entropy, as at import
-
-
-def _set_mpl_backend():
-    os.environ.setdefault("MPLBACKEND", "module://nsbox_kernel.mpl_backend")
 
 
 def _configure(request):
@@ -64,6 +62,7 @@ def _configure(request):
 
 
 def serve(fd):
+    """After prepare(): reports ready, then runs cells until the supervisor goes."""
     channel = Channel(fd)
     running = {"cell": 0}
     namespace = {"__name__": "__main__", "__doc__": None, "__builtins__": builtins}
@@ -72,8 +71,6 @@ def serve(fd):
     packages.install(helpers.set_progress)
     builtins.input = _no_input
     sys.argv = [""]
-    _set_mpl_backend()
-    font_cache.seed()
     signal.signal(signal.SIGINT, _on_sigint)
     channel.send({"event": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
 
