@@ -1,6 +1,7 @@
 #include "api/api_service.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "api/http_errors.h"
@@ -63,12 +64,14 @@ bool ApiService::takes_upload(const HttpRequest& r) const {
 }
 
 bool ApiService::authorized(const HttpRequest& r, const Path& path) const {
-  if (r.method == "GET" && path.size() == 1 && (path[0] == "livez" || path[0] == "readyz")) return true;
+  // Probes and the metrics' scrape: no token (counts only: no id, name or content).
+  if (r.method == "GET" && path.size() == 1 && (path[0] == "livez" || path[0] == "readyz" || path[0] == "metrics")) return true;
   // A signed download link carries its own authority, checked by get_file.
   if (r.method == "GET" && path.size() == 4 && path[0] == "v1" && path[1] == "sandboxes" && path[3] == "files" &&
       r.query.count("signature"))
     return true;
-  return token_.accepts(r.authorization);
+  // Another server of the cluster relaying its client's request (it checked the token).
+  return token_.accepts(r.authorization) || (peer_token_ && peer_token_->accepts(r.authorization));
 }
 
 bool ApiService::admits(const HttpRequest& r) const { return authorized(r, split_path(r.path)); }
@@ -93,18 +96,23 @@ void ApiService::route(Exchange& x, const Path& path) {
   const std::string& m = r.method;
   if (path.size() == 1 && m == "GET" && path[0] == "livez") return x.respond(200, {{"live", true}});
   if (path.size() == 1 && m == "GET" && path[0] == "readyz") {
-    if (stopping_) return x.respond(503, {{"ready", false}, {"reason", "stopping"}});
+    std::string reason;
+    if (!ready(reason)) return x.respond(503, {{"ready", false}, {"reason", reason}});
     return x.respond(200, {{"ready", true}});
   }
+  if (path.size() == 1 && m == "GET" && path[0] == "metrics") return metrics_route(x);
   if (path.empty() || path[0] != "v1") return respond_error(x, no_route(r));
   if (path.size() == 2 && path[1] == "info" && m == "GET")
     return x.respond(200, {{"api_version", 1},
                            {"version", kVersion},
                            {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", true}, {"warm_pool", true}}},
+                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", true}, {"warm_pool", true},
+                                         {"shards", cluster_.sharded()}}},
+                           {"shard", cluster_.sharded() ? Json(cluster_.shard()) : Json(nullptr)},
                            {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
                                        {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
   if (path.size() == 2 && path[1] == "pool") return pool_route(x);
+  if (path.size() == 2 && path[1] == "drain" && m == "POST") return drain_route(x);
   if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
   if (path.size() >= 2 && path[1] == "snapshots") return route_snapshots(x, Path(path.begin() + 2, path.end()));
   if (path.size() < 2 || path[1] != "sandboxes") return respond_error(x, no_route(r));
@@ -118,6 +126,27 @@ void ApiService::route(Exchange& x, const Path& path) {
 void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Path& rest) {
   const HttpRequest& r = x.request();
   const std::string& m = r.method;
+  if (cluster_.sharded() && (forward_if_elsewhere(x, sandbox) || answer_if_moved(x, sandbox))) return;
+  // Counted while it runs, so that a drain snapshots a sandbox only once nothing
+  // acknowledged to a client can still change it; refused once the drain has closed it.
+  std::string id = runtime_.store().resolve(sandbox).value_or(sandbox);
+  {
+    std::lock_guard lock(gate_.mutex);
+    if (gate_.closed.count(id)) {
+      return respond_error(x, make_error(ErrorCode::kUnavailable, "sandbox " + id + " is being drained to a snapshot",
+                                         "retry in a few seconds: the answer will name the snapshot to restore"));
+    }
+    ++gate_.in_flight[id];
+  }
+  struct Leave {
+    Gate& g;
+    std::string id;
+    ~Leave() {
+      std::lock_guard lock(g.mutex);
+      if (--g.in_flight[id] <= 0) g.in_flight.erase(id);
+      g.idle.notify_all();
+    }
+  } leave{gate_, id};
   // A free member of the warm pool is nobody's yet: nothing may be put in it before the
   // create that claims it (which would find it), nor taken out.
   if (pool_ && pool_->is_free(sandbox) && !(rest.empty() && m == "GET"))
@@ -151,12 +180,18 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   }
   if (m == "POST" && what == "start") return start_sandbox(x, sandbox);
   if (m == "POST" && (what == "cells" || what == "commands")) {
+    const bool cell = what == "cells";
     ++running_calls_;
+    if (cell) ++running_cells_;
     struct Done {
       std::atomic<int>& n;
-      ~Done() { --n; }
-    } done{running_calls_};
-    return what == "cells" ? run_cell(x, sandbox) : run_command(x, sandbox);
+      std::atomic<int>* cells;
+      ~Done() {
+        --n;
+        if (cells) --*cells;
+      }
+    } done{running_calls_, cell ? &running_cells_ : nullptr};
+    return cell ? run_cell(x, sandbox) : run_command(x, sandbox);
   }
   if (what == "files") {
     if (m == "PUT") return put_file(x, sandbox);
@@ -245,6 +280,14 @@ Result<SandboxInfo> ApiService::make_sandbox(const CreateOptions& options, bool 
 }
 
 void ApiService::create_sandbox(Exchange& x) {
+  // Not ready (draining, full): said at once, so that a load balancer's retry finds a
+  // server that is.
+  if (std::string reason; !ready(reason))
+    return x.respond(503,
+                     error_document(make_error(ErrorCode::kUnavailable, "this server takes no new sandboxes now (" + reason + ")",
+                                               "retry: another server of the cluster takes it")),
+                     {{"Retry-After", "1"}});
+  const auto began = std::chrono::steady_clock::now();
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   auto options = create_options_from_json(*body, process_environment(), Caller::kRemote);
@@ -253,6 +296,8 @@ void ApiService::create_sandbox(Exchange& x) {
   auto info = make_sandbox(*options, poolable(*options, *body));
   for (auto& m : options->mounts) m.credentials.wipe();
   if (!info) return respond_error(x, info.error());
+  metrics_.observe_create(info->record.create_path == "warm",
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
 }
 
@@ -362,6 +407,8 @@ void ApiService::route_snapshots(Exchange& x, const Path& rest) {
         (b.contains("include_files") && !b["include_files"].is_boolean()))
       return respond_error(x, make_error(ErrorCode::kMalformedRequest,
                                          "POST /v1/snapshots takes {\"sandbox\": ID, \"name\": NAME, \"include_files\": false}"));
+    // A snapshot is taken where its sandbox is.
+    if (cluster_.sharded() && forward_if_elsewhere(x, b["sandbox"].get<std::string>())) return;
     auto made = runtime_.snapshot(b["sandbox"].get<std::string>(), b.value("name", ""), b.value("include_files", false));
     if (!made) return respond_error(x, made.error());
     return x.respond(201, made->to_json(), {{"Location", "/v1/snapshots/" + made->id}});

@@ -5,12 +5,20 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "api/access.h"
+#include "api/cluster.h"
 #include "api/exchange.h"
+#include "api/metrics.h"
+#include "api/peer_client.h"
 #include "api/sessions.h"
 #include "api/warm_pool.h"
 #include "runtime/runtime.h"
@@ -51,6 +59,13 @@ class ApiService {
   void stop_pool();
   void set_public_url(std::string url) { config_.public_url = std::move(url); }
 
+  // Sharded serve (api/cluster_routes.cc, docs/semantics.md "Sharded serve"): before
+  // serving. `stop_server` ends the HTTP server gracefully (a drain calls it when done).
+  void set_cluster(ClusterConfig cluster, std::function<void()> stop_server);
+  // SIGTERM or SIGINT: true when the service takes it as the start of a drain (a sharded
+  // server) and the HTTP server must go on serving until the drain stops it.
+  bool on_stop_signal();
+
  private:
   using Path = std::vector<std::string>;
 
@@ -70,6 +85,19 @@ class ApiService {
   void pty_route(Exchange& x, const std::string& sandbox, const Path& rest);
   void patch_sandbox(Exchange& x, const std::string& sandbox);
   void delete_sandbox(Exchange& x, const std::string& sandbox);
+
+  // api/cluster_routes.cc
+  bool ready(std::string& reason) const;
+  uint64_t active_sandboxes() const;
+  // A request for another server's sandbox is relayed there (true: answered).
+  bool forward_if_elsewhere(Exchange& x, const std::string& sandbox);
+  bool forward_to(Exchange& x, const std::string& shard, const std::string& sandbox);
+  // 404 for a sandbox of ours that a drain moved: 410 with its snapshot.
+  bool answer_if_moved(Exchange& x, const std::string& sandbox);
+  void metrics_route(Exchange& x);
+  void drain_route(Exchange& x);
+  bool begin_drain();
+  void drain();
 
   // api/run_routes.cc
   void run_cell(Exchange& x, const std::string& sandbox);
@@ -96,6 +124,23 @@ class ApiService {
   std::atomic<bool> stopping_ = false;
   std::unique_ptr<WarmPool> pool_;
   std::atomic<int> running_calls_ = 0;  // cells and commands in flight: the pool's refill yields
+  std::atomic<int> running_cells_ = 0;
+
+  // Sharded serve.
+  ClusterConfig cluster_;
+  std::optional<BearerToken> peer_token_;
+  std::unique_ptr<PeerClient> peers_;
+  std::function<void()> stop_server_;
+  Metrics metrics_;
+  std::atomic<bool> draining_ = false;
+  // Requests in flight per sandbox, and the sandboxes a drain has closed to new ones: a
+  // sandbox is snapshotted only once nothing acknowledged can still change it.
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable idle;
+    std::map<std::string, int> in_flight;
+    std::set<std::string> closed;
+  } gate_;
 };
 
 // Helpers shared by the route files.

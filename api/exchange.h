@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,12 @@ using Json = nlohmann::json;
 
 struct HttpRequest {
   std::string method;                        // "GET", "POST", ...
+  std::string target;                        // as sent: the path and query, encoded
   std::string path;                          // percent-decoded, without the query
   std::map<std::string, std::string> query;  // percent-decoded
   std::string authorization;                 // the header, as sent
   std::string accept;
+  std::string forwarded_by;  // X-Nsbox-Forwarded-By: the shard of the server that relayed it here
   std::optional<uint64_t> content_length;
   std::string body;  // a JSON body, read whole (bounded); empty for a streamed upload
 
@@ -50,10 +53,20 @@ class Exchange {
   // Exactly one answer per request.
   virtual void respond(int status, const Json& document, std::vector<std::pair<std::string, std::string>> headers = {}) = 0;
   virtual void respond_file(UniqueFd file, uint64_t size) = 0;  // 200 application/octet-stream
+  virtual void respond_text(int status, std::string body, std::string content_type) = 0;  // not JSON (metrics)
   // A 200 NDJSON stream: the first line sends the header. Blocks while the client is more
   // than 1 MiB behind; false once the client has gone (the handler may stop producing).
   virtual bool stream_line(const Json& event) = 0;
   virtual void end_stream() = 0;
+
+  // Relaying another server's answer (a sandbox of another shard, api/peer_client.h):
+  // its status and headers (a length, or chunked), then its body's bytes as they come,
+  // with the stream's backpressure (false once the client has gone), then the end;
+  // `complete` false closes the connection (the peer's answer broke off).
+  virtual void relay_head(int status, std::vector<std::pair<std::string, std::string>> headers,
+                          std::optional<uint64_t> length) = 0;
+  virtual bool relay_bytes(std::string_view bytes) = 0;
+  virtual void relay_end(bool complete) = 0;
 
   // For CallControl: readable when the server is stopping and this request must end;
   // gone_fd() also when the client has gone away.

@@ -8,7 +8,7 @@ namespace {
 
 // One row per code: a new ErrorCode without a row here is answered 500 (and the unit
 // test that walks every code fails).
-constexpr std::array<std::pair<ErrorCode, int>, 17> kStatus = {{
+constexpr std::array<std::pair<ErrorCode, int>, 19> kStatus = {{
     {ErrorCode::kMalformedRequest, 400},
     {ErrorCode::kSandboxDisabled, 400},
     {ErrorCode::kUnauthorized, 401},
@@ -25,6 +25,8 @@ constexpr std::array<std::pair<ErrorCode, int>, 17> kStatus = {{
     {ErrorCode::kProtocol, 502},
     {ErrorCode::kRemote, 502},
     {ErrorCode::kUnavailable, 503},
+    {ErrorCode::kOwnerUnavailable, 503},
+    {ErrorCode::kMoved, 410},
     {ErrorCode::kTimeout, 504},
 }};
 

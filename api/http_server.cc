@@ -61,16 +61,19 @@ Result<HttpRequest> to_request(const http::request_header<>& h) {
   NSBOX_CHECK(parse_target(sv(h.target()), r));
   if (auto it = h.find(http::field::authorization); it != h.end()) r.authorization = std::string(sv(it->value()));
   if (auto it = h.find(http::field::accept); it != h.end()) r.accept = std::string(sv(it->value()));
+  if (auto it = h.find("X-Nsbox-Forwarded-By"); it != h.end()) r.forwarded_by = std::string(sv(it->value()));
+  r.target = std::string(sv(h.target()));
   return r;
 }
 
 http::response<http::string_body> json_response(int status, const std::string& body, unsigned version, bool keep_alive,
-                                                const std::vector<std::pair<std::string, std::string>>& headers = {}) {
+                                                const std::vector<std::pair<std::string, std::string>>& headers = {},
+                                                const std::string& content_type = "") {
   http::response<http::string_body> res{static_cast<http::status>(status), version};
-  res.set(http::field::content_type, "application/json");
+  res.set(http::field::content_type, content_type.empty() ? "application/json" : content_type);
   res.set(http::field::cache_control, "no-store");
   for (const auto& [k, v] : headers) res.set(k, v);
-  res.body() = body + "\n";
+  res.body() = content_type.empty() ? body + "\n" : body;
   res.keep_alive(keep_alive);
   res.prepare_payload();
   return res;
@@ -296,16 +299,17 @@ class Connection {
   awaitable<bool> write_answer(RequestExchange& x, unsigned version, bool keep, const Watch& watch,
                                std::shared_ptr<net::steady_timer> wake, std::shared_ptr<bool> signalled) {
     beast::error_code ec;
-    bool streaming = false;
+    bool streaming = false, relaying = false, relay_chunked = false;
     for (;;) {
       auto part = x.take();
       // A client that left gets nothing more; the worker goes on alone.
       if (watch.gone) co_return false;
       if (!part) {
-        if (x.finished()) co_return !streaming;  // a stream without its end: close
+        if (x.finished()) co_return !streaming && !relaying;  // a stream without its end: close
         if (!*signalled) {
           wake->expires_after(kHeartbeat);
           co_await wake->async_wait(net::redirect_error(use_awaitable, ec));
+          // A relayed stream has its owner's heartbeats (ours could split its lines).
           if (!ec && !*signalled && streaming) {
             std::string beat = "{\"type\":\"heartbeat\"}\n";
             if (!co_await write_chunk(beat)) co_return false;
@@ -316,7 +320,7 @@ class Connection {
       }
       using Kind = RequestExchange::Answer::Kind;
       if (part->kind == Kind::kDocument) {
-        auto res = json_response(part->status, part->body, version, keep && !shared_.stopping, part->headers);
+        auto res = json_response(part->status, part->body, version, keep && !shared_.stopping, part->headers, part->content_type);
         stream_.expires_after(kWriteStall);
         co_await http::async_write(stream_, res, net::redirect_error(use_awaitable, ec));
         stream_.expires_never();
@@ -339,20 +343,44 @@ class Connection {
         stream_.expires_never();
         co_return !ec && res.keep_alive();
       }
+      if (part->kind == Kind::kRelayHead) {
+        http::response<http::empty_body> res{static_cast<http::status>(part->status), version};
+        for (const auto& [k, v] : part->headers) res.set(k, v);
+        res.keep_alive(keep && !shared_.stopping);
+        if (part->length) res.content_length(*part->length);
+        else res.chunked(true);
+        if (!co_await write_head(res, x)) co_return false;
+        relaying = true;
+        relay_chunked = !part->length;
+        keep = res.keep_alive();
+        continue;
+      }
+      if (part->kind == Kind::kRelayBytes) {
+        size_t n = part->body.size();
+        bool ok = relay_chunked ? co_await write_chunk(part->body) : co_await write_raw(part->body);
+        x.written(n);
+        if (!ok) {
+          x.client_gone();
+          co_return false;
+        }
+        continue;
+      }
+      if (part->kind == Kind::kRelayEnd) {
+        if (!part->complete) co_return false;  // the peer's answer broke off: so does ours
+        if (relay_chunked) {
+          stream_.expires_after(kWriteStall);
+          co_await net::async_write(stream_, http::make_chunk_last(), net::redirect_error(use_awaitable, ec));
+          stream_.expires_never();
+        }
+        co_return !ec && keep;
+      }
       if (!streaming) {
         http::response<http::empty_body> res{http::status::ok, version};
         res.set(http::field::content_type, "application/x-ndjson");
         res.set(http::field::cache_control, "no-store");
         res.keep_alive(keep && !shared_.stopping);
         res.chunked(true);
-        http::response_serializer<http::empty_body> sr{res};
-        stream_.expires_after(kWriteStall);
-        co_await http::async_write_header(stream_, sr, net::redirect_error(use_awaitable, ec));
-        stream_.expires_never();
-        if (ec) {
-          x.client_gone();
-          co_return false;
-        }
+        if (!co_await write_head(res, x)) co_return false;
         streaming = true;
         keep = res.keep_alive();
       }
@@ -377,6 +405,25 @@ class Connection {
     beast::error_code ec;
     stream_.expires_after(kWriteStall);  // a client that stops reading is dropped
     co_await net::async_write(stream_, http::make_chunk(net::buffer(bytes)), net::redirect_error(use_awaitable, ec));
+    stream_.expires_never();
+    co_return !ec;
+  }
+
+  // A streamed answer's header; false (and the client taken as gone) when it fails.
+  awaitable<bool> write_head(http::response<http::empty_body>& res, RequestExchange& x) {
+    beast::error_code ec;
+    http::response_serializer<http::empty_body> sr{res};
+    stream_.expires_after(kWriteStall);
+    co_await http::async_write_header(stream_, sr, net::redirect_error(use_awaitable, ec));
+    stream_.expires_never();
+    if (ec) x.client_gone();
+    co_return !ec;
+  }
+
+  awaitable<bool> write_raw(const std::string& bytes) {
+    beast::error_code ec;
+    stream_.expires_after(kWriteStall);
+    co_await net::async_write(stream_, net::buffer(bytes), net::redirect_error(use_awaitable, ec));
     stream_.expires_never();
     co_return !ec;
   }
@@ -461,26 +508,38 @@ class BeastServer final : public HttpServer {
   }
 
  private:
+  void stop() override {
+    net::post(ioc_, [this] { begin_stop(); });
+  }
+
   void wait_for_signal() {
     signals_.async_wait([this](beast::error_code ec, int) {
       if (ec) return;
       if (shared_.stopping) return cancel_all();  // a second signal: no grace
-      shared_.stopping = true;
-      shared_.service.set_stopping();
-      log::info("stopping: no new connections; requests in flight have 10 s");
-      beast::error_code ignored;
-      if (unix_) unix_->close(ignored);
-      if (tcp_) tcp_->close(ignored);
-      if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
-      // Idle connections close now; requests in flight are cancelled after the grace.
-      grace_.emplace(ioc_, kStopGrace);
-      grace_->async_wait([this](beast::error_code e) {
-        if (!e) cancel_all();
-      });
-      for (auto& hook : std::list<std::function<void()>>(shared_.idle)) hook();
-      if (shared_.connections == 0) return finish();
-      wait_for_signal();
+      // A sharded server drains first (ApiService::on_stop_signal); the drain stops us.
+      if (shared_.service.on_stop_signal()) return wait_for_signal();
+      begin_stop();
+      if (shared_.connections > 0) wait_for_signal();  // a second one: no grace
     });
+  }
+
+  // The first signal's stop (or stop()'s): listeners close, idle connections close,
+  // requests in flight get the grace.
+  void begin_stop() {
+    if (shared_.stopping) return;
+    shared_.stopping = true;
+    shared_.service.set_stopping();
+    log::info("stopping: no new connections; requests in flight have 10 s");
+    beast::error_code ignored;
+    if (unix_) unix_->close(ignored);
+    if (tcp_) tcp_->close(ignored);
+    if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+    grace_.emplace(ioc_, kStopGrace);
+    grace_->async_wait([this](beast::error_code e) {
+      if (!e) cancel_all();
+    });
+    for (auto& hook : std::list<std::function<void()>>(shared_.idle)) hook();
+    if (shared_.connections == 0) finish();
   }
 
   void cancel_all() {

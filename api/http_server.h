@@ -36,8 +36,10 @@ class HttpServer {
   static Result<std::unique_ptr<HttpServer>> bind(ApiService& service, const ListenOptions& options);
   virtual ~HttpServer() = default;
   virtual uint16_t tcp_port() const = 0;  // the bound port; 0 without TCP
-  // Serves until SIGTERM/SIGINT; returns when every request has ended.
+  // Serves until SIGTERM/SIGINT (or stop()); returns when every request has ended.
   virtual Result<void> run() = 0;
+  // From any thread: stops as the first signal would (requests in flight get 10 s).
+  virtual void stop() = 0;
 };
 
 // "127.0.0.1:0", "[::1]:8080", "localhost:0" -> host and port; loopback checked unless allowed.

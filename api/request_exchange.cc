@@ -46,6 +46,19 @@ void RequestExchange::respond(int status, const Json& document, std::vector<std:
   push(std::move(a));
 }
 
+void RequestExchange::respond_text(int status, std::string body, std::string content_type) {
+  {
+    std::lock_guard lock(mutex_);
+    if (answered_) return;
+    answered_ = true;
+  }
+  Answer a;
+  a.status = status;
+  a.body = std::move(body);
+  a.content_type = std::move(content_type);
+  push(std::move(a));
+}
+
 void RequestExchange::respond_file(UniqueFd file, uint64_t size) {
   {
     std::lock_guard lock(mutex_);
@@ -59,24 +72,30 @@ void RequestExchange::respond_file(UniqueFd file, uint64_t size) {
   push(std::move(a));
 }
 
-bool RequestExchange::stream_line(const Json& event) {
-  std::string line = event.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+bool RequestExchange::push_with_backpressure(Answer a) {
   {
     std::unique_lock lock(mutex_);
-    if (answered_ && !streaming_) return false;
-    answered_ = streaming_ = true;
-    // Backpressure: the producer (a cell's output) waits for the client, bounded by the
-    // client leaving, the server stopping, or the connection's write timeout.
+    // The producer (a cell's output, a peer's answer) waits for the client, bounded by
+    // the client leaving, the server stopping, or the connection's write timeout.
     room_.wait(lock, [&] { return backlog_ < kMaxBacklog || gone_flag_ || stopping_; });
     if (gone_flag_) return false;
-    backlog_ += line.size();
-    Answer a;
-    a.kind = Answer::Kind::kLine;
-    a.body = std::move(line);
+    backlog_ += a.body.size();
     queue_.push_back(std::move(a));
   }
   wake_();
   return true;
+}
+
+bool RequestExchange::stream_line(const Json& event) {
+  {
+    std::lock_guard lock(mutex_);
+    if (answered_ && !streaming_) return false;
+    answered_ = streaming_ = true;
+  }
+  Answer a;
+  a.kind = Answer::Kind::kLine;
+  a.body = event.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  return push_with_backpressure(std::move(a));
 }
 
 void RequestExchange::end_stream() {
@@ -86,6 +105,42 @@ void RequestExchange::end_stream() {
   }
   Answer a;
   a.kind = Answer::Kind::kEnd;
+  push(std::move(a));
+}
+
+void RequestExchange::relay_head(int status, std::vector<std::pair<std::string, std::string>> headers, std::optional<uint64_t> length) {
+  {
+    std::lock_guard lock(mutex_);
+    if (answered_) return;
+    answered_ = relaying_ = true;
+  }
+  Answer a;
+  a.kind = Answer::Kind::kRelayHead;
+  a.status = status;
+  a.headers = std::move(headers);
+  a.length = length;
+  push(std::move(a));
+}
+
+bool RequestExchange::relay_bytes(std::string_view bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!relaying_) return false;
+  }
+  Answer a;
+  a.kind = Answer::Kind::kRelayBytes;
+  a.body = std::string(bytes);
+  return push_with_backpressure(std::move(a));
+}
+
+void RequestExchange::relay_end(bool complete) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!relaying_) return;
+  }
+  Answer a;
+  a.kind = Answer::Kind::kRelayEnd;
+  a.complete = complete;
   push(std::move(a));
 }
 

@@ -23,13 +23,16 @@ class RequestExchange final : public Exchange {
   static constexpr size_t kMaxBacklog = 1u << 20;
 
   struct Answer {
-    enum class Kind { kDocument, kFile, kLine, kEnd };
+    enum class Kind { kDocument, kFile, kLine, kEnd, kRelayHead, kRelayBytes, kRelayEnd };
     Kind kind = Kind::kDocument;
     int status = 200;
     std::string body;  // the document, or a line (with its newline)
     std::vector<std::pair<std::string, std::string>> headers;
     UniqueFd file;
     uint64_t size = 0;
+    std::string content_type;        // kDocument: "" for JSON
+    std::optional<uint64_t> length;  // kRelayHead: the body's length; none: chunked
+    bool complete = true;            // kRelayEnd
   };
   enum class BodyEnd { kPending, kComplete, kTooLarge, kBroken };
 
@@ -42,8 +45,12 @@ class RequestExchange final : public Exchange {
   Result<void> body_complete() override;
   void respond(int status, const Json& document, std::vector<std::pair<std::string, std::string>> headers) override;
   void respond_file(UniqueFd file, uint64_t size) override;
+  void respond_text(int status, std::string body, std::string content_type) override;
   bool stream_line(const Json& event) override;
   void end_stream() override;
+  void relay_head(int status, std::vector<std::pair<std::string, std::string>> headers, std::optional<uint64_t> length) override;
+  bool relay_bytes(std::string_view bytes) override;
+  void relay_end(bool complete) override;
   int cancel_fd() const override { return cancel_.get(); }
   int gone_fd() const override { return gone_.get(); }
 
@@ -64,6 +71,8 @@ class RequestExchange final : public Exchange {
  private:
   RequestExchange(HttpRequest request, std::function<void()> wake) : request_(std::move(request)), wake_(std::move(wake)) {}
   void push(Answer a);
+  // A stream's part (a line, relayed bytes) once the client has room for it.
+  bool push_with_backpressure(Answer a);
 
   HttpRequest request_;
   std::function<void()> wake_;
@@ -71,7 +80,7 @@ class RequestExchange final : public Exchange {
   std::condition_variable room_;
   std::deque<Answer> queue_;
   size_t backlog_ = 0;
-  bool answered_ = false, streaming_ = false, gone_flag_ = false, stopping_ = false, worker_done_ = false;
+  bool answered_ = false, streaming_ = false, relaying_ = false, gone_flag_ = false, stopping_ = false, worker_done_ = false;
   BodyEnd body_end_ = BodyEnd::kPending;
   UniqueFd cancel_, gone_;
   UniqueFd body_read_;

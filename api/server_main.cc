@@ -4,11 +4,15 @@
 //   nsbox-server [--root DIR] [--socket PATH] [--listen ADDR:PORT] [--allow-remote]
 //                [--token-file PATH] [--public-url URL] [--max-upload SIZE]
 //                [--warm SIZE=N[,SIZE=N...]] [--preload MOD,MOD...|none] [--memory-merge]
+//                [--shard NAME --snapshot-store URL [--peers TEMPLATE|LIST --peer-token-file PATH]]
+//                [--capacity N] [--drain-grace SECONDS]
 //   stdout: one JSON line once it serves, {"url", "socket", "token_file"} (null for what
 //           is not served); nothing after
 //   stderr: its log (timestamped lines; isolation/sys/log.h)
-//   exit:   0 after SIGTERM or SIGINT (requests in flight get 10 s); 1 when it cannot
-//           start, 2 for bad arguments, with the error on stderr
+//   exit:   0 after SIGTERM or SIGINT (requests in flight get 10 s; a sharded server
+//           drains first: api/cluster_routes.cc); 1 when it cannot start, 2 for bad
+//           arguments, with the error on stderr
+//   <data>/api/server.pid: its pid while it serves (`nsbox drain` signals it)
 #include <unistd.h>
 
 #include <cstring>
@@ -31,6 +35,7 @@ struct ServeArgs {
   std::optional<std::string> root;
   std::optional<std::string> socket, listen, token_file, public_url, max_upload, tools_config, snapshot_dir, snapshot_store;
   std::optional<std::string> warm, preload;
+  nsbox::api::ClusterFlags cluster;
   bool allow_remote = false;
   bool memory_merge = false;
 };
@@ -49,14 +54,21 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
                                      : flag == "--tools-config" ? &a.tools_config
                                      : flag == "--snapshot-dir" ? &a.snapshot_dir
                                      : flag == "--snapshot-store" ? &a.snapshot_store
-                                     : flag == "--warm" ? &a.warm : flag == "--preload" ? &a.preload : nullptr;
+                                     : flag == "--warm" ? &a.warm : flag == "--preload" ? &a.preload
+                                     : flag == "--shard" ? &a.cluster.shard : flag == "--peers" ? &a.cluster.peers
+                                     : flag == "--peer-token-file" ? &a.cluster.peer_token_file
+                                     : flag == "--capacity" ? &a.cluster.capacity
+                                     : flag == "--drain-grace" ? &a.cluster.drain_grace : nullptr;
     if (!slot || i + 1 >= argc)
       return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
                                            "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
                                            "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR] "
-                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge]"));
+                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge] "
+                                           "[--shard NAME] [--peers TEMPLATE|S=URL,...] [--peer-token-file PATH] [--capacity N] "
+                                           "[--drain-grace SECONDS]"));
     *slot = argv[++i];
   }
+  a.cluster.snapshot_store = a.snapshot_store.has_value();
   return a;
 }
 
@@ -82,7 +94,9 @@ int main(int argc, char** argv) {
   auto pool = nsbox::api::WarmPoolConfig::parse(args->warm.value_or(""), args->preload);
   if (!pool) return fail_start(pool.error());
   pool->memory_merge = args->memory_merge;
-  auto runtime = nsbox::Runtime::open({args->root, args->snapshot_dir, args->snapshot_store});
+  auto cluster = nsbox::api::ClusterConfig::parse(args->cluster);
+  if (!cluster) return fail_start(cluster.error());
+  auto runtime = nsbox::Runtime::open({args->root, args->snapshot_dir, args->snapshot_store, cluster->shard()});
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();
   if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());
@@ -121,6 +135,9 @@ int main(int argc, char** argv) {
     url = "http://" + host + ":" + std::to_string((*server)->tcp_port());
   }
   service.set_public_url(args->public_url.value_or(url));
+  service.set_cluster(std::move(*cluster), [s = server->get()] { s->stop(); });
+  std::string pid_file = api_dir + "/server.pid";
+  if (auto written = nsbox::files::atomic_write(pid_file, std::to_string(::getpid()) + "\n"); !written) return fail_start(written.error());
   // After the bind (a second server on the same socket has stopped by now) and after the
   // public URL (members get their download links' base from it).
   service.start_pool(std::move(*pool));
@@ -129,6 +146,7 @@ int main(int argc, char** argv) {
   nsbox::log::info("serving" + (url.empty() ? "" : " on " + url) + (listen.socket_path.empty() ? "" : " and " + listen.socket_path));
   auto served = (*server)->run();
   service.stop_pool();  // the free members go; claimed sandboxes stay
+  if (auto text = nsbox::files::read_file(pid_file, 64); text && *text == std::to_string(::getpid()) + "\n") ::unlink(pid_file.c_str());
   nsbox::log::info("stopped");
   // Workers still waiting on a sandbox (bounded above) end with the process.
   std::cout.flush();

@@ -32,7 +32,7 @@ std::optional<CommandContext> prepare(const Invocation& inv, int& exit_code, boo
     if (ctx.args.values.count("snapshot-dir")) snapshot_dir = absolute_path(ctx.args.value("snapshot-dir"));
     std::optional<std::string> snapshot_store;
     if (ctx.args.values.count("snapshot-store")) snapshot_store = ctx.args.value("snapshot-store");
-    auto rt = Runtime::open({root, snapshot_dir, snapshot_store});
+    auto rt = Runtime::open({root, snapshot_dir, snapshot_store, ""});
     if (!rt) {
       exit_code = ctx.out.error(rt.error());
       return std::nullopt;

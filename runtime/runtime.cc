@@ -143,7 +143,8 @@ Result<Runtime> Runtime::open(const RuntimeOptions& options) {
   std::optional<RemoteSnapshotStore> remote;
   if (options.snapshot_store)
     remote = NSBOX_TRY(RemoteSnapshotStore::parse(*options.snapshot_store, process_environment(), layout.snapshot_store()));
-  return Runtime(StateStore(std::move(root)), std::move(layout), std::move(snapshots), std::move(remote));
+  if (!options.shard.empty()) NSBOX_CHECK(validate_shard(options.shard));
+  return Runtime(StateStore(std::move(root), options.shard), std::move(layout), std::move(snapshots), std::move(remote));
 }
 
 // Why a sandbox does not answer: stopped (`nsbox stop`), or dead (its supervisor went).

@@ -36,6 +36,8 @@ struct RuntimeOptions {
   // --snapshot-store s3://BUCKET/PREFIX: snapshots in a bucket (the dir then only stages
   // them); its credentials from this process's environment.
   std::optional<std::string> snapshot_store;
+  // `nsbox serve --shard`: the ids this runtime makes carry it (runtime/state_store.h).
+  std::string shard;
 };
 
 // Running; stopped by `stop` (start brings it back); dead: its supervisor went without
@@ -207,6 +209,9 @@ class Runtime {
   Result<std::vector<SnapshotInfo>> snapshots() const;
   Result<SnapshotInfo> find_snapshot(const std::string& id_or_name) const;
   Result<void> remove_snapshot(const std::string& id_or_name) const;
+  // Sharded serve (docs/semantics.md): where a sandbox went, and a drain's tombstone.
+  Result<SandboxPointer> sandbox_pointer(const std::string& id) const { return snapshot_store().pointer(id); }
+  Result<void> mark_moved(const std::string& id, const std::string& snapshot) const { return snapshot_store().mark_moved(id, snapshot); }
   // Unpacks a caller's tar or zip archive (a file open at `archive_fd`) into `dir` of the
   // running sandbox, made if missing (docs/api.md, "fs:extract"): the whole archive
   // checked first (no absolute path, `..`, link out, hard link, device, duplicate; at most

@@ -138,10 +138,25 @@ Result<void> StateStore::ensure_dirs() const {
   return {};
 }
 
+Result<void> validate_shard(const std::string& shard) {
+  bool ok = !shard.empty() && shard.size() <= 16;
+  for (char c : shard) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'));
+  if (!ok) return fail(make_error(ErrorCode::kInvalidArgument, "invalid shard name '" + shard + "'", "a shard is 1-16 characters of a-z and 0-9"));
+  return {};
+}
+
+std::string shard_of_id(const std::string& id) {
+  if (!id.starts_with("sbx-")) return "";
+  auto dash = id.find('-', 4);
+  if (dash == std::string::npos) return "";
+  std::string shard = id.substr(4, dash - 4);
+  return validate_shard(shard) ? shard : "";
+}
+
 std::string StateStore::new_id() const {
   static constexpr char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
   std::random_device rd;
-  std::string id = "sbx-";
+  std::string id = shard_.empty() ? "sbx-" : "sbx-" + shard_ + "-";
   for (int i = 0; i < 6; ++i) id += kAlphabet[rd() % 36];
   return id;
 }

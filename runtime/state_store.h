@@ -98,13 +98,21 @@ inline Result<void> require_not_free_member(const SandboxRecord& record) {
   return fail(free_member_error(record.id, record.pool));
 }
 
+// Shards (`nsbox serve --shard`, docs/semantics.md "Sharded serve"): a server's name
+// among its peers, [a-z0-9]{1,16}. Ids made under one are "sbx-<shard>-<6 base36>", so
+// that any server knows a sandbox's owner from its id; others are "sbx-<6 base36>".
+Result<void> validate_shard(const std::string& shard);
+// The shard an id names; "" for an id made without one (or not an id).
+std::string shard_of_id(const std::string& id);
+
 class StateStore {
  public:
-  explicit StateStore(StateRoot root) : root_(std::move(root)) {}
+  explicit StateStore(StateRoot root, std::string shard = "") : root_(std::move(root)), shard_(std::move(shard)) {}
   const StateRoot& root() const { return root_; }
+  const std::string& shard() const { return shard_; }
 
   Result<void> ensure_dirs() const;
-  std::string new_id() const;  // "sbx-" + 6 base36 characters
+  std::string new_id() const;  // "sbx-" [shard "-"] 6 base36 characters
 
   // Names: [a-z0-9][a-z0-9_.-]{0,62}; unique among live sandboxes of this root.
   static Result<void> validate_name(const std::string& name);
@@ -125,6 +133,7 @@ class StateStore {
 
  private:
   StateRoot root_;
+  std::string shard_;
 };
 
 }  // namespace nsbox

@@ -7,7 +7,7 @@
 namespace nsbox {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 17> kNames = {{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 19> kNames = {{
     {ErrorCode::kInvalidArgument, "invalid_argument"},
     {ErrorCode::kNotFound, "not_found"},
     {ErrorCode::kAlreadyExists, "already_exists"},
@@ -25,6 +25,8 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 17> kNames = {{
     {ErrorCode::kUnauthorized, "unauthorized"},
     {ErrorCode::kSandboxDisabled, "sandbox_disabled"},
     {ErrorCode::kUnavailable, "unavailable"},
+    {ErrorCode::kOwnerUnavailable, "owner_unavailable"},
+    {ErrorCode::kMoved, "moved"},
 }};
 
 }  // namespace

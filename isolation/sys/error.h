@@ -31,7 +31,9 @@ enum class ErrorCode {
   kMalformedRequest,  // not JSON, a field of the wrong type, an unknown field
   kUnauthorized,      // no bearer token, or a wrong one
   kSandboxDisabled,   // a sandbox call in a session made without a sandbox
-  kUnavailable,       // the server is stopping, or has too many connections
+  kUnavailable,       // the server is stopping, has too many connections, or is not ready
+  kOwnerUnavailable,  // the sandbox's server (its shard) does not answer
+  kMoved,             // the sandbox was drained to a snapshot: restore that
 };
 
 // Stable spelling used in JSON (`"code": "not_found"`); never rename one.

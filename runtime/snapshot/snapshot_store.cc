@@ -243,6 +243,23 @@ Result<void> SnapshotStore::remove(const std::string& id_or_name) const {
   return {};
 }
 
+Result<SandboxPointer> SnapshotStore::pointer(const std::string& sandbox) const {
+  if (!remote_) return fail(make_error(ErrorCode::kUnsupported, "sandbox pointers live in a remote snapshot store (--snapshot-store)"));
+  json j = NSBOX_TRY(run_store({"where", sandbox}, "find where " + sandbox + " went"));
+  SandboxPointer p;
+  p.sandbox = sandbox;
+  p.snapshot = j.value("snapshot", "");
+  p.moved = j.value("moved", false);
+  p.at = j.value("at", "");
+  return p;
+}
+
+Result<void> SnapshotStore::mark_moved(const std::string& sandbox, const std::string& snapshot) const {
+  if (!remote_) return fail(make_error(ErrorCode::kUnsupported, "a drain's tombstones live in a remote snapshot store (--snapshot-store)"));
+  NSBOX_CHECK(run_store({"moved", sandbox, snapshot}, "leave the tombstone of " + sandbox));
+  return {};
+}
+
 Result<json> SnapshotStore::run_store(const std::vector<std::string>& args, const std::string& what) const {
   std::vector<std::string> argv = {remote_->helper};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -80,6 +80,13 @@ Error helper_error(const std::string& what, const std::string& program, const st
 // A helper's one-line JSON report on stdout.
 Result<nlohmann::json> helper_report(const std::string& what, const std::string& program, const std::string& out);
 
+// Where a sandbox went, as a remote store knows it (PREFIX/sandboxes/<id>.json): its
+// last snapshot, and whether a drain moved it there (its server answers no more for it).
+struct SandboxPointer {
+  std::string sandbox, snapshot, at;
+  bool moved = false;
+};
+
 class SnapshotStore {
  public:
   SnapshotStore(std::string dir, std::string archiver, std::optional<RemoteSnapshotStore> remote = std::nullopt)
@@ -100,6 +107,11 @@ class SnapshotStore {
   // Unpacks a snapshot into the volumes, as the sandbox user; `replace` empties each first.
   // The whole archive is checked before anything is written.
   Result<void> restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
+
+  // With a remote store only (kUnsupported otherwise): the sandbox's pointer (kNotFound
+  // when it has none), and the tombstone a drain leaves.
+  Result<SandboxPointer> pointer(const std::string& sandbox) const;
+  Result<void> mark_moved(const std::string& sandbox, const std::string& snapshot) const;
 
  private:
   Result<nlohmann::json> run_archiver(std::vector<std::string> argv, const std::string& what) const;

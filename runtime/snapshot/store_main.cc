@@ -10,15 +10,21 @@
 //                                an archive larger than MAX bytes is refused before any byte
 //   nsbox-snapstore ls           {"snapshots": [snapshot.json...]}: the whole ones
 //   nsbox-snapstore rm ID        every object under PREFIX/ID/
+//   nsbox-snapstore moved SBX SNP   PREFIX/sandboxes/SBX.json says the sandbox was drained
+//                                to snapshot SNP (`put` writes the same without "moved"
+//                                after each snapshot of a sandbox: its last snapshot)
+//   nsbox-snapstore where SBX    that object: {"sandbox", "snapshot", "moved", "at"}
 //
 // Success: a JSON document on stdout. Failure: the error on stderr (never a secret), exit
 // status 4 when the snapshot is not in the store, 1 otherwise.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -47,6 +53,23 @@ bool valid_id(const std::string& id) {
   for (char c : id.substr(4))
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
+}
+
+// A sandbox id as a key's part: sbx-, then a-z, 0-9 and '-' (a shard's and the random part).
+bool valid_sandbox(const std::string& id) {
+  if (id.size() > 40 || !id.starts_with("sbx-") || id.size() < 5) return false;
+  for (char c : id.substr(4))
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
+}
+
+std::string now_utc() {
+  char out[32] = {};
+  time_t t = ::time(nullptr);
+  tm parts{};
+  ::gmtime_r(&t, &parts);
+  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return out;
 }
 
 struct Store {
@@ -83,7 +106,42 @@ struct Store {
       if (::fstat(fd.get(), &st) != 0) return fail(sys_error("stat " + path));
       NSBOX_CHECK_CTX(client->upload(key(id, name), fd.get(), static_cast<uint64_t>(st.st_size)), "upload " + std::string(name) + " to " + where(id));
     }
+    // The sandbox's last snapshot, for a server that must answer for it once its own
+    // server is gone. Best effort: the snapshot is whole without it.
+    if (auto text = files::read_file(dir + "/snapshot.json", kMaxRecord)) {
+      json record = json::parse(*text, nullptr, false);
+      std::string sandbox = record.is_object() ? record.value("sandbox", "") : "";
+      if (valid_sandbox(sandbox))
+        if (auto marked = mark(sandbox, id, false); !marked) std::fprintf(stderr, "warning: %s\n", marked.error().message.c_str());
+    }
     return json{{"id", id}};
+  }
+
+  std::string pointer_key(const std::string& sandbox) const { return mount.prefix + "sandboxes/" + sandbox + ".json"; }
+
+  Result<json> mark(const std::string& sandbox, const std::string& snapshot, bool moved) {
+    json doc = {{"sandbox", sandbox}, {"snapshot", snapshot}, {"moved", moved}, {"at", now_utc()}};
+    std::string text = doc.dump() + "\n";
+    UniqueFd fd(::memfd_create("nsbox-pointer", MFD_CLOEXEC));
+    if (!fd) return fail(sys_error("memfd_create"));
+    NSBOX_CHECK(files::write_all(fd.get(), text, "memfd"));
+    if (::lseek(fd.get(), 0, SEEK_SET) != 0) return fail(sys_error("lseek memfd"));
+    NSBOX_CHECK_CTX(client->upload(pointer_key(sandbox), fd.get(), text.size()), "write " + mount.source() + "sandboxes/" + sandbox + ".json");
+    return doc;
+  }
+
+  Result<json> where_is(const std::string& sandbox) {
+    auto text = read_small(pointer_key(sandbox), 4096);
+    if (!text) {
+      if (text.error().code == ErrorCode::kNotFound)
+        return fail(make_error(ErrorCode::kNotFound, "no snapshot of " + sandbox + " in " + mount.source()));
+      return fail(std::move(text.error()));
+    }
+    json doc = json::parse(*text, nullptr, false);
+    if (!doc.is_object() || doc.value("sandbox", "") != sandbox || !doc.contains("snapshot") || !doc["snapshot"].is_string() ||
+        !valid_id(doc["snapshot"].get<std::string>()))
+      return fail(make_error(ErrorCode::kProtocol, mount.source() + "sandboxes/" + sandbox + ".json is not a sandbox's pointer"));
+    return json{{"sandbox", sandbox}, {"snapshot", doc["snapshot"]}, {"moved", doc.value("moved", false) == true}, {"at", doc.value("at", "")}};
   }
 
   Result<json> get(const std::string& id, const std::string& dir, uint64_t max) {
@@ -173,11 +231,13 @@ int main(int argc, char** argv) {
   bool takes_id = mode == "put" || mode == "get" || mode == "rm";
   if (takes_id && (args.size() < 2 || !valid_id(args[1])))
     return failed(make_error(ErrorCode::kInvalidArgument, "nsbox-snapstore " + mode + ": a snapshot id (snp-...) is needed"), {});
-  Result<json> done = fail(make_error(ErrorCode::kInvalidArgument, "usage: nsbox-snapstore put|get|ls|rm ..."));
+  Result<json> done = fail(make_error(ErrorCode::kInvalidArgument, "usage: nsbox-snapstore put|get|ls|rm|moved|where ..."));
   if (mode == "put" && args.size() == 3) done = store.put(args[1], args[2]);
   else if (mode == "get" && args.size() == 4) done = store.get(args[1], args[2], std::strtoull(args[3].c_str(), nullptr, 10));
   else if (mode == "ls" && args.size() == 1) done = store.list();
   else if (mode == "rm" && args.size() == 2) done = store.remove(args[1]);
+  else if (mode == "moved" && args.size() == 3 && valid_sandbox(args[1]) && valid_id(args[2])) done = store.mark(args[1], args[2], true);
+  else if (mode == "where" && args.size() == 2 && valid_sandbox(args[1])) done = store.where_is(args[1]);
   int code = done ? 0 : failed(done.error(), store.credentials);
   if (done) std::printf("%s\n", done->dump(-1, ' ', false, json::error_handler_t::replace).c_str());
   store.credentials.wipe();

@@ -1,0 +1,50 @@
+// Requests from one `nsbox serve` to another (docs/semantics.md, "Sharded serve"): a
+// request for a sandbox of another shard relayed to its owner and the owner's answer
+// relayed back as it comes (cells' and commands' streams, file transfers, tool-call
+// events), and small JSON questions to peers (where is a name).
+//
+//   client ──► edge: token checked ──► PeerClient::forward ──► owner (peer token)
+//          ◄── relay_head / relay_bytes / relay_end ◄──────────┘
+//
+// libcurl, one easy handle per request in flight, kept for the next (its connections
+// stay open). A peer that does not accept the connection within 2 s is unreachable; an
+// accepted request has no time limit of its own (a cell may run for hours): it ends with
+// the owner's answer, the client leaving or the server stopping (the Exchange's fds).
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/exchange.h"
+
+namespace nsbox::api {
+
+class PeerClient {
+ public:
+  // `token`: the peer credential sent as the bearer token; `shard`: ours, sent in
+  // X-Nsbox-Forwarded-By so that the owner never relays the request again.
+  PeerClient(std::string token, std::string shard);
+  ~PeerClient();
+  PeerClient(const PeerClient&) = delete;
+  PeerClient& operator=(const PeerClient&) = delete;
+
+  // Relays `x`'s request to `base_url` (scheme://host:port) and its answer back. An error
+  // (kOwnerUnavailable) only when nothing reached the client: the peer refused, did not
+  // answer the connection, or failed before its answer's first byte.
+  Result<void> forward(Exchange& x, const std::string& base_url);
+
+  // GET base_url + target with the peer credential: the status and the JSON answer
+  // (at most 1 MiB), within `timeout_ms`.
+  Result<std::pair<long, Json>> get_json(const std::string& base_url, const std::string& target, long timeout_ms);
+
+ private:
+  void* take_handle();
+  void give_back(void* handle);
+
+  std::string authorization_, forwarded_by_;
+  std::mutex mutex_;
+  std::vector<void*> idle_;  // CURL easy handles
+};
+
+}  // namespace nsbox::api
