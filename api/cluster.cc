@@ -56,9 +56,9 @@ Result<ClusterConfig> ClusterConfig::parse(const ClusterFlags& flags) {
     if (!flags.peer_token_file) return fail(bad("--peers needs --peer-token-file", "the token servers send each other"));
   }
   if (flags.peer_token_file) {
-    auto token = NSBOX_TRY(load_or_make_secret(*flags.peer_token_file, random_token));
-    if (token.size() < 16) return fail(bad("--peer-token-file " + *flags.peer_token_file + ": the token is shorter than 16 characters"));
-    c.peer_token_ = std::move(token);
+    auto token = load_or_make_secret(*flags.peer_token_file, random_token);
+    if (!token) return fail(std::move(token.error()).context("--peer-token-file"));
+    c.peer_token_ = std::move(*token);
   }
   if (flags.capacity) {
     char* end = nullptr;

@@ -159,8 +159,17 @@ const std::vector<CommandHelp>& command_table() {
         kSnapshotStore,
         {"warm", "SIZE=N[,SIZE=N...]", "keep N ready sandboxes of each size; creates they can serve claim one (docs/semantics.md, \"Warm pool\")"},
         {"preload", "MOD,MOD...|none", "what the warm sandboxes' kernels import before they are ready (default numpy,pandas,matplotlib)"},
-        {"memory-merge", nullptr, "offer the warm kernels' preloaded heap to KSM (off by default: docs/decisions.md, \"Memory merging\")"}},
-       cmd_serve, false, "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM."},
+        {"memory-merge", nullptr, "offer the warm kernels' preloaded heap to KSM (off by default: docs/decisions.md, \"Memory merging\")"},
+        {"shard", "NAME", "this server's shard among several ([a-z0-9]{1,16}): ids become sbx-NAME-...; needs --snapshot-store (docs/scale-out.md)"},
+        {"peers", "TEMPLATE|S=URL,...", "the other servers: http://nsbox-{shard}.nsbox-peers:8080, or a list; requests for their sandboxes are relayed"},
+        {"peer-token-file", "PATH", "the token servers send each other (0600; made if missing)"},
+        {"capacity", "N", "at most N sandboxes here: /readyz says 503 when full (unless a warm one is ready)"},
+        {"drain-grace", "SECONDS", "how long a drain (SIGTERM on a sharded server) lets cells and commands finish (default 900)"}},
+       cmd_serve, false,
+       "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM (a sharded server drains first)."},
+      {"drain", "[--timeout SECONDS]", "stop this root's nsbox serve: a sharded one drains its sandboxes to snapshots first",
+       {{"timeout", "SECONDS", "how long to wait for the server to end (default 3600)"}},
+       cmd_drain, false, "For a pod's preStop hook. Exit status 0 once the server has ended."},
   };
   return table;
 }

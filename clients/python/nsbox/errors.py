@@ -29,6 +29,8 @@ __all__ = [
     "RemoteError",
     "Unavailable",
     "ServerUnreachable",
+    "OwnerUnavailable",
+    "Moved",
     "Timeout",
     "IntegrityError",
     "error_from_response",
@@ -198,6 +200,33 @@ class Unavailable(NsboxError):
     default_status: Optional[int] = 503
 
 
+class OwnerUnavailable(Unavailable):
+    """503 from a sharded server: the sandbox's own server (its shard) does not answer.
+    ``snapshot`` is its last snapshot's id when the store has one: restore it elsewhere
+    with ``Sandbox.create(from_snapshot=...)``."""
+
+    code = "owner_unavailable"
+
+    @property
+    def snapshot(self) -> Optional[str]:
+        value = self.body.get("snapshot") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+
+class Moved(NsboxError):
+    """410: the sandbox's server was drained and the sandbox moved to a snapshot,
+    ``snapshot``; ``Sandbox.create(from_snapshot=...)`` on any server restores it (with a
+    new id)."""
+
+    code = "moved"
+    default_status = 410
+
+    @property
+    def snapshot(self) -> Optional[str]:
+        value = self.body.get("snapshot") if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else None
+
+
 class ServerUnreachable(Unavailable):
     """No server answers at the configured socket or URL (refused, missing, reset)."""
 
@@ -240,6 +269,8 @@ _CLASSES: Tuple[Type[NsboxError], ...] = (
         ProtocolError,
         RemoteError,
         Unavailable,
+        OwnerUnavailable,
+        Moved,
         Timeout,
 )
 _BY_CODE: Dict[str, Type[NsboxError]] = {cls.code: cls for cls in _CLASSES}
