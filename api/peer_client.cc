@@ -160,6 +160,7 @@ void PeerClient::give_back(void* handle) {
 
 Result<void> PeerClient::forward(Exchange& x, const std::string& base_url) {
   const HttpRequest& r = x.request();
+  if (!r.target.starts_with("/")) return fail(make_error(ErrorCode::kMalformedRequest, "the request target must start with '/'"));
   CURL* h = static_cast<CURL*>(take_handle());
   if (!h) return fail(make_error(ErrorCode::kInternal, "curl_easy_init failed"));
   Relay relay(x);

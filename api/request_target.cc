@@ -28,6 +28,9 @@ Result<std::string> percent_decode(std::string_view text, bool query) {
 }
 
 Result<void> parse_target(std::string_view target, HttpRequest& r) {
+  // Origin form only: a target is relayed to peers as the path of their URL.
+  if (target.empty() || target[0] != '/')
+    return fail(make_error(ErrorCode::kMalformedRequest, "the request target must be a path starting with '/'"));
   auto q = target.find('?');
   r.path = NSBOX_TRY(percent_decode(target.substr(0, q), false));
   if (q == std::string_view::npos) return {};
