@@ -3,14 +3,47 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "isolation/sys/files.h"
 
 namespace nsbox::userns {
 
+namespace {
+
+// Root inside a user namespace of its own (a Kubernetes pod with hostUsers: false maps
+// 65,536 ids) can map only ids its namespace has: kRootModeHostId when it is there (the
+// initial namespace maps them all), else the highest id the namespace maps, which no
+// image's account uses (65534, nobody, is skipped).
+uint32_t root_mode_id(const char* map_file) {
+  auto text = files::read_file(map_file, 64 << 10);
+  if (!text) return kRootModeHostId;
+  uint64_t top = 0;
+  bool has_default = false;
+  size_t at = 0;
+  while (at < text->size()) {
+    size_t end = text->find('\n', at);
+    std::string line = text->substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? text->size() : end + 1;
+    unsigned long long inside = 0, outside = 0, count = 0;
+    if (std::sscanf(line.c_str(), "%llu %llu %llu", &inside, &outside, &count) != 3 || count == 0) continue;
+    if (kRootModeHostId >= inside && kRootModeHostId - inside < count) has_default = true;
+    top = std::max<uint64_t>(top, inside + count - 1);
+  }
+  if (has_default || top == 0) return kRootModeHostId;
+  if (top == 65534 && top > kSandboxUid + 1) --top;
+  return static_cast<uint32_t>(top);
+}
+
+}  // namespace
+
 HostIds host_ids() {
-  if (::geteuid() == 0) return {kRootModeHostId, kRootModeHostId};
+  if (::geteuid() == 0) {
+    static const HostIds root_mode{root_mode_id("/proc/self/uid_map"), root_mode_id("/proc/self/gid_map")};
+    return root_mode;
+  }
   return {::geteuid(), ::getegid()};
 }
 

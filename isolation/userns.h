@@ -12,7 +12,9 @@ constexpr gid_t kSandboxGid = 1000;
 
 // The host uid/gid the sandbox user maps to. Rootless: the invoking user (the only id an
 // unprivileged process may map). Root: a dedicated id with no account and no files on the
-// host (kRootModeHostId), so that the sandbox user owns nothing outside its sandbox.
+// host (kRootModeHostId), so that the sandbox user owns nothing outside its sandbox; root
+// in a user namespace that does not map that id (a user-namespaced pod): the highest id
+// its namespace maps (docs/scale-out.md, tier B).
 struct HostIds {
   uid_t uid;
   gid_t gid;
