@@ -70,8 +70,17 @@ bool ApiService::authorized(const HttpRequest& r, const Path& path) const {
   if (r.method == "GET" && path.size() == 4 && path[0] == "v1" && path[1] == "sandboxes" && path[3] == "files" &&
       r.query.count("signature"))
     return true;
-  // Another server of the cluster relaying its client's request (it checked the token).
-  return token_.accepts(r.authorization) || (peer_token_ && peer_token_->accepts(r.authorization));
+  return credentialed(r);
+}
+
+bool ApiService::credentialed(const HttpRequest& r) const {
+  if (token_.accepts(r.authorization)) return true;
+  // Another server relaying its client's request (it checked the client's token): only
+  // what peers relay, a sandbox's routes and a snapshot of one, never the server's own
+  // (drain, pool, creates, lists).
+  if (!peer_token_ || r.forwarded_by.empty() || !peer_token_->accepts(r.authorization)) return false;
+  Path path = split_path(r.path);
+  return path.size() >= 3 && path[0] == "v1" && ((path[1] == "sandboxes") || (path[1] == "snapshots" && path.size() == 2 && r.method == "POST"));
 }
 
 bool ApiService::admits(const HttpRequest& r) const { return authorized(r, split_path(r.path)); }
@@ -237,7 +246,12 @@ void ApiService::start_pool(WarmPoolConfig config) {
     hand_links(options);
     return options;
   };
-  pool_ = std::make_unique<WarmPool>(runtime_, std::move(config), base, [this] { return running_calls_ > 0; });
+  pool_ = std::make_unique<WarmPool>(
+      runtime_, std::move(config), base, [this] { return running_calls_ > 0; }, [this] { return reserve_for_pool(); },
+      [this] {
+        std::lock_guard lock(admit_mutex_);
+        --creating_;
+      });
   pool_->start();
 }
 
@@ -280,20 +294,21 @@ Result<SandboxInfo> ApiService::make_sandbox(const CreateOptions& options, bool 
 }
 
 void ApiService::create_sandbox(Exchange& x) {
-  // Not ready (draining, full): said at once, so that a load balancer's retry finds a
-  // server that is.
-  if (std::string reason; !ready(reason))
-    return x.respond(503,
-                     error_document(make_error(ErrorCode::kUnavailable, "this server takes no new sandboxes now (" + reason + ")",
-                                               "retry: another server of the cluster takes it")),
-                     {{"Retry-After", "1"}});
   const auto began = std::chrono::steady_clock::now();
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   auto options = create_options_from_json(*body, process_environment(), Caller::kRemote);
   if (!options) return respond_error(x, options.error());
   hand_links(*options);
-  auto info = make_sandbox(*options, poolable(*options, *body));
+  const bool warm_ok = poolable(*options, *body);
+  // Not ready (draining, full): said at once, so that a load balancer's retry finds a
+  // server that is.
+  auto admitted = admit(warm_ok ? std::optional<SizeTier>(options->size) : std::nullopt);
+  if (!admitted) {
+    for (auto& m : options->mounts) m.credentials.wipe();
+    return x.respond(503, error_document(admitted.error()), {{"Retry-After", "1"}});
+  }
+  auto info = make_sandbox(*options, warm_ok);
   for (auto& m : options->mounts) m.credentials.wipe();
   if (!info) return respond_error(x, info.error());
   metrics_.observe_create(info->record.create_path == "warm",
@@ -407,8 +422,14 @@ void ApiService::route_snapshots(Exchange& x, const Path& rest) {
         (b.contains("include_files") && !b["include_files"].is_boolean()))
       return respond_error(x, make_error(ErrorCode::kMalformedRequest,
                                          "POST /v1/snapshots takes {\"sandbox\": ID, \"name\": NAME, \"include_files\": false}"));
-    // A snapshot is taken where its sandbox is.
+    // A snapshot is taken where its sandbox is; not of one a drain is moving (its own
+    // snapshot and tombstone are the last word).
     if (cluster_.sharded() && forward_if_elsewhere(x, b["sandbox"].get<std::string>())) return;
+    {
+      std::lock_guard lock(gate_.mutex);
+      if (gate_.closed.count(runtime_.store().resolve(b["sandbox"].get<std::string>()).value_or("")))
+        return respond_error(x, make_error(ErrorCode::kUnavailable, "sandbox " + b["sandbox"].get<std::string>() + " is being drained to a snapshot"));
+    }
     auto made = runtime_.snapshot(b["sandbox"].get<std::string>(), b.value("name", ""), b.value("include_files", false));
     if (!made) return respond_error(x, made.error());
     return x.respond(201, made->to_json(), {{"Location", "/v1/snapshots/" + made->id}});
@@ -520,6 +541,7 @@ void ApiService::route_sessions(Exchange& x, const Path& path) {
     CreateOptions o;
     o.size = s.size;
     hand_links(o);
+    auto admitted = NSBOX_TRY(admit(o.size));
     auto info = NSBOX_TRY(make_sandbox(o, /*warm_ok=*/true));
     return info.record.id;
   });

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -65,11 +66,16 @@ class ApiService {
   // SIGTERM or SIGINT: true when the service takes it as the start of a drain (a sharded
   // server) and the HTTP server must go on serving until the drain stops it.
   bool on_stop_signal();
+  // After the server stopped: a drain that kept sandboxes here (their snapshot failed).
+  bool drain_failed() const { return drain_kept_ > 0; }
 
  private:
   using Path = std::vector<std::string>;
 
   bool authorized(const HttpRequest& r, const Path& path) const;
+  // Admitted by a token (the client's, or a peer's for what peers relay), not by a
+  // download link's signature alone.
+  bool credentialed(const HttpRequest& r) const;
   void route(Exchange& x, const Path& path);
   void route_sandbox(Exchange& x, const std::string& sandbox, const Path& rest);
   void route_sessions(Exchange& x, const Path& path);
@@ -88,7 +94,26 @@ class ApiService {
 
   // api/cluster_routes.cc
   bool ready(std::string& reason) const;
-  uint64_t active_sandboxes() const;
+  // Sandboxes on this machine: every one of the state root (stopped, dead and warm
+  // members included: they hold memory or disk), and those being made.
+  uint64_t sandboxes_here() const;
+  uint64_t free_members() const;
+  // A sandbox about to be made here (a create, a session's first call): counted from
+  // admission until made, so that concurrent creates cannot pass --capacity together;
+  // refused (503, Retry-After) while draining or full. `warm` when a free member of its
+  // size can serve it (a claim adds no sandbox).
+  class Admission {
+   public:
+    explicit Admission(ApiService* s) : s_(s) {}
+    Admission(Admission&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    Admission& operator=(Admission&&) = delete;
+    ~Admission();
+
+   private:
+    ApiService* s_;
+  };
+  Result<Admission> admit(std::optional<SizeTier> warm);
+  bool reserve_for_pool();
   // A request for another server's sandbox is relayed there (true: answered).
   bool forward_if_elsewhere(Exchange& x, const std::string& sandbox);
   bool forward_to(Exchange& x, const std::string& shard, const std::string& sandbox);
@@ -128,6 +153,12 @@ class ApiService {
 
   // Sharded serve.
   ClusterConfig cluster_;
+  mutable std::mutex admit_mutex_;
+  uint64_t creating_ = 0;  // admitted and not made yet (admit_mutex_)
+  std::atomic<int> relays_ = 0;      // requests relayed to peers, in flight (a drain waits for them too)
+  std::atomic<int> stop_signals_ = 0;  // signals seen while draining
+  std::atomic<bool> hurry_ = false;     // a second signal: the drain's grace ends
+  std::atomic<size_t> drain_kept_ = 0;
   std::optional<BearerToken> peer_token_;
   std::unique_ptr<PeerClient> peers_;
   std::function<void()> stop_server_;

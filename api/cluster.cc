@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "api/access.h"
+#include "isolation/sys/files.h"
 #include "runtime/state_store.h"
 
 namespace nsbox::api {
@@ -56,6 +57,10 @@ Result<ClusterConfig> ClusterConfig::parse(const ClusterFlags& flags) {
     if (!flags.peer_token_file) return fail(bad("--peers needs --peer-token-file", "the token servers send each other"));
   }
   if (flags.peer_token_file) {
+    // Never made here: a server that made its own would be refused by every peer.
+    if (!files::exists(*flags.peer_token_file))
+      return fail(bad("--peer-token-file " + *flags.peer_token_file + " does not exist",
+                      "every server needs the same token: make it once (32 random bytes, base64url) and give it to all"));
     auto token = load_or_make_secret(*flags.peer_token_file, random_token);
     if (!token) return fail(std::move(token.error()).context("--peer-token-file"));
     c.peer_token_ = std::move(*token);

@@ -3,7 +3,8 @@
 //
 //   --shard NAME              ids made here are sbx-NAME-<random>
 //   --peers TEMPLATE|LIST     http://nsbox-{shard}.nsbox-peers:8080, or a=URL,b=URL
-//   --peer-token-file PATH    the bearer token servers send each other (first line)
+//   --peer-token-file PATH    the bearer token servers send each other (first line; the
+//                             same file on every server, never made by one)
 //   --capacity N              at most N sandboxes here (readiness says when it is full)
 //   --drain-grace SECONDS     how long a drain lets cells and commands finish (900)
 #pragma once

@@ -1,11 +1,12 @@
-// The sharded server's part of the API (docs/semantics.md, "Sharded serve"): readiness,
-// relaying requests to the sandbox's server, the answers for sandboxes that moved or
-// whose server is gone, metrics, and the drain.
+// The sharded server's part of the API (docs/semantics.md, "Sharded serve"): readiness
+// and admission under --capacity, relaying requests to the sandbox's server, the answers
+// for sandboxes that moved or whose server is gone, metrics, and the drain.
 #include <chrono>
 #include <thread>
 
 #include "api/api_service.h"
 #include "api/http_errors.h"
+#include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 
 namespace nsbox::api {
@@ -15,6 +16,11 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr long kNameLookupMs = 2000;
+
+Error not_ready_error(const std::string& reason) {
+  return make_error(ErrorCode::kUnavailable, "this server takes no new sandboxes now (" + reason + ")",
+                    "retry: another server of the cluster takes it");
+}
 
 }  // namespace
 
@@ -27,66 +33,97 @@ void ApiService::set_cluster(ClusterConfig cluster, std::function<void()> stop_s
   }
 }
 
-// Ready = accepting new sandboxes: not stopping or draining, and room (capacity left, or
-// a warm member to hand out, which adds no sandbox to the machine).
+uint64_t ApiService::free_members() const {
+  uint64_t n = 0;
+  if (pool_)
+    for (const auto& [size, slot] : pool_->status()["sizes"].items()) n += slot.value("ready", uint64_t{0});
+  return n;
+}
+
+uint64_t ApiService::sandboxes_here() const {
+  auto ids = runtime_.store().ids();
+  std::lock_guard lock(admit_mutex_);
+  return (ids ? ids->size() : 0) + creating_;
+}
+
+// Ready = accepting new sandboxes: not stopping or draining, and room under --capacity
+// (every sandbox of the machine counts) or a warm member to hand out, which adds none.
 bool ApiService::ready(std::string& reason) const {
   if (stopping_) return reason = "stopping", false;
   if (draining_) return reason = "draining", false;
-  if (!cluster_.capacity() || active_sandboxes() < cluster_.capacity()) return true;
-  if (pool_)
-    for (const auto& [size, slot] : pool_->status()["sizes"].items())
-      if (slot.value("ready", 0) > 0) return true;
+  if (!cluster_.capacity() || sandboxes_here() < cluster_.capacity() || free_members() > 0) return true;
   reason = "full: " + std::to_string(cluster_.capacity()) + " sandboxes (--capacity)";
   return false;
 }
 
-uint64_t ApiService::active_sandboxes() const {
+ApiService::Admission::~Admission() {
+  if (!s_) return;
+  std::lock_guard lock(s_->admit_mutex_);
+  --s_->creating_;
+}
+
+Result<ApiService::Admission> ApiService::admit(std::optional<SizeTier> warm) {
+  if (stopping_) return fail(not_ready_error("stopping"));
+  if (draining_) return fail(not_ready_error("draining"));
   auto ids = runtime_.store().ids();
-  uint64_t n = ids ? ids->size() : 0;
-  if (pool_)
-    for (const auto& [size, slot] : pool_->status()["sizes"].items()) {
-      uint64_t free = slot.value("ready", uint64_t{0}) + slot.value("building", uint64_t{0});
-      n -= std::min(n, free);
-    }
-  return n;
+  const uint64_t here = ids ? ids->size() : 0;
+  const bool claim = warm && pool_ && pool_->serves(*warm) && free_members() > 0;
+  std::lock_guard lock(admit_mutex_);
+  if (cluster_.capacity() && !claim && here + creating_ >= cluster_.capacity())
+    return fail(not_ready_error("full: " + std::to_string(cluster_.capacity()) + " sandboxes (--capacity)"));
+  ++creating_;
+  return Admission(this);
+}
+
+bool ApiService::reserve_for_pool() {
+  if (stopping_ || draining_) return false;
+  auto ids = runtime_.store().ids();
+  std::lock_guard lock(admit_mutex_);
+  if (cluster_.capacity() && (ids ? ids->size() : 0) + creating_ >= cluster_.capacity()) return false;
+  ++creating_;
+  return true;
 }
 
 bool ApiService::forward_if_elsewhere(Exchange& x, const std::string& sandbox) {
   std::string shard = shard_of_id(sandbox);
   if (!shard.empty()) return shard != cluster_.shard() && forward_to(x, shard, sandbox);
-  // A name: ours if we have it, else the peer's that says it has it.
-  if (runtime_.store().resolve(sandbox) || !x.request().forwarded_by.empty() || !peers_) return false;
+  // A name: ours if we have it, else the peer's that says it has it. Links name ids, so
+  // a request admitted by a link's signature alone never asks the peers.
+  if (runtime_.store().resolve(sandbox) || !x.request().forwarded_by.empty() || !peers_ || !credentialed(x.request()))
+    return false;
   for (const auto& peer : cluster_.listed_peers()) {
     auto url = cluster_.peer_url(peer);
     if (!url) continue;
-    auto found = peers_->get_json(*url, "/v1/sandboxes/" + sandbox, kNameLookupMs);
+    auto found = peers_->get_json(*url, "/v1/sandboxes/" + PeerClient::escape(sandbox), kNameLookupMs);
     if (found && found->first == 200) return forward_to(x, peer, sandbox);
   }
   return false;
 }
 
 bool ApiService::forward_to(Exchange& x, const std::string& shard, const std::string& sandbox) {
+  const bool with_credential = credentialed(x.request());
   auto unavailable = [&](Error e) {
     metrics_.count_forward(false);
-    // Its last snapshot, when the store has one: the client can restore it elsewhere.
     Json doc = error_document(e);
-    if (auto where = runtime_.sandbox_pointer(sandbox); where) {
-      doc["error"]["snapshot"] = where->snapshot;
+    // Its last snapshot, when the store has one: the client can restore it elsewhere.
+    // Asked for callers with a token only (a store lookup is not free).
+    if (auto where = with_credential ? runtime_.sandbox_pointer(sandbox) : Result<SandboxPointer>(fail(e)); where) {
       if (where->moved) {
         doc = error_document(make_error(ErrorCode::kMoved, "sandbox " + sandbox + " was drained to snapshot " + where->snapshot,
                                         "restore it: POST /v1/sandboxes {\"from_snapshot\": \"" + where->snapshot + "\"}"));
         doc["error"]["snapshot"] = where->snapshot;
         return x.respond(410, doc);
       }
+      doc["error"]["snapshot"] = where->snapshot;
     }
     x.respond(503, doc, {{"Retry-After", "5"}});
   };
   // A relayed request is never relayed again: a server that is told it owns a shard it
   // does not has peers configured differently from ours.
   if (!x.request().forwarded_by.empty()) {
-    unavailable(make_error(ErrorCode::kOwnerUnavailable, "shard " + cluster_.shard() + " was sent a request for shard " + shard +
-                                                             " by " + x.request().forwarded_by,
-                           "the servers' --peers disagree"));
+    metrics_.count_forward(false);
+    respond_error(x, make_error(ErrorCode::kOwnerUnavailable, "shard " + cluster_.shard() + " was sent a request for shard " + shard,
+                                "the servers' --peers disagree"));
     return true;
   }
   auto url = cluster_.peer_url(shard);
@@ -94,7 +131,9 @@ bool ApiService::forward_to(Exchange& x, const std::string& shard, const std::st
     unavailable(make_error(ErrorCode::kOwnerUnavailable, "no server is known for shard " + shard + " (--peers)"));
     return true;
   }
-  auto sent = peers_->forward(x, *url);
+  ++relays_;
+  auto sent = peers_->forward(x, *url, with_credential);
+  --relays_;
   if (sent) {
     metrics_.count_forward(true);
     return true;
@@ -105,7 +144,7 @@ bool ApiService::forward_to(Exchange& x, const std::string& shard, const std::st
 }
 
 bool ApiService::answer_if_moved(Exchange& x, const std::string& sandbox) {
-  if (shard_of_id(sandbox) != cluster_.shard() || runtime_.store().resolve(sandbox)) return false;
+  if (shard_of_id(sandbox) != cluster_.shard() || !credentialed(x.request()) || runtime_.store().resolve(sandbox)) return false;
   auto where = runtime_.sandbox_pointer(sandbox);
   if (!where || !where->moved) return false;
   Json doc = error_document(make_error(ErrorCode::kMoved, "sandbox " + sandbox + " was drained to snapshot " + where->snapshot,
@@ -115,6 +154,7 @@ bool ApiService::answer_if_moved(Exchange& x, const std::string& sandbox) {
   return true;
 }
 
+// Without a token, so cheap: the records and the supervisors' locks, no supervisor asked.
 void ApiService::metrics_route(Exchange& x) {
   MetricsState s;
   std::string reason;
@@ -123,15 +163,21 @@ void ApiService::metrics_route(Exchange& x) {
   s.capacity = cluster_.capacity();
   s.cells_running = static_cast<uint64_t>(std::max(0, running_cells_.load()));
   s.commands_running = static_cast<uint64_t>(std::max(0, running_calls_.load() - running_cells_.load()));
-  if (auto list = runtime_.list())
-    for (const auto& info : *list) ++s.sandboxes[std::string(status_name(info.status))][std::string(size_tier_name(info.record.size))];
-  s.active = active_sandboxes();
+  const auto& store = runtime_.store();
+  for (const auto& id : store.ids().value_or(std::vector<std::string>{})) {
+    auto record = store.load(id);
+    if (!record) continue;
+    const char* status = store.supervisor_alive(id) ? "running" : record->stopped_at.empty() ? "dead" : "stopped";
+    ++s.sandboxes[status][std::string(size_tier_name(record->size))];
+    if (record->pool.empty()) ++s.active;
+  }
   if (pool_)
     for (const auto& [size, slot] : pool_->status()["sizes"].items()) {
       s.warm_ready[size] = slot.value("ready", uint64_t{0});
       s.warm_target[size] = slot.value("target", uint64_t{0});
-      s.warm_building[size] = slot.value("building", uint64_t{0});
+      s.warm_building[size] = slot.value("building", false) ? 1 : 0;
     }
+  s.free_slots = cluster_.capacity() ? cluster_.capacity() - std::min(cluster_.capacity(), sandboxes_here()) : 0;
   x.respond_text(200, metrics_.render(s), "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -143,10 +189,19 @@ void ApiService::drain_route(Exchange& x) {
   x.respond(202, {{"draining", true}, {"began", began}, {"grace_s", cluster_.drain_grace_s()}});
 }
 
+// The first signal begins the drain, a second ends its grace (cells and commands are cut
+// when their sandboxes are snapshotted), a third stops the server as a plain one stops.
 bool ApiService::on_stop_signal() {
   if (!cluster_.sharded()) return false;
-  if (!begin_drain()) log::info("a drain is under way; the signal changes nothing");
-  return true;
+  if (begin_drain()) return true;
+  int n = ++stop_signals_;
+  if (n == 1) {
+    log::info("a second signal: the drain's grace ends now");
+    hurry_ = true;
+    return true;
+  }
+  log::warn("a third signal: stopping without finishing the drain (the sandboxes not yet moved stay here)");
+  return false;
 }
 
 bool ApiService::begin_drain() {
@@ -156,42 +211,70 @@ bool ApiService::begin_drain() {
   return true;
 }
 
-// Readiness is off (draining_); then: no new warm members, running cells and commands get
-// the grace, each sandbox is closed to new requests, waited for, snapshotted with its
+// Readiness is off (draining_: creates refused, the pool reserves no more); then: the
+// warm pool's free members go; cells, commands and relays get the grace; creates already
+// admitted finish; then every sandbox is closed to new requests at once, its requests in
+// flight waited for, stopped (nothing runs while it is copied), snapshotted with its
 // files, marked moved in the store and removed; then the server stops. A sandbox whose
-// snapshot or tombstone fails stays (nothing is lost; the log says which).
+// snapshot or tombstone fails stays (nothing is lost; the log and drain.json say which,
+// and the server exits 1).
 void ApiService::drain() {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cluster_.drain_grace_s()));
+  const auto grace = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(cluster_.drain_grace_s()));
+  const auto deadline = Clock::now() + grace;
+  auto waiting = [&](Clock::time_point until, auto busy) {
+    while (busy() && Clock::now() < until && !hurry_) std::this_thread::sleep_for(100ms);
+  };
   log::info("draining: no new sandboxes; cells and commands have " + std::to_string(int(cluster_.drain_grace_s())) + " s");
   stop_pool();
-  while (running_calls_ > 0 && Clock::now() < deadline) std::this_thread::sleep_for(100ms);
+  waiting(deadline, [&] { return running_calls_ > 0 || relays_ > 0; });
+  waiting(std::max(deadline, Clock::now() + 30s), [&] {
+    std::lock_guard lock(admit_mutex_);
+    return creating_ > 0;
+  });
   size_t moved = 0, kept = 0;
-  auto list = runtime_.list();
-  if (!list) log::error("drain: cannot list the sandboxes: " + list.error().message);
-  for (const auto& info : list ? *list : std::vector<SandboxInfo>{}) {
-    const std::string& id = info.record.id;
-    if (!info.record.pool.empty()) continue;  // another server's member (ours are gone)
+  std::set<std::string> seen;
+  // Again until nothing new: a create admitted before the drain may have finished late.
+  for (int pass = 0; pass < 3; ++pass) {
+    std::vector<std::string> ids;
+    for (const auto& id : runtime_.store().ids().value_or(std::vector<std::string>{}))
+      if (seen.insert(id).second) ids.push_back(id);
+    if (ids.empty()) break;
     {
       std::unique_lock lock(gate_.mutex);
-      gate_.closed.insert(id);
-      gate_.idle.wait_until(lock, std::max(deadline, Clock::now() + 10s), [&] { return !gate_.in_flight.count(id); });
+      gate_.closed.insert(ids.begin(), ids.end());
+      gate_.idle.wait_until(lock, std::max(deadline, Clock::now() + 10s), [&] {
+        for (const auto& id : ids)
+          if (gate_.in_flight.count(id)) return false;
+        return true;
+      });
     }
-    auto snap = runtime_.snapshot(id, "", /*include_files=*/true);
-    if (!snap) {
-      log::error("drain: " + id + " stays: its snapshot failed: " + snap.error().message);
-      ++kept;
-      continue;
+    for (const auto& id : ids) {
+      auto record = runtime_.store().load(id);
+      if (!record || !record->pool.empty()) continue;  // gone meanwhile, or another server's free member
+      if (runtime_.store().supervisor_alive(id))
+        if (auto stopped = runtime_.stop(id); !stopped) log::warn("drain: " + id + " could not be stopped first: " + stopped.error().message);
+      auto snap = runtime_.snapshot(id, "", /*include_files=*/true);
+      if (!snap) {
+        log::error("drain: " + id + " stays: its snapshot failed: " + snap.error().message);
+        ++kept;
+        continue;
+      }
+      if (auto marked = runtime_.mark_moved(id, snap->id); !marked) {
+        log::error("drain: " + id + " stays: " + marked.error().message + " (snapshot " + snap->id + " was made)");
+        ++kept;
+        continue;
+      }
+      if (auto removed = runtime_.remove(id); !removed)
+        log::warn("drain: " + id + " moved to " + snap->id + " but not removed: " + removed.error().message);
+      ++moved;
     }
-    if (auto marked = runtime_.mark_moved(id, snap->id); !marked) {
-      log::error("drain: " + id + " stays: " + marked.error().message + " (snapshot " + snap->id + " was made)");
-      ++kept;
-      continue;
-    }
-    if (auto removed = runtime_.remove(id); !removed) log::warn("drain: " + id + " moved to " + snap->id + " but not removed: " + removed.error().message);
-    ++moved;
   }
-  log::info("drained: " + std::to_string(moved) + " sandboxes moved to snapshots" +
-            (kept ? ", " + std::to_string(kept) + " kept (see above)" : ""));
+  drain_kept_ = kept;
+  log::info("drained: " + std::to_string(moved) + " moved to snapshots" +
+            (kept ? ", " + std::to_string(kept) + " kept here (see above)" : ""));
+  Json result = {{"moved", moved}, {"kept", kept}};
+  if (auto written = files::atomic_write(runtime_.store().root().data_dir + "/api/drain.json", result.dump() + "\n"); !written)
+    log::warn("drain: " + written.error().message);
   {
     std::lock_guard lock(gate_.mutex);
     gate_.closed.clear();  // those kept answer again until the server stops

@@ -45,8 +45,8 @@ std::string Metrics::render(const MetricsState& s) const {
   t.sample("nsbox_active", "", std::to_string(s.active));
   t.head("nsbox_capacity", "gauge", "--capacity (+Inf without one)");
   t.sample("nsbox_capacity", "", s.capacity ? std::to_string(s.capacity) : "+Inf");
-  t.head("nsbox_free_slots", "gauge", "sandboxes this server may still hold (+Inf without --capacity)");
-  t.sample("nsbox_free_slots", "", s.capacity ? std::to_string(s.capacity > s.active ? s.capacity - s.active : 0) : "+Inf");
+  t.head("nsbox_free_slots", "gauge", "sandboxes this server may still make (+Inf without --capacity); warm members count as made");
+  t.sample("nsbox_free_slots", "", s.capacity ? std::to_string(s.free_slots) : "+Inf");
   t.head("nsbox_warm_ready", "gauge", "warm-pool members ready to be claimed, by size");
   for (const auto& [size, n] : s.warm_ready) t.sample("nsbox_warm_ready", "size=\"" + size + "\"", std::to_string(n));
   t.head("nsbox_warm_target", "gauge", "the warm pool's target, by size");

@@ -17,6 +17,7 @@ struct MetricsState {
   std::map<std::string, uint64_t> warm_ready, warm_target, warm_building;  // per size
   uint64_t active = 0;    // sandboxes that are not free warm-pool members
   uint64_t capacity = 0;  // 0: no limit of its own (free slots are then +Inf)
+  uint64_t free_slots = 0;
   uint64_t cells_running = 0, commands_running = 0;
   bool ready = false, draining = false;
 };

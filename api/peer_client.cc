@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstring>
 #include <optional>
 
 #include "isolation/sys/log.h"
@@ -14,6 +16,7 @@ namespace {
 
 constexpr long kConnectMs = 2000;
 constexpr size_t kMaxJsonAnswer = 1 << 20;
+constexpr size_t kMaxRelayedHeaders = 16;
 
 // The answer's headers a client may need, relayed as the owner sent them; the rest
 // (framing, connection) are this connection's own.
@@ -32,20 +35,37 @@ std::string trim(std::string_view s) {
 
 // One relayed request's state, shared with libcurl's callbacks.
 struct Relay {
-  explicit Relay(Exchange& exchange) : x(exchange) {}
+  Relay(Exchange& exchange, CURL* handle) : x(exchange), h(handle) {}
   Exchange& x;
+  CURL* h;
   long status = 0;
   std::vector<std::pair<std::string, std::string>> headers;
-  std::optional<uint64_t> length;
-  bool head_sent = false, client_gone = false, body_broken = false;
+  bool head_sent = false, client_gone = false, stopping = false, body_broken = false, refused = false;
   int body_fd = -1;
+  int read_errno = 0;
 
-  void send_head() {
-    if (head_sent) return;
+  // The head once the peer's headers are complete: false when the peer rejected our
+  // credential (that 401 is not the client's to see: its own token was fine).
+  bool send_head() {
+    if (head_sent) return true;
+    if (status == 401) return !(refused = true);
     head_sent = true;
+    // The framing is ours: curl has decoded the peer's (chunked or not); a length only
+    // when curl knows it, none for answers that have no body.
+    std::optional<uint64_t> length;
+    curl_off_t known = -1;
+    if (status == 204 || status == 304 || (status >= 100 && status < 200)) length = 0;
+    else if (curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &known) == CURLE_OK && known >= 0) length = static_cast<uint64_t>(known);
     x.relay_head(static_cast<int>(status), headers, length);
+    return true;
   }
 };
+
+bool has_control(std::string_view v) {
+  for (unsigned char c : v)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
 
 size_t on_header(char* data, size_t size, size_t count, void* p) {
   auto& r = *static_cast<Relay*>(p);
@@ -54,7 +74,6 @@ size_t on_header(char* data, size_t size, size_t count, void* p) {
     auto sp = line.find(' ');
     r.status = sp == std::string_view::npos ? 0 : std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
     r.headers.clear();
-    r.length.reset();
     return line.size();
   }
   auto colon = line.find(':');
@@ -62,15 +81,15 @@ size_t on_header(char* data, size_t size, size_t count, void* p) {
   std::string name = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
   std::string lower = name;
   for (char& c : lower) c = static_cast<char>(std::tolower(c));
-  if (lower == "content-length") r.length = std::strtoull(value.c_str(), nullptr, 10);
-  else if (lower == "transfer-encoding") r.length.reset();
-  else if (relayed_header(lower)) r.headers.emplace_back(name, value);
+  // Whatever the peer sends, no header of ours carries a control character (a forged
+  // line) and their number is bounded.
+  if (relayed_header(lower) && !has_control(value) && r.headers.size() < kMaxRelayedHeaders) r.headers.emplace_back(name, value);
   return line.size();
 }
 
 size_t on_body(char* data, size_t size, size_t count, void* p) {
   auto& r = *static_cast<Relay*>(p);
-  r.send_head();
+  if (!r.send_head()) return 0;  // ends the transfer
   if (!r.x.relay_bytes(std::string_view(data, size * count))) {
     r.client_gone = true;
     return 0;  // ends the transfer
@@ -85,6 +104,7 @@ size_t on_upload(char* buffer, size_t size, size_t count, void* p) {
     if (n < 0 && errno == EINTR) continue;
     if (n > 0) return static_cast<size_t>(n);
     if (n == 0 && r.x.body_complete()) return 0;
+    if (n < 0) r.read_errno = errno;
     r.body_broken = true;
     return CURL_READFUNC_ABORT;
   }
@@ -93,12 +113,10 @@ size_t on_upload(char* buffer, size_t size, size_t count, void* p) {
 // Called about once a second while a transfer waits: the client left or the server stops.
 int on_progress(void* p, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto& r = *static_cast<Relay*>(p);
-  pollfd fd{r.x.gone_fd(), POLLIN, 0};
-  if (::poll(&fd, 1, 0) > 0) {
-    r.client_gone = true;
-    return 1;
-  }
-  return 0;
+  pollfd fds[2] = {{r.x.cancel_fd(), POLLIN, 0}, {r.x.gone_fd(), POLLIN, 0}};
+  if (::poll(fds, 2, 0) <= 0) return 0;
+  (fds[0].revents ? r.stopping : r.client_gone) = true;
+  return 1;
 }
 
 size_t on_small_body(char* data, size_t size, size_t count, void* p) {
@@ -116,10 +134,19 @@ struct HeaderList {
 
 void common_options(CURL* h, const std::string& url) {
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);  // the path the edge routed, not one curl rewrote
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, kConnectMs);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_PROXY, "");  // never the process's proxy: peers are ours
   curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  // A peer that vanishes mid-answer is noticed (no FIN from a machine that is gone).
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 15L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 15L);
+  // Below the peers' 60 s keep-alive: a kept connection is never one the peer just closed
+  // (an upload over it could not be sent again).
+  curl_easy_setopt(h, CURLOPT_MAXAGE_CONN, 50L);
 }
 
 Error unreachable(const std::string& base_url, CURLcode rc, const char* detail) {
@@ -158,14 +185,24 @@ void PeerClient::give_back(void* handle) {
   else curl_easy_cleanup(static_cast<CURL*>(handle));
 }
 
-Result<void> PeerClient::forward(Exchange& x, const std::string& base_url) {
+std::string PeerClient::escape(const std::string& segment) {
+  std::string out;
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : segment) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else out += {'%', kHex[c >> 4], kHex[c & 15]};
+  }
+  return out;
+}
+
+Result<void> PeerClient::forward(Exchange& x, const std::string& base_url, bool with_credential) {
   const HttpRequest& r = x.request();
   if (!r.target.starts_with("/")) return fail(make_error(ErrorCode::kMalformedRequest, "the request target must start with '/'"));
   CURL* h = static_cast<CURL*>(take_handle());
   if (!h) return fail(make_error(ErrorCode::kInternal, "curl_easy_init failed"));
-  Relay relay(x);
+  Relay relay(x, h);
   HeaderList headers;
-  headers.add(authorization_);
+  if (with_credential) headers.add(authorization_);
   headers.add(forwarded_by_);
   headers.add("Expect:");  // no 100-continue round trip: the edge already admitted the body
   if (!r.accept.empty()) headers.add("Accept: " + r.accept);
@@ -193,13 +230,17 @@ Result<void> PeerClient::forward(Exchange& x, const std::string& base_url) {
   curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, &relay);
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
+  if (r.wants_stream()) {
+    // A stream's owner sends a heartbeat every 15 s: a minute of nothing is a dead peer.
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
+  }
   char detail[CURL_ERROR_SIZE] = {};
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
   CURLcode rc = curl_easy_perform(h);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, nullptr);
-  if (rc == CURLE_OK) {
-    relay.send_head();  // an answer without a body
+  if (rc == CURLE_OK && relay.send_head()) {  // (a head not sent yet: an answer without a body)
     x.relay_end(true);
     give_back(h);
     return {};
@@ -210,8 +251,15 @@ Result<void> PeerClient::forward(Exchange& x, const std::string& base_url) {
     x.relay_end(false);
     return {};
   }
+  if (relay.refused)
+    return fail(make_error(ErrorCode::kOwnerUnavailable, "the sandbox's server " + base_url + " refused this server's peer token",
+                           "every server needs the same --peer-token-file"));
+  if (relay.stopping) return fail(make_error(ErrorCode::kUnavailable, "the server is stopping"));
   if (relay.client_gone) return {};  // nobody to answer
-  if (relay.body_broken) return fail(x.body_complete().error());
+  if (relay.body_broken) {
+    if (relay.read_errno) return fail(make_error(ErrorCode::kSystem, "read the upload's body: " + std::string(std::strerror(relay.read_errno))));
+    return fail(x.body_complete().error());
+  }
   return fail(unreachable(base_url, rc, detail));
 }
 
@@ -222,6 +270,7 @@ Result<std::pair<long, Json>> PeerClient::get_json(const std::string& base_url, 
   headers.add(authorization_);
   headers.add(forwarded_by_);
   common_options(h, base_url + target);
+  curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
   std::string body;
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);

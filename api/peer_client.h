@@ -29,10 +29,15 @@ class PeerClient {
   PeerClient(const PeerClient&) = delete;
   PeerClient& operator=(const PeerClient&) = delete;
 
-  // Relays `x`'s request to `base_url` (scheme://host:port) and its answer back. An error
-  // (kOwnerUnavailable) only when nothing reached the client: the peer refused, did not
-  // answer the connection, or failed before its answer's first byte.
-  Result<void> forward(Exchange& x, const std::string& base_url);
+  // Relays `x`'s request to `base_url` (scheme://host:port) and its answer back; with
+  // the peer credential, or (`with_credential` false: a request admitted by a download
+  // link's signature alone) with none, so that the owner checks the signature. An error
+  // only when nothing reached the client: kOwnerUnavailable when the peer refused, did
+  // not answer the connection, rejected our credential or failed before its answer's
+  // first byte; kUnavailable when this server stops meanwhile.
+  Result<void> forward(Exchange& x, const std::string& base_url, bool with_credential);
+  // A path segment, percent-encoded.
+  static std::string escape(const std::string& segment);
 
   // GET base_url + target with the peer credential: the status and the JSON answer
   // (at most 1 MiB), within `timeout_ms`.

@@ -125,7 +125,7 @@ void RequestExchange::relay_head(int status, std::vector<std::pair<std::string, 
 bool RequestExchange::relay_bytes(std::string_view bytes) {
   {
     std::lock_guard lock(mutex_);
-    if (!relaying_) return false;
+    if (!relaying_ || stopping_) return false;  // stopping: no more backpressure, so no more bytes
   }
   Answer a;
   a.kind = Answer::Kind::kRelayBytes;

@@ -31,8 +31,20 @@ Result<void> parse_target(std::string_view target, HttpRequest& r) {
   // Origin form only: a target is relayed to peers as the path of their URL.
   if (target.empty() || target[0] != '/')
     return fail(make_error(ErrorCode::kMalformedRequest, "the request target must be a path starting with '/'"));
+  // No fragment, and no "." or ".." segment (plain or escaped): what routes a request
+  // here is what a peer it is relayed to sees (curl would drop the one and fold the other).
+  if (target.find('#') != std::string_view::npos)
+    return fail(make_error(ErrorCode::kMalformedRequest, "a request target has no fragment ('#')"));
   auto q = target.find('?');
   r.path = NSBOX_TRY(percent_decode(target.substr(0, q), false));
+  for (size_t at = 0; at <= r.path.size();) {
+    size_t slash = r.path.find('/', at);
+    std::string_view segment = std::string_view(r.path).substr(at, slash == std::string::npos ? std::string::npos : slash - at);
+    if (segment == "." || segment == "..")
+      return fail(make_error(ErrorCode::kMalformedRequest, "a request path has no '.' or '..' segment"));
+    if (slash == std::string::npos) break;
+    at = slash + 1;
+  }
   if (q == std::string_view::npos) return {};
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {

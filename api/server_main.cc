@@ -150,5 +150,5 @@ int main(int argc, char** argv) {
   nsbox::log::info("stopped");
   // Workers still waiting on a sandbox (bounded above) end with the process.
   std::cout.flush();
-  ::_exit(served ? 0 : 1);
+  ::_exit(served && !service.drain_failed() ? 0 : 1);
 }

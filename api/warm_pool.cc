@@ -96,8 +96,9 @@ Result<std::map<SizeTier, size_t>> WarmPoolConfig::sizes_from_json(const Json& j
 }
 
 WarmPool::WarmPool(Runtime& runtime, WarmPoolConfig config, std::function<Result<CreateOptions>(SizeTier)> base,
-                   std::function<bool()> busy)
-    : runtime_(runtime), config_(std::move(config)), base_(std::move(base)), busy_(std::move(busy)) {
+                   std::function<bool()> busy, std::function<bool()> reserve, std::function<void()> release)
+    : runtime_(runtime), config_(std::move(config)), base_(std::move(base)), busy_(std::move(busy)),
+      reserve_(std::move(reserve)), release_(std::move(release)) {
   for (const auto& [size, n] : config_.sizes) slots_[size].target = n;
 }
 
@@ -252,7 +253,17 @@ void WarmPool::fill() {
     }
     for (auto until = Clock::now() + kYieldBound; busy_() && Clock::now() < until;)
       if (!wait_for(milliseconds(20))) break;
+    // A member is a sandbox of this machine: it waits for room under --capacity.
+    bool room = false;
+    while (!(room = reserve_()) && wait_for(milliseconds(250))) {
+    }
+    if (!room) {
+      std::lock_guard lock(mutex_);
+      slots_[*wanted].building = false;
+      return;  // stopping
+    }
     auto built = build(*wanted);
+    release_();
     bool surplus = false;  // the target was lowered (PUT /v1/pool) while it was built
     {
       std::lock_guard lock(mutex_);

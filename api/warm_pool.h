@@ -40,8 +40,11 @@ class WarmPool {
  public:
   // `base(size)`: a default create of that size as this server makes it (its tools
   // config included). `busy()`: whether cells or commands run now (the refill yields).
+  // `reserve()`: room for one more sandbox here (--capacity), held until `release()`;
+  // false: the refill waits.
   WarmPool(Runtime& runtime, WarmPoolConfig config, std::function<Result<CreateOptions>(SizeTier)> base,
-           std::function<bool()> busy);
+           std::function<bool()> busy, std::function<bool()> reserve = [] { return true; },
+           std::function<void()> release = [] {});
   ~WarmPool();
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
@@ -82,7 +85,8 @@ class WarmPool {
   Runtime& runtime_;
   WarmPoolConfig config_;
   std::function<Result<CreateOptions>(SizeTier)> base_;
-  std::function<bool()> busy_;
+  std::function<bool()> busy_, reserve_;
+  std::function<void()> release_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::map<SizeTier, Slot> slots_;

@@ -2,16 +2,21 @@
 // docs/decisions.md): `nsbox serve` execs it, so the pid that prints the ready line and
 // gets SIGTERM is the server's. drain: that SIGTERM, sent by the server's pid file, and
 // the wait for the server to end (a sharded server drains first: docs/semantics.md).
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/context.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/unique_fd.h"
 #include "runtime/install_layout.h"
 
 namespace nsbox::cli {
@@ -31,6 +36,34 @@ int cmd_serve(const Invocation& inv) {
   return out.error(sys_error("start " + server).with_hint("reinstall nsbox: its HTTP server is missing"));
 }
 
+namespace {
+
+// The server the root's pid file names, as a pidfd (no pid reuse between the check and
+// the signal): the file must be ours and not writable by others, the process must run
+// the nsbox-server program.
+Result<UniqueFd> open_server(const std::string& pid_file) {
+  auto none = [&](const std::string& why) {
+    return make_error(ErrorCode::kNotFound, "no nsbox serve runs on this root: " + why);
+  };
+  struct stat st{};
+  if (::stat(pid_file.c_str(), &st) != 0) return fail(none(pid_file + " is missing"));
+  if (st.st_uid != ::geteuid() || (st.st_mode & 022))
+    return fail(make_error(ErrorCode::kPermissionDenied, pid_file + " is not this user's own file (or others may write it)"));
+  auto text = NSBOX_TRY(files::read_file(pid_file, 64));
+  char* end = nullptr;
+  long pid = std::strtol(text.c_str(), &end, 10);
+  if (pid <= 1 || !end || *end != '\n') return fail(none(pid_file + " holds no pid"));
+  UniqueFd fd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!fd) return fail(none("pid " + std::to_string(pid) + " (from " + pid_file + ") is gone"));
+  char exe[PATH_MAX] = {};
+  ssize_t n = ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), exe, sizeof exe - 1);
+  std::string program(exe, n > 0 ? static_cast<size_t>(n) : 0);
+  if (!program.ends_with("/nsbox-server")) return fail(none("pid " + std::to_string(pid) + " runs " + (program.empty() ? "another program" : program)));
+  return fd;
+}
+
+}  // namespace
+
 int cmd_drain(const Invocation& inv) {
   int code = 0;
   auto ctx = prepare(inv, code, /*open_runtime=*/false);
@@ -43,36 +76,30 @@ int cmd_drain(const Invocation& inv) {
   }
   auto root = StateRoot::resolve(inv.root);
   if (!root) return ctx->out.error(root.error());
-  std::string pid_file = root->data_dir + "/api/server.pid";
-  auto text = files::read_file(pid_file, 64);
-  if (!text)
-    return ctx->out.error(make_error(ErrorCode::kNotFound, "no nsbox serve runs on this root (" + pid_file + " is missing)"));
-  char* end = nullptr;
-  long pid = std::strtol(text->c_str(), &end, 10);
-  // Only a server: a pid file left by one that was killed may name another process now.
-  auto comm = files::read_file("/proc/" + std::to_string(pid) + "/comm", 64);
-  if (pid <= 1 || !end || *end != '\n' || !comm || *comm != "nsbox-server\n")
-    return ctx->out.error(make_error(ErrorCode::kNotFound, "no nsbox serve runs on this root (" + pid_file + " names pid " +
-                                                               std::to_string(pid) + ", which is not nsbox-server)"));
-  if (::kill(static_cast<pid_t>(pid), SIGTERM) != 0) return ctx->out.error(sys_error("kill " + std::to_string(pid)));
-  ctx->out.note("nsbox drain: sent SIGTERM to nsbox-server " + std::to_string(pid) + "; waiting for it to end");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout);
-  // Ended: gone, or a zombie its parent has not reaped yet.
-  auto running = [&] {
-    auto stat = files::read_file("/proc/" + std::to_string(pid) + "/stat", 4096);
-    if (!stat) return false;
-    auto close = stat->rfind(')');
-    return close != std::string::npos && close + 2 < stat->size() && (*stat)[close + 2] != 'Z';
-  };
-  while (running()) {
-    if (std::chrono::steady_clock::now() > deadline)
-      return ctx->out.error(make_error(ErrorCode::kTimeout, "nsbox-server " + std::to_string(pid) + " still runs after " +
-                                                                std::to_string(int(timeout)) + " s",
-                                       "its log says what the drain waits for"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (ctx->out.json) ctx->out.document({{"stopped", true}, {"pid", pid}});
-  else ctx->out.line("nsbox-server " + std::to_string(pid) + " has ended");
+  const std::string api_dir = root->data_dir + "/api";
+  auto server = open_server(api_dir + "/server.pid");
+  if (!server) return ctx->out.error(server.error());
+  const std::string result_file = api_dir + "/drain.json";
+  ::unlink(result_file.c_str());  // the one the server writes now is this drain's
+  if (::syscall(SYS_pidfd_send_signal, server->get(), SIGTERM, nullptr, 0) != 0) return ctx->out.error(sys_error("signal nsbox-server"));
+  ctx->out.note("nsbox drain: sent SIGTERM to nsbox-server; waiting for it to end");
+  // The pidfd is readable once the process has ended (a zombie too).
+  pollfd ended{server->get(), POLLIN, 0};
+  int waited = ::poll(&ended, 1, static_cast<int>(std::min(timeout, 86400.0) * 1000));
+  if (waited == 0)
+    return ctx->out.error(make_error(ErrorCode::kTimeout, "nsbox-server still runs after " + std::to_string(int(timeout)) + " s",
+                                     "its log says what the drain waits for"));
+  if (waited < 0) return ctx->out.error(sys_error("poll the server's pidfd"));
+  // A sharded server says what its drain did; one that kept sandboxes here failed.
+  nlohmann::json result = nlohmann::json::object();
+  if (auto text = files::read_file(result_file, 4096)) result = nlohmann::json::parse(*text, nullptr, false);
+  if (!result.is_object()) result = nlohmann::json::object();
+  uint64_t kept = result.value("kept", uint64_t{0});
+  if (kept > 0)
+    return ctx->out.error(make_error(ErrorCode::kSystem, "the drain kept " + std::to_string(kept) + " sandboxes here (their snapshot failed)",
+                                     "the server's log names them; they still run on this machine"));
+  if (ctx->out.json) ctx->out.document({{"stopped", true}, {"moved", result.value("moved", uint64_t{0})}});
+  else ctx->out.line("nsbox-server has ended" + (result.contains("moved") ? "; " + std::to_string(result.value("moved", uint64_t{0})) + " sandboxes moved to snapshots" : std::string()));
   return 0;
 }
 

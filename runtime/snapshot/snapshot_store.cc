@@ -245,7 +245,8 @@ Result<void> SnapshotStore::remove(const std::string& id_or_name) const {
 
 Result<SandboxPointer> SnapshotStore::pointer(const std::string& sandbox) const {
   if (!remote_) return fail(make_error(ErrorCode::kUnsupported, "sandbox pointers live in a remote snapshot store (--snapshot-store)"));
-  json j = NSBOX_TRY(run_store({"where", sandbox}, "find where " + sandbox + " went"));
+  // Asked while a client waits for its answer: bounded well below a transfer's bound.
+  json j = NSBOX_TRY(run_store({"where", sandbox}, "find where " + sandbox + " went", 15));
   SandboxPointer p;
   p.sandbox = sandbox;
   p.snapshot = j.value("snapshot", "");
@@ -260,7 +261,8 @@ Result<void> SnapshotStore::mark_moved(const std::string& sandbox, const std::st
   return {};
 }
 
-Result<json> SnapshotStore::run_store(const std::vector<std::string>& args, const std::string& what) const {
+Result<json> SnapshotStore::run_store(const std::vector<std::string>& args, const std::string& what, double timeout_s) const {
+  if (timeout_s <= 0) timeout_s = kArchiverTimeoutS;
   std::vector<std::string> argv = {remote_->helper};
   argv.insert(argv.end(), args.begin(), args.end());
   json config = {{"mount", remote_->bucket.to_json()}, {"credentials", remote_->credentials.to_json()}};
@@ -269,12 +271,12 @@ Result<json> SnapshotStore::run_store(const std::vector<std::string>& args, cons
   std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
   for (const char* keep : {"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "SSL_CERT_FILE"})
     if (const char* v = std::getenv(keep)) env.push_back(std::string(keep) + "=" + v);
-  auto run = sys::run_program(argv, "", env, input, kArchiverTimeoutS, 64 << 20, kMaxReport);
+  auto run = sys::run_program(argv, "", env, input, timeout_s, 64 << 20, kMaxReport);
   sys::wipe(input);
   std::string err = run.err;
   while (!err.empty() && err.back() == '\n') err.pop_back();
   if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + remote_->helper + ": " + err));
-  if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(kArchiverTimeoutS)) + " s"));
+  if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(timeout_s)) + " s"));
   if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0)
     return fail(helper_error(what + " (" + remote_->bucket.source() + ")", "nsbox-snapstore", err,
                              WIFEXITED(run.status) ? WEXITSTATUS(run.status) : 1, ErrorCode::kUnavailable));

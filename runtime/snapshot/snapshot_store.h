@@ -118,7 +118,7 @@ class SnapshotStore {
   // nsbox-archive's pack of a volume into `out`, or only its report when `out` is empty.
   Result<nlohmann::json> pack(const Volume& volume, const std::string& out, const std::vector<std::string>& skip,
                               const std::string& what) const;
-  Result<nlohmann::json> run_store(const std::vector<std::string>& args, const std::string& what) const;
+  Result<nlohmann::json> run_store(const std::vector<std::string>& args, const std::string& what, double timeout_s = 0) const;
   Result<void> restore_from(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
   std::string dir_;
   std::string archiver_;

@@ -110,8 +110,12 @@ struct Store {
     // server is gone. Best effort: the snapshot is whole without it.
     if (auto text = files::read_file(dir + "/snapshot.json", kMaxRecord)) {
       json record = json::parse(*text, nullptr, false);
-      std::string sandbox = record.is_object() ? record.value("sandbox", "") : "";
-      if (valid_sandbox(sandbox))
+      std::string sandbox = record.is_object() && record.contains("sandbox") && record["sandbox"].is_string() ? record["sandbox"].get<std::string>() : "";
+      // A drain's tombstone stays the last word: a snapshot taken as it was written does
+      // not make the sandbox look alive again.
+      auto now = valid_sandbox(sandbox) ? where_is(sandbox) : Result<json>(json());
+      bool moved = now && now->is_object() && now->value("moved", false);
+      if (valid_sandbox(sandbox) && !moved)
         if (auto marked = mark(sandbox, id, false); !marked) std::fprintf(stderr, "warning: %s\n", marked.error().message.c_str());
     }
     return json{{"id", id}};
@@ -137,11 +141,14 @@ struct Store {
         return fail(make_error(ErrorCode::kNotFound, "no snapshot of " + sandbox + " in " + mount.source()));
       return fail(std::move(text.error()));
     }
+    // Whoever can write to the bucket wrote it: every field's type is checked.
     json doc = json::parse(*text, nullptr, false);
-    if (!doc.is_object() || doc.value("sandbox", "") != sandbox || !doc.contains("snapshot") || !doc["snapshot"].is_string() ||
-        !valid_id(doc["snapshot"].get<std::string>()))
+    auto is = [&](const char* key, auto check) { return doc.contains(key) && (doc[key].*check)(); };
+    if (!doc.is_object() || !is("sandbox", &json::is_string) || doc["sandbox"].get<std::string>() != sandbox ||
+        !is("snapshot", &json::is_string) || !valid_id(doc["snapshot"].get<std::string>()) || !is("moved", &json::is_boolean))
       return fail(make_error(ErrorCode::kProtocol, mount.source() + "sandboxes/" + sandbox + ".json is not a sandbox's pointer"));
-    return json{{"sandbox", sandbox}, {"snapshot", doc["snapshot"]}, {"moved", doc.value("moved", false) == true}, {"at", doc.value("at", "")}};
+    std::string at = is("at", &json::is_string) ? doc["at"].get<std::string>().substr(0, 40) : "";
+    return json{{"sandbox", sandbox}, {"snapshot", doc["snapshot"]}, {"moved", doc["moved"].get<bool>()}, {"at", at}};
   }
 
   Result<json> get(const std::string& id, const std::string& dir, uint64_t max) {

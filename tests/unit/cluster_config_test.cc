@@ -67,12 +67,16 @@ TEST_CASE("cluster flags: a shard needs a snapshot store, peers need a token fil
   REQUIRE(!no_token);
   CHECK(no_token.error().message.find("--peer-token-file") != std::string::npos);
   f.peer_token_file = token;
-  auto listed = ClusterConfig::parse(f);  // the token file is made (0600)
+  auto missing = ClusterConfig::parse(f);  // never made: every server needs the same one
+  REQUIRE(!missing);
+  CHECK(missing.error().message.find("does not exist") != std::string::npos);
+  REQUIRE(nsbox::files::atomic_write(token, "0123456789abcdef0123456789abcdef\n", 0644));
+  auto readable = ClusterConfig::parse(f);  // readable by others: refused
+  REQUIRE(!readable);
+  REQUIRE(::chmod(token.c_str(), 0600) == 0);
+  auto listed = ClusterConfig::parse(f);
   REQUIRE(listed);
-  struct stat st{};
-  REQUIRE(::stat(token.c_str(), &st) == 0);
-  CHECK((st.st_mode & 0777) == 0600);
-  CHECK(listed->peer_token().size() >= 16);
+  CHECK(listed->peer_token() == "0123456789abcdef0123456789abcdef");
   CHECK(listed->peer_url("b") == std::optional<std::string>("http://127.0.0.1:2"));
   CHECK(!listed->peer_url("a"));  // ours
   CHECK(!listed->peer_url("c"));  // unknown
@@ -96,6 +100,7 @@ TEST_CASE("cluster flags: bad values are refused with the flag named", "[cluster
     REQUIRE(!c);
     CHECK(c.error().message.find(flag) != std::string::npos);
   };
+  REQUIRE(nsbox::files::atomic_write(dir.path() + "/t", "0123456789abcdef0123456789abcdef\n", 0600));
   refused({.shard = "Bad"}, "--shard");
   refused({.peers = "b=ftp://x:1", .peer_token_file = dir.path() + "/t"}, "--peers");
   refused({.peers = "b=http://x:1/path", .peer_token_file = dir.path() + "/t"}, "--peers");
@@ -125,6 +130,7 @@ TEST_CASE("metrics: Prometheus text with HELP and TYPE once per family, cumulati
   s.warm_ready["standard"] = 2;
   s.active = 3;
   s.capacity = 5;
+  s.free_slots = 2;
   s.ready = true;
   std::string text = m.render(s);
   CHECK(text.find("nsbox_warm_ready{size=\"standard\"} 2\n") != std::string::npos);
