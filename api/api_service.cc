@@ -80,7 +80,8 @@ bool ApiService::credentialed(const HttpRequest& r) const {
   // (drain, pool, creates, lists).
   if (!peer_token_ || r.forwarded_by.empty() || !peer_token_->accepts(r.authorization)) return false;
   Path path = split_path(r.path);
-  return path.size() >= 3 && path[0] == "v1" && ((path[1] == "sandboxes") || (path[1] == "snapshots" && path.size() == 2 && r.method == "POST"));
+  return path.size() >= 2 && path[0] == "v1" &&
+         ((path.size() >= 3 && (path[1] == "sandboxes" || path[1] == "sessions")) || (path[1] == "snapshots" && path.size() == 2 && r.method == "POST"));
 }
 
 bool ApiService::admits(const HttpRequest& r) const { return authorized(r, split_path(r.path)); }
@@ -526,6 +527,9 @@ void ApiService::route_sessions(Exchange& x, const Path& path) {
     return respond_error(x, no_route(r));
   }
   const std::string& sid = path[2];
+  // A session lives on the server that made it, as its sandbox does.
+  if (cluster_.sharded())
+    if (std::string shard = shard_of_session(sid); !shard.empty() && shard != cluster_.shard() && forward_to(x, shard, "")) return;
   auto session = sessions_.load(sid);
   if (!session) return respond_error(x, session.error());
   if (path.size() == 3 && m == "GET") return x.respond(200, session->to_json());

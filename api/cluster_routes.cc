@@ -107,7 +107,7 @@ bool ApiService::forward_to(Exchange& x, const std::string& shard, const std::st
     Json doc = error_document(e);
     // Its last snapshot, when the store has one: the client can restore it elsewhere.
     // Asked for callers with a token only (a store lookup is not free).
-    if (auto where = with_credential ? runtime_.sandbox_pointer(sandbox) : Result<SandboxPointer>(fail(e)); where) {
+    if (auto where = with_credential && !sandbox.empty() ? runtime_.sandbox_pointer(sandbox) : Result<SandboxPointer>(fail(e)); where) {
       if (where->moved) {
         doc = error_document(make_error(ErrorCode::kMoved, "sandbox " + sandbox + " was drained to snapshot " + where->snapshot,
                                         "restore it: POST /v1/sandboxes {\"from_snapshot\": \"" + where->snapshot + "\"}"));

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   if (!key) return fail_start(key.error());
 
   nsbox::api::ApiService service(std::move(*runtime), nsbox::api::BearerToken(*token), nsbox::api::LinkSigner(*key),
-                                 nsbox::api::SessionStore(api_dir + "/sessions"), config);
+                                 nsbox::api::SessionStore(api_dir + "/sessions", cluster->shard()), config);
   auto server = nsbox::api::HttpServer::bind(service, listen);
   if (!server) return fail_start(server.error());
   // The ready line's URL, and by default the base of download links.

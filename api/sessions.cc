@@ -12,6 +12,7 @@
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 #include "runtime/state_store.h"
+#include "runtime/state_store.h"
 
 namespace nsbox::api {
 namespace {
@@ -20,21 +21,31 @@ using nlohmann::json;
 
 Error malformed(std::string m) { return make_error(ErrorCode::kMalformedRequest, std::move(m)); }
 
-std::string new_session_id() {
+std::string new_session_id(const std::string& shard) {
   static const char kAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
   unsigned char bytes[12];
   while (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {}
-  std::string id = "ses-";
+  std::string id = shard.empty() ? "ses-" : "ses-" + shard + "-";
   for (unsigned char b : bytes) id += kAlphabet[b % 36];
   return id;
 }
 
+// ses-[<shard>-]<12 of a-z0-9>
 bool valid_session_id(const std::string& id) {
-  if (id.size() != 16 || !id.starts_with("ses-")) return false;
-  for (size_t i = 4; i < id.size(); ++i)
-    if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'z'))) return false;
-  return true;
+  if (id.size() < 16 || !id.starts_with("ses-")) return false;
+  std::string_view tail = std::string_view(id).substr(id.size() - 12);
+  for (char c : tail)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z'))) return false;
+  return id.size() == 16 || (id[id.size() - 13] == '-' && validate_shard(id.substr(4, id.size() - 17)));
 }
+
+}  // namespace
+
+std::string shard_of_session(const std::string& id) {
+  return valid_session_id(id) && id.size() > 16 ? id.substr(4, id.size() - 17) : "";
+}
+
+namespace {
 
 Error no_session(const std::string& id) {
   return make_error(ErrorCode::kNotFound, "no session '" + id + "'", "`GET /v1/sessions` lists the sessions");
@@ -73,7 +84,7 @@ Result<Session> SessionStore::create(const json& body) const {
   if (body.contains("sandbox") && body.contains("workbench"))
     return fail(malformed("give \"sandbox\" or its alias \"workbench\", not both"));
   Session s;
-  s.id = new_session_id();
+  s.id = new_session_id(shard_);
   s.created_at = sys::now_rfc3339();
   if (auto u = body.find("user_id"); u != body.end()) {
     if (!u->is_string()) return fail(malformed("\"user_id\" must be a string"));

@@ -28,9 +28,13 @@ struct Session {
   static Result<Session> from_json(const nlohmann::json& j);
 };
 
+// The shard a session id names (a sharded server's: ses-<shard>-<random>); "" otherwise.
+std::string shard_of_session(const std::string& id);
+
 class SessionStore {
  public:
-  explicit SessionStore(std::string dir) : dir_(std::move(dir)) {}
+  // `shard`: a sharded server's (its sessions' ids carry it, as its sandboxes' do).
+  explicit SessionStore(std::string dir, std::string shard = "") : dir_(std::move(dir)), shard_(std::move(shard)) {}
 
   // From a request body: {user_id?, sandbox|workbench: {enable?, sandbox_size?}}.
   Result<Session> create(const nlohmann::json& body) const;
@@ -45,7 +49,7 @@ class SessionStore {
 
  private:
   std::string path(const std::string& id) const { return dir_ + "/" + id + ".json"; }
-  std::string dir_;
+  std::string dir_, shard_;
 };
 
 }  // namespace nsbox::api

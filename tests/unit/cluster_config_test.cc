@@ -9,6 +9,7 @@
 
 #include "api/cluster.h"
 #include "api/metrics.h"
+#include "api/sessions.h"
 #include "isolation/sys/files.h"
 #include "runtime/state_store.h"
 
@@ -46,6 +47,18 @@ TEST_CASE("shards: names are [a-z0-9]{1,16}, and an id names its shard", "[clust
     CHECK(nsbox::shard_of_id(id) == "b7");
   }
   CHECK(std::regex_match(nsbox::StateStore({"/r", "/d"}).new_id(), std::regex("sbx-[0-9a-z]{6}")));
+  // Sessions carry the shard too (they live where they were made).
+  CHECK(nsbox::api::shard_of_session("ses-b7-0123456789ab") == "b7");
+  CHECK(nsbox::api::shard_of_session("ses-0123456789ab").empty());
+  CHECK(nsbox::api::shard_of_session("ses-B7-0123456789ab").empty());
+  CHECK(nsbox::api::shard_of_session("ses--0123456789ab").empty());
+  CHECK(nsbox::api::shard_of_session("ses-b7-0123456789a").empty());
+  TempDir dir;
+  nsbox::api::SessionStore sharded_sessions(dir.path(), "b7");
+  auto made = sharded_sessions.create(nlohmann::json::object());
+  REQUIRE(made);
+  CHECK(std::regex_match(made->id, std::regex("ses-b7-[0-9a-z]{12}")));
+  CHECK(sharded_sessions.load(made->id));
 }
 
 TEST_CASE("cluster flags: a shard needs a snapshot store, peers need a token file; templates and lists", "[cluster]") {
