@@ -35,8 +35,9 @@ void ApiService::set_cluster(ClusterConfig cluster, std::function<void()> stop_s
 
 uint64_t ApiService::free_members() const {
   uint64_t n = 0;
-  if (pool_)
-    for (const auto& [size, slot] : pool_->status()["sizes"].items()) n += slot.value("ready", uint64_t{0});
+  if (!pool_) return 0;
+  const Json status = pool_->status();  // kept: the loop below walks into it
+  for (const auto& [size, slot] : status["sizes"].items()) n += slot.value("ready", uint64_t{0});
   return n;
 }
 
@@ -171,8 +172,8 @@ void ApiService::metrics_route(Exchange& x) {
     ++s.sandboxes[status][std::string(size_tier_name(record->size))];
     if (record->pool.empty()) ++s.active;
   }
-  if (pool_)
-    for (const auto& [size, slot] : pool_->status()["sizes"].items()) {
+  const Json pool = pool_ ? pool_->status() : Json{{"sizes", Json::object()}};
+  for (const auto& [size, slot] : pool["sizes"].items()) {
       s.warm_ready[size] = slot.value("ready", uint64_t{0});
       s.warm_target[size] = slot.value("target", uint64_t{0});
       s.warm_building[size] = slot.value("building", false) ? 1 : 0;

@@ -220,6 +220,7 @@ class Connection {
     // While the worker works, a read on the connection tells if the client leaves.
     auto watch = std::make_shared<Watch>(exec);
     if (body_read) net::co_spawn(exec, watch_client(watch, x), net::detached);
+    else watch->running = false;  // nothing watches (the connection closes after the answer)
     bool ok = co_await write_answer(*x, version, keep && body_read, *watch, wake_timer, signalled);
     co_await stop_watching(watch);
     shared_.in_flight.erase(stop_hook);

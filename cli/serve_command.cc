@@ -74,7 +74,8 @@ int cmd_drain(const Invocation& inv) {
     if (!t) return ctx->out.error(t.error());
     timeout = *t;
   }
-  auto root = StateRoot::resolve(inv.root);
+  // --root before or after the command's name.
+  auto root = StateRoot::resolve(ctx->args.values.count("root") ? std::optional<std::string>(ctx->args.value("root")) : inv.root);
   if (!root) return ctx->out.error(root.error());
   const std::string api_dir = root->data_dir + "/api";
   auto server = open_server(api_dir + "/server.pid");
