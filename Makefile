@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps build demo test test-cgroup-v2 chaos bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build
+.PHONY: deps build demo test test-cgroup-v2 chaos cluster-sim bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build
 
 deps:
 	@scripts/install-deps
@@ -35,6 +35,13 @@ test-cgroup-v2: build
 CHAOS_ROUNDS ?= 50
 chaos: build
 	@tests/chaos/run --rounds $(CHAOS_ROUNDS) --nsbox $(BUILD)/bin/nsbox $(CHAOS_ARGS)
+
+# The multi-server simulation (tests/cluster/run): three sharded servers behind HAProxy
+# with s3rver as the snapshot store; make test runs 5 random rounds, this CLUSTER_ROUNDS.
+# Replay a failure with CLUSTER_ARGS="--seed S".
+CLUSTER_ROUNDS ?= 20
+cluster-sim: build
+	@NSBOX_TEST_PEERS=required tests/cluster/run --rounds $(CLUSTER_ROUNDS) --nsbox $(BUILD)/bin/nsbox $(CLUSTER_ARGS)
 
 # Fuzzing and sanitizers (docs/decisions.md, 88-90), each in a build directory of its own.
 # make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS (crashes are kept in
@@ -82,6 +89,7 @@ bench: build
 	@bench/buckets
 	@bench/network
 	@bench/snapshot
+	@bench/cluster
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(ASAN_BUILD)

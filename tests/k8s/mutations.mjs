@@ -10,6 +10,15 @@ const tierB = (docs) => find(docs, "StatefulSet", "nsbox", "/statefulset-hardene
 const podA = (docs) => tierA(docs).spec.template.spec;
 const podB = (docs) => tierB(docs).spec.template.spec;
 const serverA = (docs) => podA(docs).containers[0];
+const serverB = (docs) => podB(docs).containers[0];
+// Tier B's seccomp profile is kept as text (a broken copy may be one that is not JSON).
+const profileB = (docs) => docs.find((d) => d.seccompText !== undefined && d.file.endsWith("/nsbox-rootless.json"));
+const editProfile = (docs, edit) => {
+  const p = profileB(docs);
+  const o = JSON.parse(p.seccompText);
+  edit(o);
+  p.seccompText = JSON.stringify(o);
+};
 const rename = (object, from, to) => {
   object[to] = object[from];
   delete object[from];
@@ -120,6 +129,11 @@ export const breaches = [
     expect: "nsbox drain --root",
   },
   {
+    what: "tier B's drain of another state root",
+    mutate: (docs) => (serverB(docs).lifecycle.preStop.exec.command[2] = "/tmp"),
+    expect: "nsbox drain --root is /tmp",
+  },
+  {
     what: "a peers Service with a cluster IP",
     mutate: (docs) => delete find(docs, "Service", "nsbox-peers").spec.clusterIP,
     expect: "clusterIP is not None",
@@ -166,9 +180,127 @@ export const breaches = [
     expect: "procMount",
   },
   {
-    what: "tier B with another capability",
-    mutate: (docs) => podB(docs).containers[0].securityContext.capabilities.add.push("NET_ADMIN"),
-    expect: "SYS_ADMIN",
+    what: "tier B adding SYS_ADMIN",
+    mutate: (docs) => (serverB(docs).securityContext.capabilities.add = ["SYS_ADMIN"]),
+    expect: "adds capabilities (SYS_ADMIN)",
+  },
+  {
+    what: "tier B keeping the runtime's default capabilities",
+    mutate: (docs) => delete serverB(docs).securityContext.capabilities.drop,
+    expect: "do not drop ALL",
+  },
+  { what: "tier B as root", mutate: (docs) => (podB(docs).securityContext.runAsUser = 0), expect: "runAsUser 0" },
+  {
+    what: "tier B without runAsNonRoot",
+    mutate: (docs) => delete podB(docs).securityContext.runAsNonRoot,
+    expect: "runAsNonRoot",
+  },
+  {
+    what: "tier B's container as root over a non-root pod",
+    mutate: (docs) => (serverB(docs).securityContext.runAsGroup = 0),
+    expect: "runAsGroup 0",
+  },
+  {
+    what: "tier B allowing privilege escalation",
+    mutate: (docs) => (serverB(docs).securityContext.allowPrivilegeEscalation = true),
+    expect: "allowPrivilegeEscalation",
+  },
+  {
+    what: "tier B without fsGroup",
+    mutate: (docs) => delete podB(docs).securityContext.fsGroup,
+    expect: "without fsGroup",
+  },
+  {
+    what: "tier B's fsGroup applied to every file at each start",
+    mutate: (docs) => (podB(docs).securityContext.fsGroupChangePolicy = "Always"),
+    expect: "OnRootMismatch",
+  },
+  {
+    what: "tier B without the FUSE device",
+    mutate: (docs) => delete serverB(docs).resources.limits["squat.ai/fuse"],
+    expect: "FUSE",
+  },
+  {
+    what: "tier B under the runtime's default seccomp profile",
+    mutate: (docs) => (serverB(docs).securityContext.seccompProfile = { type: "RuntimeDefault" }),
+    expect: "seccomp is not a Localhost profile",
+  },
+  {
+    what: "tier B naming a seccomp profile nsbox does not ship",
+    mutate: (docs) => (serverB(docs).securityContext.seccompProfile.localhostProfile = "nsbox.json"),
+    expect: "nsbox.json is not in deploy/k8s/seccomp",
+  },
+  {
+    what: "tier B under the runtime's default AppArmor profile",
+    mutate: (docs) => (serverB(docs).securityContext.appArmorProfile = { type: "RuntimeDefault" }),
+    expect: "AppArmor is RuntimeDefault",
+  },
+  {
+    what: "tier B reading a Secret's group-readable token itself",
+    mutate: (docs) =>
+      editScript(serverB(docs), "--token-file /run/nsbox-tokens/token", "--token-file /etc/nsbox/token/token"),
+    expect: "fsGroup makes this Secret's file group-readable",
+  },
+  {
+    what: "tier B copying its tokens without umask 077",
+    mutate: (docs) => editScript(serverB(docs), "umask 077\n", ""),
+    expect: "without umask 077",
+  },
+  {
+    what: "tier B copying its tokens after umask 022",
+    mutate: (docs) => editScript(serverB(docs), "umask 077\n", "umask 077\numask 022\n"),
+    expect: "without umask 077",
+  },
+  {
+    what: "tier B copying its tokens to disk",
+    mutate: (docs) => delete podB(docs).volumes.find((v) => v.name === "tokens").emptyDir.medium,
+    expect: "medium: Memory",
+  },
+  {
+    what: "tier B's token copied from no Secret",
+    mutate: (docs) => editScript(serverB(docs), "cp -f /etc/nsbox/peer-token/token", "cp -f /tmp/peer-token"),
+    expect: "/tmp/peer-token is on no volume mount",
+  },
+  {
+    what: "a seccomp profile that is not JSON",
+    mutate: (docs) => (profileB(docs).seccompText = profileB(docs).seccompText.trimEnd().slice(0, -1)),
+    expect: "is not JSON",
+  },
+  {
+    what: "a seccomp profile allowing by default",
+    mutate: (docs) => editProfile(docs, (o) => (o.defaultAction = "SCMP_ACT_ALLOW")),
+    expect: "defaultAction SCMP_ACT_ALLOW",
+  },
+  {
+    what: "a seccomp profile without unshare",
+    mutate: (docs) =>
+      editProfile(docs, (o) => o.syscalls.forEach((r) => (r.names = r.names.filter((n) => n !== "unshare")))),
+    expect: "does not allow unshare",
+  },
+  {
+    what: "a seccomp profile allowing clone3 only with an argument",
+    mutate: (docs) =>
+      editProfile(docs, (o) => {
+        o.syscalls.forEach((r) => (r.names = r.names.filter((n) => n !== "clone3")));
+        const args = [{ index: 1, value: 88, op: "SCMP_CMP_EQ" }];
+        o.syscalls.push({ names: ["clone3"], action: "SCMP_ACT_ALLOW", args });
+      }),
+    expect: "does not allow clone3",
+  },
+  {
+    what: "a seccomp profile allowing keyctl",
+    mutate: (docs) => editProfile(docs, (o) => o.syscalls[0].names.push("keyctl")),
+    expect: "allows keyctl",
+  },
+  {
+    what: "a seccomp profile with a field spelt the Docker way",
+    mutate: (docs) => editProfile(docs, (o) => (o.syscalls[1].name = o.syscalls[1].names.pop())),
+    expect: 'unknown field "name"',
+  },
+  {
+    what: "a seccomp profile with an unknown comparison",
+    mutate: (docs) => editProfile(docs, (o) => (o.syscalls[1].args[0].op = "SCMP_CMP_LESS")),
+    expect: "op SCMP_CMP_LESS",
   },
   {
     what: "tier A unprivileged",

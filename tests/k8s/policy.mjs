@@ -36,6 +36,56 @@ const defaultDrainGraceS = 900;
 const snapshotMarginS = 60;
 const tierOfFile = { "statefulset.yaml": "A", "statefulset-hardened.yaml": "B" };
 
+// What nsbox adds to the runtime's default seccomp profile to make sandboxes unprivileged:
+// namespaces (clone3, unshare, setns) and the mounts of their root (tier_b_userns.py runs
+// nsbox under the shipped profile, and proves it fails under the default).
+export const nsboxSeccompNeeds = [
+  "clone3",
+  "mount",
+  "mount_setattr",
+  "move_mount",
+  "open_tree",
+  "pivot_root",
+  "sethostname",
+  "setns",
+  "umount2",
+  "unshare",
+];
+// Calls the runtime's default profile refuses and nsbox does not need: a profile for tier B
+// must keep refusing them (a sample of the kernel's riskiest interfaces, not the list).
+export const seccompStillRefused = [
+  "add_key",
+  "bpf",
+  "finit_module",
+  "init_module",
+  "io_uring_setup",
+  "kexec_load",
+  "keyctl",
+  "open_by_handle_at",
+  "perf_event_open",
+  "reboot",
+  "request_key",
+  "swapon",
+  "syslog",
+  "userfaultfd",
+];
+const seccompActions = [
+  "SCMP_ACT_ALLOW",
+  "SCMP_ACT_ERRNO",
+  "SCMP_ACT_KILL",
+  "SCMP_ACT_KILL_PROCESS",
+  "SCMP_ACT_KILL_THREAD",
+];
+const seccompOps = [
+  "SCMP_CMP_NE",
+  "SCMP_CMP_LT",
+  "SCMP_CMP_LE",
+  "SCMP_CMP_EQ",
+  "SCMP_CMP_GE",
+  "SCMP_CMP_GT",
+  "SCMP_CMP_MASKED_EQ",
+];
+
 const selects = (selector, labels) =>
   !!selector && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 
@@ -114,7 +164,9 @@ export function deployment(docs) {
     const servers = containers.map((c) => ({ container: c, serve: serveInvocation(c) })).filter((s) => s.serve);
     return { doc: d, sts, pod, labels, containers, servers, tier: tierOfFile[basename(d.file)] };
   });
-  return { docs, of, workloads };
+  // Seccomp profiles (deploy/k8s/seccomp/*.json), as validate.mjs reads them: {file, seccompText}.
+  const profiles = docs.filter((d) => d.seccompText !== undefined);
+  return { docs, of, workloads, profiles };
 }
 
 function where(w) {
@@ -229,6 +281,13 @@ rule("probes: readiness on GET /readyz and liveness on GET /livez, at the port n
   ),
 );
 
+// The command word after `nsbox` at words[i] and its global flags (`--root DIR`, `--json`).
+function nsboxCommand(words, i) {
+  let j = i + 1;
+  while (words[j] === "--json" || words[j] === "--root") j += words[j] === "--root" ? 2 : 1;
+  return words[j];
+}
+
 rule("preStop runs nsbox drain on the server's state root", (d) =>
   d.workloads.flatMap((w) =>
     w.servers.flatMap(({ container: c, serve }) => {
@@ -236,8 +295,9 @@ rule("preStop runs nsbox drain on the server's state root", (d) =>
       const root = parseServeFlags(serve.args).flags.get("--root");
       const words =
         /(^|\/)(sh|bash)$/.test(command[0] ?? "") && command[1] === "-c" ? shellWords(command[2] ?? "") : command;
-      const at = words.findIndex((x, i) => /(^|\/)nsbox$/.test(x) && words[i + 1] === "drain");
+      const at = words.findIndex((x, i) => /(^|\/)nsbox$/.test(x) && nsboxCommand(words, i) === "drain");
       if (at < 0) return [`${where(w)} container ${c.name}: preStop does not run nsbox drain`];
+      // --root before `drain` (the global flag) or after it.
       const drainRoot = words[words.indexOf("--root", at) + 1];
       return drainRoot === root
         ? []
@@ -351,23 +411,114 @@ rule("no host namespaces; tier A privileged, tier B user-namespaced and not priv
     if (!w.pod.runtimeClassName) out.push(`${where(w)}: tier B without a runtimeClassName`);
     else if (!d.of("RuntimeClass").some((r) => r.object.metadata?.name === w.pod.runtimeClassName))
       out.push(`${where(w)}: its RuntimeClass ${w.pod.runtimeClassName} is not in the manifests`);
-    for (const c of w.containers) {
-      const sc = c.securityContext ?? {};
-      const at = `${where(w)} container ${c.name}`;
-      if (sc.procMount !== "Unmasked") out.push(`${at}: procMount is not Unmasked`);
-      const added = sc.capabilities?.add ?? [];
-      if (added.length !== 1 || added[0] !== "SYS_ADMIN")
-        out.push(`${at}: capabilities.add is not exactly [SYS_ADMIN] (${added.join(", ")})`);
-      if ((sc.seccompProfile ?? w.pod.securityContext?.seccompProfile)?.type !== "RuntimeDefault")
-        out.push(`${at}: seccomp is not RuntimeDefault`);
-      const apparmor = sc.appArmorProfile ?? w.pod.securityContext?.appArmorProfile;
-      if (apparmor?.type !== "Localhost" || !apparmor.localhostProfile)
-        out.push(`${at}: AppArmor is not a Localhost profile`);
-      if (!Object.keys(c.resources?.limits ?? {}).some((k) => k.includes("/") && k.includes("fuse")))
-        out.push(`${at}: no FUSE device resource in its limits`);
-    }
     return out;
   }),
+);
+
+// A container's setting, or the pod's where the container does not set it.
+const effective = (w, c, key) => c.securityContext?.[key] ?? w.pod.securityContext?.[key];
+
+rule("tier B runs nsbox rootless: a non-root user, no capability, no privilege escalation, an unmasked /proc", (d) =>
+  d.workloads
+    .filter((w) => w.tier === "B")
+    .flatMap((w) => {
+      const out = [];
+      const psc = w.pod.securityContext ?? {};
+      if (!Number.isInteger(psc.fsGroup))
+        out.push(`${where(w)}: tier B without fsGroup: its user cannot write the local volume`);
+      if (psc.fsGroupChangePolicy !== "OnRootMismatch")
+        out.push(
+          `${where(w)}: fsGroupChangePolicy is not OnRootMismatch: kubelet would change every sandbox file's group and mode at each start`,
+        );
+      for (const c of w.containers) {
+        const sc = c.securityContext ?? {};
+        const at = `${where(w)} container ${c.name}`;
+        if (effective(w, c, "runAsNonRoot") !== true) out.push(`${at}: runAsNonRoot is not true`);
+        for (const key of ["runAsUser", "runAsGroup"]) {
+          const id = effective(w, c, key);
+          if (!Number.isInteger(id) || id <= 0) out.push(`${at}: ${key} ${id} is not a non-root id`);
+        }
+        if (sc.allowPrivilegeEscalation !== false) out.push(`${at}: allowPrivilegeEscalation is not false`);
+        if (!(sc.capabilities?.drop ?? []).includes("ALL")) out.push(`${at}: capabilities do not drop ALL`);
+        const added = sc.capabilities?.add ?? [];
+        if (added.length > 0) out.push(`${at}: adds capabilities (${added.join(", ")}); rootless nsbox needs none`);
+        if (sc.procMount !== "Unmasked") out.push(`${at}: procMount is not Unmasked`);
+        if (!Object.keys(c.resources?.limits ?? {}).some((k) => k.includes("/") && k.includes("fuse")))
+          out.push(`${at}: no FUSE device resource in its limits`);
+      }
+      return out;
+    }),
+);
+
+rule("tier B's seccomp: a Localhost profile of deploy/k8s/seccomp; its AppArmor: not the runtime's default", (d) =>
+  d.workloads
+    .filter((w) => w.tier === "B")
+    .flatMap((w) =>
+      w.containers.flatMap((c) => {
+        const out = [];
+        const at = `${where(w)} container ${c.name}`;
+        const seccomp = effective(w, c, "seccompProfile");
+        if (seccomp?.type !== "Localhost")
+          out.push(`${at}: seccomp is not a Localhost profile (RuntimeDefault refuses unshare, mount and clone3)`);
+        else if (!d.profiles.some((p) => p.file.endsWith(`/seccomp/${seccomp.localhostProfile}`)))
+          out.push(`${at}: seccomp profile ${seccomp.localhostProfile} is not in deploy/k8s/seccomp`);
+        const apparmor = effective(w, c, "appArmorProfile");
+        if (!["Unconfined", "Localhost"].includes(apparmor?.type))
+          out.push(
+            `${at}: AppArmor is ${apparmor?.type ?? "unset"}: the runtime's default denies mount (Unconfined or Localhost)`,
+          );
+        return out;
+      }),
+    ),
+);
+
+// Problems of one seccomp profile, as containerd reads a Localhost profile: the OCI
+// runtime spec's LinuxSeccomp, where an unknown field is silently ignored (so refused here).
+function seccompProfileProblems(p) {
+  let o;
+  try {
+    o = JSON.parse(p.seccompText);
+  } catch (e) {
+    return [`${p.file}: is not JSON: ${e.message}`];
+  }
+  const out = [];
+  const unknown = (object, known, at) => {
+    for (const k of Object.keys(object ?? {}))
+      if (!known.includes(k)) out.push(`${p.file}: ${at}: unknown field "${k}"`);
+  };
+  unknown(o, ["defaultAction", "defaultErrnoRet", "architectures", "flags", "syscalls"], "the profile");
+  if (!["SCMP_ACT_ERRNO", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL"].includes(o.defaultAction))
+    out.push(`${p.file}: defaultAction ${o.defaultAction} does not refuse what the profile does not list`);
+  for (const arch of ["SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64"])
+    if (!(o.architectures ?? []).includes(arch)) out.push(`${p.file}: architectures lack ${arch}`);
+  const allowed = new Set();
+  const allowedIf = new Set();
+  for (const [i, r] of (Array.isArray(o.syscalls) ? o.syscalls : []).entries()) {
+    const at = `syscalls[${i}]`;
+    unknown(r, ["names", "action", "errnoRet", "args"], at);
+    if (!Array.isArray(r.names) || r.names.length === 0 || !r.names.every((n) => /^[a-z0-9_]+$/.test(n)))
+      out.push(`${p.file}: ${at}: names is not a list of syscall names`);
+    if (!seccompActions.includes(r.action))
+      out.push(`${p.file}: ${at}: action ${r.action} is not one of ${seccompActions.join(", ")}`);
+    for (const [j, a] of (r.args ?? []).entries()) {
+      unknown(a, ["index", "value", "valueTwo", "op"], `${at}.args[${j}]`);
+      if (!Number.isInteger(a.index) || a.index < 0 || a.index > 5)
+        out.push(`${p.file}: ${at}.args[${j}]: index ${a.index}`);
+      if (!Number.isInteger(a.value) || a.value < 0) out.push(`${p.file}: ${at}.args[${j}]: value ${a.value}`);
+      if (!seccompOps.includes(a.op)) out.push(`${p.file}: ${at}.args[${j}]: op ${a.op}`);
+    }
+    if (r.action === "SCMP_ACT_ALLOW")
+      for (const n of r.names ?? []) ((r.args ?? []).length === 0 ? allowed : allowedIf).add(n);
+  }
+  if (!Array.isArray(o.syscalls) || o.syscalls.length === 0) out.push(`${p.file}: no syscalls list`);
+  for (const n of nsboxSeccompNeeds) if (!allowed.has(n)) out.push(`${p.file}: does not allow ${n}, which nsbox needs`);
+  for (const n of seccompStillRefused)
+    if (allowed.has(n) || allowedIf.has(n)) out.push(`${p.file}: allows ${n}, which the runtime's default refuses`);
+  return out;
+}
+
+rule("the seccomp profiles: OCI JSON, refusing by default, allowing what nsbox needs and no more", (d) =>
+  d.profiles.length === 0 ? ["no seccomp profile in deploy/k8s/seccomp"] : d.profiles.flatMap(seccompProfileProblems),
 );
 
 function secretFileProblems(w, container, path, flag) {
@@ -381,9 +532,46 @@ function secretFileProblems(w, container, path, flag) {
   if (!item) return [`${where(w)}: ${flag} ${path}: Secret ${volume.secret.secretName} has no item at ${rest}`];
   const mode = item.mode ?? volume.secret.defaultMode ?? 0o644;
   const out = [];
-  if ((mode & 0o077) !== 0)
+  // A Secret's files are group-readable under fsGroup whatever the mode: then nsbox must
+  // read a private copy (tokenFileProblems), and this file is only its source.
+  if ((mode & 0o077) !== 0 && w.pod.securityContext?.fsGroup === undefined)
     out.push(`${where(w)}: ${flag} ${path} has mode 0${mode.toString(8)}: nsbox refuses a token file others can read`);
   if (mount.readOnly !== true) out.push(`${where(w)}: the mount of ${flag} ${path} is not readOnly`);
+  return out;
+}
+
+// A token file: on a Secret volume, or a private copy the script makes of one (`umask 077`
+// first, then `cp [-f] SOURCE PATH`) on a memory-backed emptyDir.
+function tokenFileProblems(w, container, path, flag, script) {
+  const mount = (container.volumeMounts ?? []).find((m) => path.startsWith(m.mountPath.replace(/\/$/, "") + "/"));
+  const volume = mount && (w.pod.volumes ?? []).find((v) => v.name === mount.name);
+  if (!volume?.emptyDir) {
+    const out = secretFileProblems(w, container, path, flag);
+    if (w.pod.securityContext?.fsGroup !== undefined && volume?.secret)
+      out.push(
+        `${where(w)}: ${flag} ${path}: fsGroup makes this Secret's file group-readable, which nsbox refuses; copy it`,
+      );
+    return out;
+  }
+  const words = script === null ? [] : shellWords(script);
+  let at = -1;
+  let source;
+  words.forEach((x, i) => {
+    if (x !== "cp" || at >= 0) return;
+    const end = words.indexOf(";", i);
+    const operands = words.slice(i + 1, end < 0 ? undefined : end).filter((y) => !y.startsWith("-"));
+    if (operands.length === 2 && operands[1] === path) [at, source] = [i, operands[0]];
+  });
+  if (at < 0)
+    return [`${where(w)}: ${flag} ${path} is on emptyDir ${volume.name}, and the script copies no Secret's file there`];
+  const out = secretFileProblems(w, container, source, `${flag}'s source`);
+  if (volume.emptyDir.medium !== "Memory")
+    out.push(`${where(w)}: ${flag} ${path}: the copy is on disk (emptyDir ${volume.name} without medium: Memory)`);
+  const umask = words.slice(0, at).lastIndexOf("umask");
+  if (umask < 0 || !["077", "0077"].includes(words[umask + 1]))
+    out.push(
+      `${where(w)}: ${flag} ${path}: the script copies it without umask 077 first, so others could read the copy`,
+    );
   return out;
 }
 
@@ -413,7 +601,7 @@ rule("the serve command: the documented flags only, and each consistent with the
         out.push(`${at}: --peers ${peers} is not http://${host}...:${port}`);
       if (!portOf(c, port)) out.push(`${at}: the --listen port ${port} is not a port the container declares`);
       for (const f of ["--token-file", "--peer-token-file"])
-        if (typeof flags.get(f) === "string") out.push(...secretFileProblems(w, c, flags.get(f), f));
+        if (typeof flags.get(f) === "string") out.push(...tokenFileProblems(w, c, flags.get(f), f, serve.script));
       for (const [, name] of (serve.script ?? "").matchAll(/\$\{?([A-Za-z_][A-Za-z0-9_]*)/g))
         if (name !== "HOSTNAME" && !env.has(name))
           out.push(`${at}: the script reads $${name}, which the container's env does not define`);

@@ -6,13 +6,13 @@
 //     each file of --bad (its "# expect: TEXT" lines name what the error must say) and
 //     misspelled copies of the real manifests (mutations.mjs).
 //   node validate.mjs policy --manifests DIR --doc docs/scale-out.md
-//     the deployment's rules (policy.mjs) on the manifests; then each rule must refuse
-//     copies broken on purpose.
+//     the deployment's rules (policy.mjs) on the manifests and the seccomp profiles of
+//     DIR/seccomp; then each rule must refuse copies broken on purpose.
 //
 //   stdout: one line per check, "ok - ..." or "not ok - ..." with the reasons, then
 //           "N passed, N failed"
 //   exit:   0 when every check passed, 1 otherwise, 2 for bad arguments or missing packages
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadDeps } from "./deps.mjs";
@@ -120,8 +120,24 @@ function schemaChecks({ require, yaml }, o) {
   }
 }
 
+// The seccomp profiles under DIR/seccomp, unparsed (a policy rule parses them, so that a
+// broken copy can be one that is not JSON): [{file, index, object: null, seccompText}].
+function loadProfiles(dir) {
+  const at = join(dir, "seccomp");
+  if (!existsSync(at)) return [];
+  return readdirSync(at)
+    .filter((name) => name.endsWith(".json"))
+    .sort()
+    .map((name) => ({
+      file: join(at, name).replace(repo + "/", ""),
+      index: 1,
+      object: null,
+      seccompText: readFileSync(join(at, name), "utf8"),
+    }));
+}
+
 function policyChecks({ yaml }, o) {
-  const docs = loadReal(yaml, o.manifests);
+  const docs = [...loadReal(yaml, o.manifests), ...loadProfiles(o.manifests)];
   let docText;
   try {
     docText = o.doc ? readFileSync(o.doc, "utf8") : undefined;
