@@ -125,6 +125,47 @@ def test_every_request_reaches_its_owner_through_any_server(make_cluster: Any) -
     assert owner.alive()
 
 
+def test_links_open_through_any_server_and_nothing_else_passes_without_a_token(make_cluster: Any) -> None:
+    """A download link signed by the owner opens through every server without a token
+    (relayed with no credential: the owner checks the signature), an altered one opens
+    nowhere; a target with a fragment or a dot segment is refused before any relay; the
+    peer token opens only what peers relay, and only as a relay."""
+    from cluster import PEER_TOKEN
+    cluster = make_cluster()
+    sbx = nsbox.Sandbox.create(client=cluster.client("a"))
+    cluster.track(sbx.id)
+    try:
+        data = os.urandom(1 << 20)
+        sbx.files.upload(data, "linked.bin")
+        status, _, body = http_call(cluster.url("a"), "POST", "/v1/sandboxes/%s/files:sign?path=linked.bin" % sbx.id,
+                                    token=cluster.token, body=b"{}", headers={"Content-Type": "application/json"})
+        assert status == 200, body
+        link = json.loads(body)["download_path"]
+        for target in ("a", "b", "c", "proxy"):
+            status, _, got = http_call(cluster.url(target), "GET", link, timeout=60)
+            assert status == 200 and got == data, (target, status, got[:200])
+            altered = link.replace("signature=", "signature=0")
+            status, _, got = http_call(cluster.url(target), "GET", altered, timeout=60)
+            assert status == 403, (target, status, got[:200])
+        # What routing sees is what a peer would get: no fragment, no dot segment.
+        for bad in ("/v1/sandboxes/#/files?signature=x", "/v1/sandboxes/%s#/files?signature=x" % sbx.id,
+                    "/v1/sandboxes/./files?signature=x", "/v1/sandboxes/%2e%2e/v1/sandboxes/files?signature=x"):
+            status, _, got = http_call(cluster.url("b"), "GET", bad, timeout=30)
+            assert status == 400, (bad, status, got[:300])
+        # The peer token: only as a relay (X-Nsbox-Forwarded-By), only a sandbox's routes.
+        status, _, _ = http_call(cluster.url("a"), "GET", "/v1/sandboxes/" + sbx.id, token=PEER_TOKEN)
+        assert status == 401
+        relay = {"X-Nsbox-Forwarded-By": "b"}
+        status, _, _ = http_call(cluster.url("a"), "GET", "/v1/sandboxes/" + sbx.id, token=PEER_TOKEN, headers=relay)
+        assert status == 200
+        for method, path in (("GET", "/v1/sandboxes"), ("POST", "/v1/drain"), ("GET", "/v1/pool"), ("POST", "/v1/sandboxes")):
+            status, _, _ = http_call(cluster.url("a"), method, path, token=PEER_TOKEN, headers=relay, body=b"{}" if method == "POST" else None)
+            assert status == 401, (method, path, status)
+        assert cluster.shards["a"].readiness()[0] == 200  # not drained by any of it
+    finally:
+        sbx.remove()
+
+
 def test_a_killed_owner_is_reported_unavailable_with_its_last_snapshot(make_cluster: Any) -> None:
     """After kill -9 of a server, a request for one of its sandboxes through another server
     or through HAProxy answers 503 owner_unavailable (never hangs) naming the sandbox's

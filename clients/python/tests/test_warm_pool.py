@@ -305,3 +305,34 @@ def test_a_preload_that_fails_is_said_in_the_first_cell_and_the_rest_loads() -> 
             assert "no_such_module_xyz" not in sbx.run_code("1").stderr  # said once
         finally:
             sbx.remove()
+
+
+def test_metrics_report_the_pool_s_depth_without_a_token(warm: Server, client: nsbox.Client) -> None:
+    """GET /metrics (Prometheus text, no token) says what GET /v1/pool says: the depth an
+    autoscaler scales on."""
+    import urllib.request
+
+    def scrape() -> Dict[str, float]:
+        with urllib.request.urlopen(warm.url + "/metrics", timeout=30) as answer:
+            assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = answer.read().decode()
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                samples[key] = float(value)
+        return samples
+
+    assert wait_until(lambda: client.json("GET", "/v1/pool")["sizes"]["standard"]["ready"] == POOL, BUILD_BOUND), warm.log()
+    samples = scrape()
+    assert samples['nsbox_warm_ready{size="standard"}'] == POOL, samples
+    assert samples['nsbox_warm_target{size="standard"}'] == POOL
+    assert samples["nsbox_ready"] == 1 and samples["nsbox_free_slots"] == float("inf")
+    active = samples["nsbox_active"]
+    sbx = claim(warm, client)
+    try:
+        after = scrape()
+        assert after["nsbox_active"] == active + 1, (active, after["nsbox_active"])
+        assert after['nsbox_create_seconds_count{path="warm"}'] >= 1
+    finally:
+        sbx.remove()
