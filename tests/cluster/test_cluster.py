@@ -166,6 +166,27 @@ def test_links_open_through_any_server_and_nothing_else_passes_without_a_token(m
         sbx.remove()
 
 
+def test_tool_call_callbacks_are_served_through_a_non_owner(make_cluster: Any) -> None:
+    """An embedder connected to another server than the sandbox's serves its tool calls:
+    the events stream and the answers are relayed to the owner and back."""
+    cluster = make_cluster()
+    sbx = nsbox.Sandbox.create(tools={"backend": "callback", "call_timeout_s": 30}, client=cluster.client("a"))
+    cluster.track(sbx.id)
+    try:
+        via_b = nsbox.Sandbox.connect(sbx.id, client=cluster.client("b"))
+        server = via_b.on_tool_call(lambda helper, args: {"helper": helper, "echo": args.get("arguments")})
+        try:
+            got = sbx.run_code("print(run_composio_tool('ECHO', {'x': 7}))")
+            assert got.status == "ok", got.raw
+            assert "'echo': {'x': 7}" in got.stdout and "'helper': 'run_tool'" in got.stdout, got.stdout
+            assert server.error is None
+        finally:
+            server.stop()
+        assert cluster.shards["b"].forwarded() >= 2  # the events stream and the answer
+    finally:
+        sbx.remove()
+
+
 def test_a_killed_owner_is_reported_unavailable_with_its_last_snapshot(make_cluster: Any) -> None:
     """After kill -9 of a server, a request for one of its sandboxes through another server
     or through HAProxy answers 503 owner_unavailable (never hangs) naming the sandbox's
