@@ -61,7 +61,7 @@ TEST_CASE("shards: names are [a-z0-9]{1,16}, and an id names its shard", "[clust
   CHECK(sharded_sessions.load(made->id));
 }
 
-TEST_CASE("cluster flags: a shard needs a snapshot store, peers need a token file; templates and lists", "[cluster]") {
+TEST_CASE("cluster flags: a shard needs a snapshot store, peers need a token file, templates and lists both work", "[cluster]") {
   TempDir dir;
   std::string token = dir.path() + "/peer-token";
   ClusterFlags f;
