@@ -17,6 +17,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr long kNameLookupMs = 2000;
 
+// 410 for a sandbox a drain moved: the snapshot to restore, in the error and its hint.
+Json moved_document(const std::string& sandbox, const std::string& snapshot) {
+  Json doc = error_document(make_error(ErrorCode::kMoved, "sandbox " + sandbox + " was drained to snapshot " + snapshot,
+                                       "restore it: POST /v1/sandboxes {\"from_snapshot\": \"" + snapshot + "\"}"));
+  doc["error"]["snapshot"] = snapshot;
+  return doc;
+}
+
 Error not_ready_error(const std::string& reason) {
   return make_error(ErrorCode::kUnavailable, "this server takes no new sandboxes now (" + reason + ")",
                     "retry: another server of the cluster takes it");
@@ -109,12 +117,7 @@ bool ApiService::forward_to(Exchange& x, const std::string& shard, const std::st
     // Its last snapshot, when the store has one: the client can restore it elsewhere.
     // Asked for callers with a token only (a store lookup is not free).
     if (auto where = with_credential && !sandbox.empty() ? runtime_.sandbox_pointer(sandbox) : Result<SandboxPointer>(fail(e)); where) {
-      if (where->moved) {
-        doc = error_document(make_error(ErrorCode::kMoved, "sandbox " + sandbox + " was drained to snapshot " + where->snapshot,
-                                        "restore it: POST /v1/sandboxes {\"from_snapshot\": \"" + where->snapshot + "\"}"));
-        doc["error"]["snapshot"] = where->snapshot;
-        return x.respond(410, doc);
-      }
+      if (where->moved) return x.respond(410, moved_document(sandbox, where->snapshot));
       doc["error"]["snapshot"] = where->snapshot;
     }
     x.respond(503, doc, {{"Retry-After", "5"}});
@@ -148,10 +151,7 @@ bool ApiService::answer_if_moved(Exchange& x, const std::string& sandbox) {
   if (shard_of_id(sandbox) != cluster_.shard() || !credentialed(x.request()) || runtime_.store().resolve(sandbox)) return false;
   auto where = runtime_.sandbox_pointer(sandbox);
   if (!where || !where->moved) return false;
-  Json doc = error_document(make_error(ErrorCode::kMoved, "sandbox " + sandbox + " was drained to snapshot " + where->snapshot,
-                                       "restore it: POST /v1/sandboxes {\"from_snapshot\": \"" + where->snapshot + "\"}"));
-  doc["error"]["snapshot"] = where->snapshot;
-  x.respond(410, doc);
+  x.respond(410, moved_document(sandbox, where->snapshot));
   return true;
 }
 

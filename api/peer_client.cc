@@ -18,12 +18,11 @@ constexpr long kConnectMs = 2000;
 constexpr size_t kMaxJsonAnswer = 1 << 20;
 constexpr size_t kMaxRelayedHeaders = 16;
 
-// The answer's headers a client may need, relayed as the owner sent them; the rest
-// (framing, connection) are this connection's own.
-bool relayed_header(std::string_view name) {
+// The answer's headers a client may need (`lower`: the name in lower case), relayed as the
+// owner sent them; the rest (framing, connection) are this connection's own.
+bool relayed_header(std::string_view lower) {
   for (std::string_view keep : {"content-type", "location", "www-authenticate", "retry-after", "cache-control"})
-    if (name.size() == keep.size() && std::equal(name.begin(), name.end(), keep.begin(), [](char a, char b) { return std::tolower(a) == b; }))
-      return true;
+    if (lower == keep) return true;
   return false;
 }
 

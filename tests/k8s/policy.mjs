@@ -19,18 +19,8 @@ export const serveValueFlags = [
   "--drain-grace",
 ];
 export const serveSwitches = ["--allow-remote"];
-export const requiredServeFlags = [
-  "--root",
-  "--listen",
-  "--allow-remote",
-  "--shard",
-  "--peers",
-  "--token-file",
-  "--peer-token-file",
-  "--snapshot-store",
-  "--capacity",
-  "--warm",
-];
+// Every flag but the drain's grace, which has a default the manifests may keep.
+export const requiredServeFlags = [...serveValueFlags.filter((f) => f !== "--drain-grace"), ...serveSwitches];
 const defaultDrainGraceS = 900;
 // What the drain needs after its grace at least: snapshots of what still runs, uploaded.
 const snapshotMarginS = 60;
