@@ -9,10 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
@@ -50,12 +53,37 @@ std::optional<Attached> find_attached(const std::string& image) {
   return std::nullopt;
 }
 
+// How long attaching waits for a loop device while others are taking them. Each wait is
+// short (a LOOP_CONFIGURE takes milliseconds); the bound is for a host that has run out.
+constexpr auto kAttachPatience = std::chrono::seconds(10);
+
+// Pauses 1 ms, then twice as long each time up to 50 ms: enough for another process's
+// LOOP_CONFIGURE to finish, short enough not to slow a busy host's creates.
+void pause_before_retry(int attempt) {
+  auto ms = std::min(50, 1 << std::min(attempt, 6));
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+// LOOP_CTL_GET_FREE hands the same free device to everyone who asks until one of them has
+// configured it; the others get EBUSY. Twenty creates at once on the same host used to run
+// out of quick retries ("no free loop device"). So nsbox processes take turns: an exclusive
+// flock on /dev/loop-control (host-wide, no file of our own) around get-free + configure.
+// Other programs (losetup, udev) do not take it; their races end in EBUSY, and we pause
+// and ask again until kAttachPatience has passed.
 Result<Attached> attach_new(const std::string& image) {
   UniqueFd control(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
   if (!control) return fail(sys_error("open /dev/loop-control").with_hint("volume quotas need loop devices (root)"));
   UniqueFd backing(::open(image.c_str(), O_RDWR | O_CLOEXEC));
   if (!backing) return fail(sys_error("open volume image " + image));
-  for (int attempt = 0; attempt < 20; ++attempt) {
+  auto give_up_at = std::chrono::steady_clock::now() + kAttachPatience;
+  std::string last_busy;
+  for (int busy = 0; std::chrono::steady_clock::now() < give_up_at;) {
+    if (::flock(control.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) return fail(sys_error("lock /dev/loop-control"));
+      // Another nsbox is attaching: its turn ends in a millisecond or so.
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+      continue;
+    }
     int n = ::ioctl(control.get(), LOOP_CTL_GET_FREE);
     if (n < 0) return fail(sys_error("LOOP_CTL_GET_FREE"));
     std::string dev = "/dev/loop" + std::to_string(n);
@@ -74,11 +102,17 @@ Result<Attached> attach_new(const std::string& image) {
       config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
       rc = ::ioctl(loop.get(), LOOP_CONFIGURE, &config);
     }
+    int err = errno;
+    ::flock(control.get(), LOCK_UN);
     if (rc == 0) return Attached{dev, std::move(loop)};
-    if (errno != EBUSY) return fail(sys_error("attach " + image + " to " + dev));
-    // Another process took that device between GET_FREE and CONFIGURE: try the next.
+    if (err != EBUSY) return fail(sys_error("attach " + image + " to " + dev, err));
+    last_busy = dev;  // taken by a program that does not take turns with us: ask again
+    pause_before_retry(++busy);
   }
-  return fail(make_error(ErrorCode::kBusy, "no free loop device for " + image));
+  return fail(make_error(ErrorCode::kBusy, "no free loop device for " + image + " after " +
+                                               std::to_string(kAttachPatience.count()) + " s" +
+                                               (last_busy.empty() ? " (waiting for other nsbox processes)"
+                                                                  : " (" + last_busy + " taken by another program)")));
 }
 
 // mkfs.ext4 where Debian puts it, or on PATH.

@@ -278,6 +278,42 @@ TEST_CASE("the quota holds from inside and outside, and the upload size limit to
   CHECK(root.nsbox({"create", "--files-quota", "3"}).err.find("invalid size") != std::string::npos);
 }
 
+// LOOP_CTL_GET_FREE gives every asker the same device until one has configured it; twenty
+// creates at once once ran out of retries ("no free loop device"). Three state roots (as
+// three servers on one host), 24 clients each creating, removing and creating again, all
+// at once: each of the 144 volumes kept gets its own device. (The old code failed when
+// three such test processes ran at once; one process has not been seen to fail it.)
+TEST_CASE("many sandboxes created at once each get their own loop devices") {
+  NSBOX_NEEDS(loop_devices());
+  constexpr int kRoots = 3, kCreates = 24;
+  std::vector<TestRoot> roots(kRoots);
+  std::vector<ProcessResult> created(kRoots * kCreates);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRoots * kCreates; ++i)
+    threads.emplace_back([&, i] {
+      const auto& root = roots[i % kRoots];
+      // One create and rm first: the devices it frees are the next ones GET_FREE offers.
+      auto first = root.nsbox({"create", "--json"}, {.timeout_s = 120});
+      if (first.exit_code == 0) root.nsbox({"rm", json::parse(first.out)["id"].get<std::string>()}, {.timeout_s = 120});
+      created[i] = first.exit_code == 0 ? root.nsbox({"create", "--json"}, {.timeout_s = 120}) : first;
+    });
+  for (auto& t : threads) t.join();
+  std::set<std::string> devices;
+  for (int i = 0; i < kRoots * kCreates; ++i) {
+    const auto& r = created[i];
+    const auto& root = roots[i % kRoots];
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    if (r.exit_code != 0) continue;
+    auto id = json::parse(r.out)["id"].get<std::string>();
+    CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["files"]["kind"] == "image");
+    auto mounted = root.sh(id, "echo $$ > /mnt/files/mine && awk '$2 == \"/mnt/files\" {print $1}' /proc/mounts");
+    CHECK(mounted.exit_code == 0);
+    devices.insert(mounted.out);
+  }
+  CHECK(devices.size() == created.size());  // no two volumes on one device
+}
+
 TEST_CASE("on a small disk the default quota shrinks to fit, and a larger explicit one is refused") {
   TestRoot root;
   SmallDisk disk(root, "3g");
