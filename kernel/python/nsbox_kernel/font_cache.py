@@ -2,9 +2,16 @@
 into a home that has none, so that a sandbox's first pyplot import does not scan every
 font (0.4-0.7 s). A user's own list, or MPLCONFIGDIR, is never touched."""
 import os
-import shutil
 
 SHARED = "/opt/nsbox/matplotlib"
+
+
+def _copy(source, target):
+    """shutil.copyfile without importing shutil (and bz2, lzma, fnmatch with it): every
+    new sandbox's kernel copies a font list at its start."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
 
 
 def seed():
@@ -21,7 +28,7 @@ def seed():
             continue
         try:
             os.makedirs(cache, exist_ok=True)
-            shutil.copyfile(os.path.join(SHARED, name), target + ".nsbox-tmp")
+            _copy(os.path.join(SHARED, name), target + ".nsbox-tmp")
             os.replace(target + ".nsbox-tmp", target)
         except OSError:
             pass

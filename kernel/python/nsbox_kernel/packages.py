@@ -18,7 +18,6 @@ import json
 import os
 import re
 import site
-import subprocess
 import sys
 
 PIP_TIMEOUT_S = 900  # the cell's deadline comes first: its interrupt stops pip
@@ -81,6 +80,7 @@ class AutoInstaller:
                 f"--packages-allow ({', '.join(sorted(self.allow))})", name=fullname)
         self.tried.add(fullname)
         self.progress(f"installing {distribution}", None)
+        import subprocess  # here, not at the top: every kernel's start would pay for it
         done = subprocess.run(
             [sys.executable or "/usr/bin/python3", "-m", "pip", "install", "--user", "--quiet", "--no-input",
              "--disable-pip-version-check", distribution],
