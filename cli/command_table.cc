@@ -40,6 +40,7 @@ const std::vector<CommandHelp>& command_table() {
         {"files-quota", "SIZE", "the files volume's quota (default 10G, less on a small disk)"},
         {"home-size", "SIZE", "/home/user's volume, kept across stop and start (default: 1G per GiB of the size's memory)"},
         {"from-snapshot", "ID|NAME", "restore /home/user (and /mnt/files if it holds them) from a snapshot first"},
+        {"lazy-kernel", nullptr, "start the Python kernel at the first cell, not with the sandbox (for commands-only use)"},
         kSnapshotDir,
         kSnapshotStore,
         {"mount", "URL:PATH[:rw][:staging_bytes=SIZE]",

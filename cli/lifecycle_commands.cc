@@ -72,6 +72,7 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
   if (args.values.count("files-quota")) doc["files_quota"] = args.value("files-quota");
   if (args.values.count("home-size")) doc["home_size"] = args.value("home-size");
   if (args.values.count("from-snapshot")) doc["from_snapshot"] = args.value("from-snapshot");
+  if (args.has("lazy-kernel")) doc["lazy_kernel"] = true;
   if (args.values.count("env")) doc["env"] = NSBOX_TRY(env_document(args));
   nlohmann::json mounts = nlohmann::json::array();
   if (auto it = args.values.find("mount"); it != args.values.end())

@@ -176,7 +176,8 @@ Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, cons
 Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Environment& env, Caller caller) {
   if (!j.is_object()) return fail(malformed("a sandbox's options are a JSON object"));
   static const std::set<std::string> kFields = {"size", "name", "env", "net", "packages", "volume", "files_quota", "home_size",
-                                                "mounts", "manifest", "local_sources", "tools", "from_snapshot"};
+                                                "mounts", "manifest", "local_sources", "tools", "from_snapshot",
+                                                "lazy_kernel"};
   for (const auto& [key, value] : j.items())
     if (!kFields.count(key)) return fail(malformed("unknown field \"" + key + "\""));
   if (caller == Caller::kRemote && j.contains("local_sources"))
@@ -198,6 +199,10 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   o.net = NSBOX_TRY(o.packages.network_policy(j.value("net", Json("none"))));
   if (j.contains("volume")) o.volume = NSBOX_TRY(string_field(j, "volume"));
   if (j.contains("from_snapshot")) o.from_snapshot = NSBOX_TRY(string_field(j, "from_snapshot"));
+  if (auto lazy = j.find("lazy_kernel"); lazy != j.end()) {
+    if (!lazy->is_boolean()) return fail(malformed("\"lazy_kernel\" must be true or false"));
+    o.lazy_kernel = lazy->get<bool>();
+  }
   o.env = NSBOX_TRY(env_field(j));
   o.files_quota = NSBOX_TRY(size_field(j, "files_quota"));
   o.home_size = NSBOX_TRY(size_field(j, "home_size"));

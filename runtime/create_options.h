@@ -8,7 +8,8 @@
 //    "mounts": ["s3://bucket/prefix:/data:rw", {manifest entry..., "credentials": {...}}],
 //    "manifest": {"version": 1, "environment": {...}, "entries": {"notes/a.md": {"type": "file", "content": "..."}}},
 //    "local_sources": {"base": DIR, "grants": [DIR]},   (the nsbox command's: runtime/manifest.h)
-//    "tools": {"backend": "dir", "tools_dir": "/srv/tools", ...}}   (runtime/tools/tools_config.h)
+//    "tools": {"backend": "dir", "tools_dir": "/srv/tools", ...},   (runtime/tools/tools_config.h)
+//    "lazy_kernel": true}
 #pragma once
 
 #include <sys/types.h>
@@ -43,6 +44,9 @@ struct CreateOptions {
   std::vector<std::string> ephemeral;     // its ephemeral paths: never in a snapshot
   std::string manifest_digest;  // sha-256 of the manifest without credentials; empty: none
   std::string from_snapshot;  // a snapshot's id or name, restored before the first command
+  // No kernel until the first cell: a sandbox used for commands only costs no Python
+  // start and no idle interpreter (docs/semantics.md, "Cells").
+  bool lazy_kernel = false;
   ToolsConfig tools;    // the tool bridge (docs/tools.md)
   ToolKeys tool_keys;   // from the caller's environment (or the server's); never saved
   // A warm pool's member (api/warm_pool.h): the pool's owner, the modules its kernels

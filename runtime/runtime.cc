@@ -220,7 +220,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   SupervisorSpec spec{id,           options.name,  options.size,  options.net,  {},
                       {},           options.packages, options.env, volume->name, home->name, {},
                       options.mounts, options.tools, options.tool_keys, options.ephemeral, options.manifest_digest,
-                      options.pool, "cold", options.preload, options.memory_merge};
+                      options.pool, "cold", options.preload, options.memory_merge, options.lazy_kernel};
   add_test_hooks(spec);
   auto info = launch(spec);
   if (!info) {
@@ -358,7 +358,7 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     spec = SupervisorSpec{id,      record.name, record.size, record.net, {}, {},
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
                           std::move(tools), std::move(keys), record.ephemeral, record.manifest_digest,
-                          /*pool=*/"", record.create_path, record.preload, record.memory_merge};
+                          /*pool=*/"", record.create_path, record.preload, record.memory_merge, record.lazy_kernel};
   }  // the new supervisor takes the lock
   add_test_hooks(spec);
   auto info = launch(spec);

@@ -68,6 +68,7 @@ nlohmann::json SandboxRecord::to_json() const {
       {"create_path", create_path},
       {"preload", preload},
       {"memory_merge", memory_merge},
+      {"lazy_kernel", lazy_kernel},
   };
 }
 
@@ -125,6 +126,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const nlohmann::json& j) {
     r.create_path = j.value("create_path", "cold");
     r.preload = j.value("preload", std::vector<std::string>{});
     r.memory_merge = j.value("memory_merge", false);
+    r.lazy_kernel = j.value("lazy_kernel", false);
     return r;
   } catch (const nlohmann::json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));

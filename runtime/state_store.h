@@ -84,6 +84,7 @@ struct SandboxRecord {
   std::string create_path = "cold";  // "warm": claimed from a pool; "cold": built for its create
   std::vector<std::string> preload;  // modules its kernel imports before its first cell
   bool memory_merge = false;  // its kernels' preloaded heap offered to KSM (`serve --memory-merge`)
+  bool lazy_kernel = false;   // its kernel starts at the first cell, not with the sandbox
 
   nlohmann::json to_json() const;
   static Result<SandboxRecord> from_json(const nlohmann::json& j);

@@ -44,6 +44,7 @@ struct SupervisorSpec {
   std::string create_path = "cold";  // kept by a start: how the sandbox was made
   std::vector<std::string> preload;  // imported by every kernel before its first cell
   bool memory_merge = false;          // the kernels' preloaded heap offered to KSM
+  bool lazy_kernel = false;           // no kernel until the first cell (commands-only use)
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);

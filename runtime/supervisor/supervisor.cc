@@ -73,10 +73,11 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   // A pool's member is built and waits at the least CPU weight: live sandboxes come first.
   if (!spec.pool.empty()) NSBOX_CHECK_CTX(self->instance_->set_cpu_weight(1), "lower the CPU weight of a warm pool's sandbox");
   NSBOX_CHECK(self->register_handlers());
-  // The kernel first: Python boots (on another core) while the volume is attached.
+  // The kernel first: Python boots (on another core) while the volume is attached. A
+  // lazy one waits for the first cell (KernelSession::submit starts a stopped kernel).
   self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self),
                                                   KernelSession::Options{spec.preload, spec.memory_merge});
-  self->kernel_->start();
+  if (!spec.lazy_kernel) self->kernel_->start();
   self->ptys_ = std::make_unique<PtySessions>(static_cast<PtyHost&>(*self));
   NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mount)), "attach the files volume " + volume.name);
   auto ids = userns::host_ids();
@@ -127,6 +128,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   r.create_path = spec.create_path;
   r.preload = spec.preload;
   r.memory_merge = spec.memory_merge;
+  r.lazy_kernel = spec.lazy_kernel;
   for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
   r.mount_servers = self->buckets_.pids();
   if (spec.tools.enabled()) r.tools = spec.tools.to_json();

@@ -41,6 +41,34 @@ TEST_CASE("globals, imports and objects persist from one cell to the next") {
   CHECK(root.cell(id, "x = 1")["results"].is_null());
 }
 
+// --lazy-kernel: no interpreter until the first cell; commands run without one; a stop
+// and start keeps the choice.
+TEST_CASE("a lazy kernel starts at the first cell, and a stopped and started sandbox stays lazy") {
+  TestRoot root;
+  auto id = root.create({"--lazy-kernel"});
+  // Every process of the sandbox, by its command line: no nsbox-kernel among them.
+  const std::string kernels = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^/opt/nsbox/nsbox-kernel' || true";
+  CHECK(kernel_status(root, id)["state"] == "stopped");
+  CHECK(root.sh(id, kernels).out == "0\n");
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", id}))["lazy_kernel"] == true);
+  auto first = root.cell(id, "import os; seen = os.getpid(); 6 * 7");
+  CHECK(first["status"] == "ok");
+  CHECK(first["results"] == "42");
+  CHECK(first["execution_count"] == 1);
+  CHECK(first["state_lost"] == false);
+  CHECK(root.sh(id, kernels).out == "1\n");
+  CHECK(root.cell(id, "seen == os.getpid()")["results"] == "True");  // the same interpreter
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  REQUIRE(root.nsbox({"start", id}).exit_code == 0);
+  CHECK(kernel_status(root, id)["state"] == "stopped");
+  CHECK(root.sh(id, kernels).out == "0\n");
+  CHECK(root.cell(id, "1 + 1")["results"] == "2");
+  // The default is unchanged: the kernel starts with the sandbox.
+  auto eager = root.create();
+  CHECK(TestRoot::json(root.nsbox({"inspect", "--json", eager}))["lazy_kernel"] == false);
+  CHECK(kernel_status(root, eager)["state"] != "stopped");
+}
+
 TEST_CASE("a cell past its deadline is interrupted and keeps its globals") {
   TestRoot root;
   auto id = root.create();

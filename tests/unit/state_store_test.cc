@@ -91,7 +91,7 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
                                         "cgroup", "env_names", "volume", "home", "stopped_at", "mounts", "signed_mounts", "ephemeral", "manifest_digest", "mount_servers", "tools",
                                         "packages",
                                         // the warm pool's: a server's tag, "warm"/"cold", module names, a flag
-                                        "pool", "create_path", "preload", "memory_merge"});
+                                        "pool", "create_path", "preload", "memory_merge", "lazy_kernel"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);

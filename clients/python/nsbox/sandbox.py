@@ -193,6 +193,7 @@ class Sandbox(_Workbench):
         home_size: Union[None, int, str] = None,
         from_snapshot: Optional[str] = None,
         *,
+        lazy_kernel: bool = False,
         client: Optional[Client] = None,
         url: Optional[str] = None,
         token: Optional[str] = None,
@@ -212,7 +213,9 @@ class Sandbox(_Workbench):
         ``packages`` pip's sources and auto-install ({"pip_index": URL, "wheelhouse":
         DIR, "allow": [...], "auto_install": True}: docs/network.md); ``home_size`` the
         volume of /home/user, kept across :meth:`stop` and :meth:`start` (bytes or "2G");
-        ``from_snapshot`` a snapshot's id or name restored before the first command.
+        ``from_snapshot`` a snapshot's id or name restored before the first command;
+        ``lazy_kernel`` no Python kernel until the first cell (commands-only use: a faster
+        create and no idle interpreter; never from a warm pool).
         The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
@@ -231,6 +234,8 @@ class Sandbox(_Workbench):
             body["tools"] = dict(tools)
         if packages is not None:
             body["packages"] = dict(packages)
+        if lazy_kernel:
+            body["lazy_kernel"] = True
         # Creating waits for the sandbox (30 s, plus 60 s per bucket mount at most).
         wait = max(c.timeout, 60.0 + 60.0 * len(mounts or ()))
         doc = c.json("POST", "/v1/sandboxes", json_body=body, timeout=wait)

@@ -148,11 +148,13 @@ def test_the_pool_refills_after_claims(warm: Server, client: nsbox.Client) -> No
 
 
 def test_creates_the_pool_cannot_serve_take_the_cold_path(warm: Server, client: nsbox.Client) -> None:
-    for kwargs in ({"size": "medium"}, {"files_quota": "64M"}, {"net": "host"}):
+    for kwargs in ({"size": "medium"}, {"files_quota": "64M"}, {"net": "host"}, {"lazy_kernel": True}):
         sbx = nsbox.Sandbox.create(client=client, **kwargs)
         try:
             info = sbx.info().raw
             assert info["create_path"] == "cold" and info["preload"] == [], (kwargs, info)
+            if kwargs.get("lazy_kernel"):  # no kernel until the cell below
+                assert info["lazy_kernel"] is True and info["kernel_state"] == "stopped", info
             assert sbx.run_code("1 + 1").results == "2"
         finally:
             sbx.remove()
