@@ -145,6 +145,9 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
     }
   }
   std::string mkfs = find_mkfs();
+  // No resize_inode: its reserved descriptor blocks (for growing the filesystem while
+  // mounted, which nsbox never does) were 4 MiB written and half of mkfs's CPU per image;
+  // an offline resize2fs still works without them.
   std::string owner_opt = "root_owner=" + std::to_string(owner) + ":" + std::to_string(group) +
                           ",lazy_itable_init=1,lazy_journal_init=1";
   pid_t pid = ::fork();
@@ -152,7 +155,8 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
     int null_fd = ::open("/dev/null", O_RDWR);
     ::dup2(null_fd, 0);
     ::dup2(null_fd, 1);
-    ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner_opt.c_str(), path.c_str(), static_cast<char*>(nullptr));
+    ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E", owner_opt.c_str(), path.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   int status = 0;
