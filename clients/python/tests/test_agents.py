@@ -416,6 +416,27 @@ def test_9_exec_runs_in_the_root_with_the_manifest_environment(sdk: NsboxSandbox
     arun(scenario())
 
 
+def test_9_lazy_kernel_sessions_run_commands_without_a_kernel(sdk: NsboxSandboxClient) -> None:
+    """options lazy_kernel: the SDK's commands work and no Python kernel runs until a cell;
+    the option survives the session state's round trip."""
+    async def scenario() -> None:
+        options = agents.NsboxSandboxClientOptions(lazy_kernel=True)
+        session = await sdk.create(options=options)
+        try:
+            async with session:
+                assert (await session.exec("echo $((6 * 7))")).stdout == b"42\n"
+                info = session.sandbox.info().raw
+                assert info["lazy_kernel"] is True and info["kernel_state"] == "stopped", info
+                assert session.sandbox.run_code("6 * 7").results == "42"  # a cell starts it
+                assert session.sandbox.info().raw["kernel_state"] == "idle"
+            back = sdk.deserialize_session_state(json.loads(json.dumps(sdk.serialize_session_state(session.state))))
+            assert back.options.lazy_kernel is True
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
+
+
 # -- 10: timeouts raise and leave nothing; non-zero exits are results -------------------
 
 def test_10_exec_timeout_raises_and_leaves_no_process(sdk: NsboxSandboxClient) -> None:

@@ -46,13 +46,16 @@ async def _make_with_sources(make: Any, manifest: Manifest, mounts: Sequence[Dic
 class NsboxSandboxClientOptions:
     """nsbox's options (``type="nsbox"``): ``size`` (standard, medium, large, xlarge),
     ``name``, ``net`` (none, host), ``files_quota``, ``volume`` (a named /mnt/files),
-    ``env`` (added to the manifest's environment)."""
+    ``env`` (added to the manifest's environment), ``lazy_kernel`` (no Python kernel until
+    a cell: the SDK's sessions run commands, so a create costs less and the sandbox holds
+    no idle interpreter; such creates never come from a warm pool)."""
 
     type = "nsbox"
 
     def __init__(self, size: Optional[str] = None, name: Optional[str] = None, net: Optional[str] = None,
                  files_quota: Union[None, int, str] = None, volume: Optional[str] = None,
-                 env: Optional[Mapping[str, str]] = None, type: str = "nsbox") -> None:
+                 env: Optional[Mapping[str, str]] = None, lazy_kernel: Optional[bool] = None,
+                 type: str = "nsbox") -> None:
         if type != "nsbox":
             raise SandboxConfigError("options of type %r are not nsbox's" % type)
         self.size = size
@@ -61,11 +64,12 @@ class NsboxSandboxClientOptions:
         self.files_quota = files_quota
         self.volume = volume
         self.env = dict(env or {})
+        self.lazy_kernel = lazy_kernel
 
     def to_dict(self) -> Dict[str, Any]:
         """Without environment values (their names only)."""
         out: Dict[str, Any] = {"type": "nsbox"}
-        for k in ("size", "name", "net", "files_quota", "volume"):
+        for k in ("size", "name", "net", "files_quota", "volume", "lazy_kernel"):
             v = getattr(self, k)
             if v is not None:
                 out[k] = v
@@ -88,7 +92,7 @@ class NsboxSandboxClientOptions:
         if getattr(payload, "type", None) == "nsbox":
             return cls(size=getattr(payload, "size", None), name=getattr(payload, "name", None),
                        net=getattr(payload, "net", None), files_quota=getattr(payload, "files_quota", None),
-                       volume=getattr(payload, "volume", None))
+                       volume=getattr(payload, "volume", None), lazy_kernel=getattr(payload, "lazy_kernel", None))
         raise SandboxConfigError("options for nsbox are NsboxSandboxClientOptions, not %s" % type(payload).__name__)
 
 
@@ -199,7 +203,7 @@ class NsboxSandboxClient:
 
         def make() -> Sandbox:
             return Sandbox.create(size=opts.size, name=opts.name, env=env or None, net=opts.net, mounts=mounts or None,
-                                  files_quota=opts.files_quota, volume=opts.volume,
+                                  files_quota=opts.files_quota, volume=opts.volume, lazy_kernel=bool(opts.lazy_kernel),
                                   manifest=workspace if workspace["entries"] else None, client=self._client)
 
         def made() -> Sandbox:
@@ -277,7 +281,7 @@ class NsboxSandboxClient:
         def make() -> Sandbox:
             return Sandbox.create(size=opts.size, env=env or None, net=opts.net, mounts=mounts or None,
                                   files_quota=opts.files_quota, from_snapshot=snapshot_id,
-                                  manifest=ephemeral if ephemeral["entries"] else None, client=self._client)
+                                  lazy_kernel=bool(opts.lazy_kernel), manifest=ephemeral if ephemeral["entries"] else None, client=self._client)
 
         def made() -> Sandbox:
             try:
