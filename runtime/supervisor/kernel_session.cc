@@ -375,7 +375,15 @@ void KernelSession::on_deadline() {
 }
 
 void KernelSession::interrupt() {
-  if (!running_ || running_->interrupted || running_->timed_out) return;
+  if (!running_) return;
+  // Asked again: SIGINT again, within the first one's grace. A SIGINT that reached the
+  // kernel after the cell was sent but before its code started is ignored there (only
+  // running user code is interruptible), so a caller who sees the cell still running
+  // must be able to try again rather than wait for the grace to kill the kernel.
+  if (running_->interrupted || running_->timed_out) {
+    host_.signal_in_sandbox(command_id_, SIGINT, false);
+    return;
+  }
   running_->interrupted = true;
   host_.loop().cancel_timer(running_->timer);
   host_.signal_in_sandbox(command_id_, SIGINT, false);

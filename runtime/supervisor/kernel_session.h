@@ -82,7 +82,7 @@ class KernelSession {
 
   void start();
   void submit(int client_fd, CellRequest request);
-  void interrupt();  // the running cell, if any
+  void interrupt();  // the running cell, if any; asked again, SIGINT again (same grace)
   void restart();    // a fresh interpreter; a running cell ends with state_lost
   // A warm pool's claim: `env` into the running kernel's os.environ and its random state
   // reseeded, before any cell sent after it. A kernel started later has both anyway.
