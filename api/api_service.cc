@@ -271,7 +271,8 @@ bool poolable(const CreateOptions& o, const Json& body) {
   auto read_at_start = [](const auto& kv) { return env_read_at_process_start(kv.first); };
   return o.mounts.empty() && o.workspace.empty() && o.volume.empty() && o.net.mode == network::Mode::kNone &&
          !body.contains("tools") && !body.contains("packages") && !body.contains("manifest") && o.files_quota == 0 &&
-         o.home_size == 0 && o.from_snapshot.empty() && !o.lazy_kernel && std::none_of(o.env.begin(), o.env.end(), read_at_start);
+         o.home_size == 0 && o.from_snapshot.empty() && !o.lazy_kernel &&
+         std::none_of(o.env.begin(), o.env.end(), read_at_start);
 }
 
 }  // namespace
