@@ -26,9 +26,10 @@ Result<void> available();
 // Formats a new image (mkfs.ext4, lazy init) owned inside by uid/gid.
 Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group);
 
-// The loop device for `image`, attached if none is. The open fd keeps an autoclear device
-// attached until something mounts it: closing the last fd of an unmounted autoclear
-// device detaches it at once.
+// The loop device for `image`, attached if none is (nsbox processes take turns at taking a
+// free device; one another program takes first is waited for, up to 10 s). The open fd
+// keeps an autoclear device attached until something mounts it: closing the last fd of an
+// unmounted autoclear device detaches it at once.
 struct Attached {
   std::string device;  // "/dev/loop7"
   UniqueFd fd;

@@ -287,19 +287,25 @@ TEST_CASE("many sandboxes created at once each get their own loop devices") {
   NSBOX_NEEDS(loop_devices());
   constexpr int kRoots = 3, kCreates = 24;
   std::vector<TestRoot> roots(kRoots);
-  std::vector<ProcessResult> created(kRoots * kCreates);
+  std::vector<ProcessResult> removed(kRoots * kCreates), created(kRoots * kCreates);
   std::vector<std::thread> threads;
   for (int i = 0; i < kRoots * kCreates; ++i)
     threads.emplace_back([&, i] {
       const auto& root = roots[i % kRoots];
       // One create and rm first: the devices it frees are the next ones GET_FREE offers.
       auto first = root.nsbox({"create", "--json"}, {.timeout_s = 120});
-      if (first.exit_code == 0) root.nsbox({"rm", json::parse(first.out)["id"].get<std::string>()}, {.timeout_s = 120});
-      created[i] = first.exit_code == 0 ? root.nsbox({"create", "--json"}, {.timeout_s = 120}) : first;
+      if (first.exit_code != 0) {
+        created[i] = first;
+        return;
+      }
+      removed[i] = root.nsbox({"rm", json::parse(first.out)["id"].get<std::string>()}, {.timeout_s = 120});
+      created[i] = root.nsbox({"create", "--json"}, {.timeout_s = 120});
     });
   for (auto& t : threads) t.join();
   std::set<std::string> devices;
   for (int i = 0; i < kRoots * kCreates; ++i) {
+    INFO(removed[i].err);
+    CHECK((created[i].exit_code != 0 || removed[i].exit_code == 0));
     const auto& r = created[i];
     const auto& root = roots[i % kRoots];
     INFO(r.err);
