@@ -37,7 +37,7 @@ json inspect(const TestRoot& root, const std::string& id) { return TestRoot::jso
 
 TEST_CASE("stop keeps /home/user, /mnt/files and the definition and loses the kernel's state, and start brings a fresh kernel", "[persistence]") {
   TestRoot root;
-  auto id = root.create({"--name", "keeper", "--size", "medium", "--env", "GREETING=hello", "--env", "TOKEN=t0"});
+  auto id = root.create({"--name", "keeper", "--size", "medium", "--env", "GREETING=hello", "--env", "TOKEN=Secret_t0"});
   REQUIRE(root.sh(id, "echo home > ~/notes.txt && mkdir -p ~/proj && echo f > /mnt/files/kept.txt && "
                       "sleep 1000 > /dev/null 2>&1 &").exit_code == 0);
   REQUIRE(root.cell(id, "x = 41")["status"] == "ok");
@@ -70,7 +70,7 @@ TEST_CASE("stop keeps /home/user, /mnt/files and the definition and loses the ke
   auto no_env = root.nsbox({"start", id});
   CHECK(no_env.exit_code != 0);
   CHECK(no_env.err.find("created with env GREETING, TOKEN") != std::string::npos);
-  CHECK(no_env.err.find("t0") == std::string::npos);
+  CHECK(no_env.err.find("Secret_t0") == std::string::npos);
   CHECK(inspect(root, id)["status"] == "stopped");
 
   auto started = root.nsbox({"start", "--json", "keeper", "--env", "GREETING=again", "--env", "TOKEN=t1"});
