@@ -169,6 +169,24 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
   return {};
 }
 
+Result<void> copy(const std::string& formatted, const std::string& path) {
+  UniqueFd in(::open(formatted.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) return fail(sys_error("open volume image " + formatted));
+  struct stat st{};
+  if (::fstat(in.get(), &st) != 0) return fail(sys_error("stat volume image " + formatted));
+  UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out) return fail(sys_error("create volume image " + path));
+  auto copied = files::copy_sparse(in.get(), out.get(), static_cast<uint64_t>(st.st_size), formatted, path);
+  // Synced before anyone renames it into use: after a crash, a half-written copy would
+  // be a corrupt filesystem handed to a sandbox.
+  if (!copied || ::fsync(out.get()) != 0) {
+    Error e = copied ? sys_error("fsync volume image " + path) : std::move(copied.error());
+    ::unlink(path.c_str());
+    return fail(std::move(e));
+  }
+  return {};
+}
+
 Result<Attached> attach(const std::string& image) {
   auto lock = NSBOX_TRY(lock_image(image));
   if (auto found = find_attached(image)) return std::move(*found);

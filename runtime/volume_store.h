@@ -65,17 +65,14 @@ class VolumeStore {
   // The volume's files, for host-side operations.
   Result<FilesVolume> open_files(const Volume& volume) const;
 
-  // A pre-formatted spare image keeps mkfs off `create`'s path. make_spare() formats one
-  // of default_quota(preferred) if none is waiting; create() uses it when it fits.
-  Result<void> make_spare(uint64_t preferred = kDefaultQuota) const;
-
  private:
   Result<uint64_t> free_bytes() const;
   std::string dir() const { return root_.data_dir + (kind_ == VolumeKind::kHome ? "/homes" : "/volumes"); }
   std::string meta_path(const std::string& name) const { return dir() + "/" + name + ".json"; }
   std::string image_path(const std::string& name) const { return dir() + "/" + name + ".img"; }
   std::string dir_path(const std::string& name) const { return dir() + "/" + name; }
-  bool take_spare(const std::string& image, uint64_t quota_bytes) const;
+  Result<void> format(const std::string& image, uint64_t bytes) const;
+  Result<void> tidy_images() const;
   Result<void> save(const Volume& v) const;
 
   StateRoot root_;

@@ -223,36 +223,6 @@ Result<std::string> Supervisor::mount_home() {
   return dir;
 }
 
-// The next sandbox should find a formatted image waiting (mkfs costs 13-30 ms): make one
-// in a child, off our event loop.
-void Supervisor::refill_spare_volume() {
-  if (!VolumeStore::quotas_supported()) return;
-  int pidfd = -1;
-  clone_args args{};
-  args.flags = CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  long pid = ::syscall(SYS_clone3, &args, sizeof args);
-  if (pid == 0) {
-    // Keep nothing of ours: an inherited liveness lock or socket would make a SIGKILLed
-    // supervisor look alive (and keep clients waiting) until mkfs is done.
-    sys::close_range(3, ~0U, 0);
-    auto made = VolumeStore(store_.root()).make_spare();
-    if (!made) log::warn("could not format a spare volume: " + made.error().message);
-    // A home of this sandbox's size: the next one is likely the same size.
-    auto home = VolumeStore(store_.root(), VolumeKind::kHome).make_spare(limits_for(spec_.size).home_bytes);
-    if (!home) log::warn("could not format a spare home volume: " + home.error().message);
-    ::_exit(made && home ? 0 : 1);
-  }
-  if (pid < 0) return;
-  spare_maker_.reset(pidfd);
-  (void)loop_->add(pidfd, EPOLLIN, [this, pid](uint32_t) {
-    ::waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG);
-    loop_->remove(spare_maker_.get());
-    spare_maker_.reset();
-  });
-}
-
 Result<void> Supervisor::register_handlers() {
   loop_ = std::make_unique<EventLoop>(NSBOX_TRY(EventLoop::create()));
   sigset_t mask;
@@ -273,7 +243,6 @@ Result<void> Supervisor::register_handlers() {
 }
 
 Result<void> Supervisor::serve() {
-  refill_spare_volume();
   auto result = loop_->run();
   stop_sandbox();
   ::unlink(store_.root().socket_path(record_.id).c_str());

@@ -91,7 +91,6 @@ class Supervisor final : private KernelHost, private PtyHost {
   Result<EarlyMount> mount_files_early(const Volume& volume);
   Result<void> finish_early_mount(EarlyMount m);
   Result<void> attach_volume(const Volume& volume, EarlyMount mounting);
-  void refill_spare_volume();
   Result<std::string> mount_home();
   void accept_clients();
   void on_client_event(int fd, uint32_t events);
@@ -155,7 +154,6 @@ class Supervisor final : private KernelHost, private PtyHost {
   std::map<uint64_t, Command> commands_;
   uint64_t next_command_id_ = 1;
   std::optional<FilesVolume> volume_;
-  UniqueFd spare_maker_;  // pidfd of the child formatting a spare volume image
   // Seccomp kills by the process group they happened in (a command's pid): one may come
   // before init has told us which pid the command has. Bounded.
   std::map<pid_t, std::vector<std::string>> seccomp_kills_;

@@ -320,6 +320,53 @@ TEST_CASE("many sandboxes created at once each get their own loop devices") {
   CHECK(devices.size() == created.size());  // no two volumes on one device
 }
 
+// mkfs costs a process per image; a volume is a copy of its size's template, formatted
+// once (decision 155). Each copy is its own filesystem, the template is never attached, a
+// dead maker's half-made template goes, and a store seeing many sizes keeps at most 16.
+TEST_CASE("volumes are copies of one formatted template per size: each its own filesystem, at most 16 kept") {
+  NSBOX_NEEDS(loop_devices());
+  TestRoot root;
+  const std::string volumes = root.path() + "/data/volumes";
+  REQUIRE(nsbox::files::make_dirs(volumes, 0700));
+  const std::string dead_maker = volumes + "/.template-1-2-3.img.making.999999999.1";  // no such pid
+  REQUIRE(nsbox::files::atomic_write(dead_maker, "half", 0600));
+  auto a = root.create({"--files-quota", "64M"});
+  auto b = root.create({"--files-quota", "64M"});
+  REQUIRE(root.sh(a, "echo only-a > /mnt/files/a.txt && head -c 8M /dev/urandom > /mnt/files/r && sync").exit_code == 0);
+  CHECK(root.sh(b, "ls -A /mnt/files").out.empty());
+  CHECK(root.sh(a, "cat /mnt/files/a.txt").out == "only-a\n");
+  auto image_of = [&](const std::string& id) { return TestRoot::json(root.nsbox({"inspect", "--json", id}))["files"]["path"].get<std::string>(); };
+  struct stat sa{}, sb{};
+  REQUIRE(::stat(image_of(a).c_str(), &sa) == 0);
+  REQUIRE(::stat(image_of(b).c_str(), &sb) == 0);
+  CHECK(sa.st_ino != sb.st_ino);
+  std::vector<std::string> templates;
+  auto names = nsbox::files::list_dir(volumes);
+  REQUIRE(names);
+  for (const auto& name : *names)
+    if (name.starts_with(".template-67108864-") && name.ends_with(".img")) templates.push_back(volumes + "/" + name);
+  REQUIRE(templates.size() == 1);
+  // Never attached: no loop device is backed by it.
+  auto devices = nsbox::files::list_dir("/sys/block").value_or(std::vector<std::string>{});
+  for (const auto& dev : devices)
+    CHECK(nsbox::files::read_file("/sys/block/" + dev + "/loop/backing_file").value_or("").find(".template-") == std::string::npos);
+  CHECK_FALSE(nsbox::files::exists(dead_maker));  // swept when the template was made
+  REQUIRE(root.nsbox({"rm", a, b}).exit_code == 0);
+
+  for (int i = 0; i < 18; ++i) {
+    auto created = root.nsbox({"create", "--json", "--files-quota", std::to_string(32 + i) + "M"});
+    INFO(created.err);
+    REQUIRE(created.exit_code == 0);
+    REQUIRE(root.nsbox({"rm", json::parse(created.out)["id"].get<std::string>()}).exit_code == 0);
+  }
+  size_t kept = 0;
+  names = nsbox::files::list_dir(volumes);
+  REQUIRE(names);
+  for (const auto& name : *names) kept += name.starts_with(".template-") && name.find(".making.") == std::string::npos;
+  CHECK(kept <= 16);
+  CHECK(kept >= 2);
+}
+
 TEST_CASE("on a small disk the default quota shrinks to fit, and a larger explicit one is refused") {
   TestRoot root;
   SmallDisk disk(root, "3g");

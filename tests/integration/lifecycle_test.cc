@@ -583,8 +583,8 @@ class DefaultStateDirs {
   DefaultStateDirs() : before_run_(paths_under(kRun)), before_data_(paths_under(kData)) {}
   ~DefaultStateDirs() {
     if (!id_.empty()) run_process({nsbox_binary(), "rm", id_}, {.extra_env = {"NSBOX_ROOT="}});
-    // The supervisor's child that formats a spare volume image outlives the sandbox; what
-    // it makes is added once it is done.
+    // The supervisor and what it forked can outlive `rm` by a moment; what they make is
+    // added once they are done.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (pid_t pid : processes_)
       while (process_exists(pid) && std::chrono::steady_clock::now() < deadline)
@@ -600,7 +600,8 @@ class DefaultStateDirs {
         std::error_code ec;
         bool ours = (!id_.empty() && p.find(id_) != std::string::npos) ||
                     (p.rfind(std::string(kRun) + "/cache/", 0) == 0 && p.ends_with(".bpf")) ||
-                    p.rfind(std::string(kData) + "/volumes/.spare-", 0) == 0;
+                    ((p.rfind(std::string(kData) + "/volumes/", 0) == 0 || p.rfind(std::string(kData) + "/homes/", 0) == 0) &&
+                     is_store_image(std::filesystem::path(p).filename()));
         if (std::filesystem::is_directory(std::filesystem::symlink_status(p, ec))) ::rmdir(p.c_str());
         else if (ours) ::unlink(p.c_str());
       }

@@ -59,12 +59,12 @@ std::string make_bare_repo(const TempDir& dir) {
   return first;
 }
 
-// Nothing of a refused create: no sandbox, no volume but the spares, no clone left.
+// Nothing of a refused create: no sandbox, no volume but the templates, no clone left.
 void check_nothing_made(const TestRoot& root) {
   CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
   for (const char* kind : {"/data/homes", "/data/volumes"})
     for (const auto& name : nsbox::files::list_dir(root.path() + kind).value_or(std::vector<std::string>{}))
-      CHECK(name.starts_with(".spare-"));
+      CHECK(is_store_image(name));
   for (const auto& name : nsbox::files::list_dir(root.path() + "/run/cache").value_or(std::vector<std::string>{}))
     CHECK_FALSE(name.starts_with("manifest-"));
 }

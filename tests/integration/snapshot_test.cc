@@ -59,7 +59,7 @@ void check_nothing_made(const TestRoot& root) {
   CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
   for (const char* kind : {"/data/homes", "/data/volumes"})
     for (const auto& name : nsbox::files::list_dir(root.path() + kind).value_or(std::vector<std::string>{}))
-      CHECK(name.starts_with(".spare-"));  // formatted spare images only
+      CHECK(is_store_image(name));  // formatted templates only
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ std::vector<std::string> child_environment(const std::vector<std::string>& extra
 
 std::vector<pid_t> processes_of(const std::string& data_dir) {
   // Supervisors are started as `nsbox-supervisor --run-dir R --data-dir D`, and their
-  // children (the spare volume's formatter) keep that command line.
+  // children (the bucket mounts' servers, helpers) keep that command line.
   const std::string needle = std::string("--data-dir") + '\0' + data_dir + '\0';
   std::vector<pid_t> pids;
   std::error_code ec;
@@ -281,8 +281,8 @@ TestRoot::~TestRoot() {
     if (!doc.is_discarded())
       for (const auto& sb : doc.value("sandboxes", nlohmann::json::array())) nsbox({"rm", sb.value("id", "")});
   }
-  // A supervisor's child formatting a spare volume image outlives its sandbox; it would
-  // put the image back into a root being removed.
+  // A supervisor (and what it forked) can outlive `rm` by a moment; one still writing
+  // would put files back into a root being removed.
   wait_for_processes_of(path_ + "/data", 60);
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);

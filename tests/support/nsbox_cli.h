@@ -133,6 +133,10 @@ class SmallDisk {
 std::vector<pid_t> processes_of(const std::string& data_dir);
 bool wait_for_processes_of(const std::string& data_dir, int timeout_s);
 
+// A file a volume store keeps for itself in its directory, not any sandbox's: the
+// formatted image new volumes are copied from.
+inline bool is_store_image(const std::string& name) { return name.starts_with(".template-"); }
+
 // The host-side test user for rootless tests (created by the CTest fixture).
 std::optional<RunAs> rootless_user();
 
