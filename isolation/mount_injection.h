@@ -2,9 +2,9 @@
 //
 // The sandbox's mounts are private (nothing propagates in), so a mount made later on the
 // host side — a files volume prepared while the kernel boots, a bucket served by a FUSE
-// server in the supervisor — is cloned here (open_tree), and a short-lived child enters the
-// sandbox's mount namespace (setns) and attaches the clone at the target (move_mount). The
-// caller's own namespaces are untouched.
+// server in the supervisor — is cloned here (open_tree), and a short-lived child (sharing
+// our memory, as a vfork) enters the sandbox's mount namespace (setns) and attaches the
+// clone at the target (move_mount). The caller's own namespaces are untouched.
 #pragma once
 
 #include <sys/types.h>
