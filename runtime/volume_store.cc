@@ -95,17 +95,22 @@ Result<uint64_t> VolumeStore::default_quota(uint64_t preferred) const {
 Result<void> VolumeStore::format(const std::string& image, uint64_t bytes) const {
   auto ids = userns::host_ids();
   std::string formatted = dir() + "/" + template_name(bytes, ids);
-  if (!files::exists(formatted)) {
-    NSBOX_CHECK(tidy_images());
-    std::string temp = temp_name(formatted);
-    NSBOX_CHECK(volume_image::create(temp, bytes, ids.uid, ids.gid));
-    // Two makers at once each rename a whole image: either one is the template.
-    if (::rename(temp.c_str(), formatted.c_str()) != 0) {
-      ::unlink(temp.c_str());
-      return fail(sys_error("rename " + temp));
+  // Twice at most: another thread may remove this template (the oldest of more than
+  // kMaxTemplates) between our check and our copy; it is made again.
+  for (int attempt = 0;; ++attempt) {
+    if (!files::exists(formatted)) {
+      NSBOX_CHECK(tidy_images());
+      std::string temp = temp_name(formatted);
+      NSBOX_CHECK(volume_image::create(temp, bytes, ids.uid, ids.gid));
+      // Two makers at once each rename a whole image: either one is the template.
+      if (::rename(temp.c_str(), formatted.c_str()) != 0) {
+        ::unlink(temp.c_str());
+        return fail(sys_error("rename " + temp));
+      }
     }
+    auto copied = volume_image::copy(formatted, image);
+    if (copied || attempt > 0 || files::exists(formatted)) return copied;
   }
-  return volume_image::copy(formatted, image);
 }
 
 // Run before a template is made (rarely): what makers that died half-way (their host was
