@@ -177,8 +177,8 @@ Result<void> copy(const std::string& formatted, const std::string& path) {
   UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return fail(sys_error("create volume image " + path));
   auto copied = files::copy_sparse(in.get(), out.get(), static_cast<uint64_t>(st.st_size), formatted, path);
-  // Synced before anyone renames it into use: after a crash, a half-written copy would
-  // be a corrupt filesystem handed to a sandbox.
+  // Synced before it is used: after a crash, a half-written copy would be a corrupt
+  // filesystem handed to a sandbox.
   if (!copied || ::fsync(out.get()) != 0) {
     Error e = copied ? sys_error("fsync volume image " + path) : std::move(copied.error());
     ::unlink(path.c_str());
