@@ -1,10 +1,14 @@
 #include "isolation/namespace_child.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <vector>
 
 #include "isolation/sys/child_fds.h"
@@ -55,6 +59,53 @@ Result<UniqueFd> make_fd(pid_t sandbox_pid, std::initializer_list<const char*> n
   if (n == sizeof r && r.step == -1 && made) return made;
   if (n == sizeof r && r.step >= 0 && static_cast<size_t>(r.step) < steps.size())
     return fail(sys_error(steps[static_cast<size_t>(r.step)], r.err).context(what));
+  return fail(make_error(ErrorCode::kSystem, what + ": the helper failed"));
+}
+
+namespace {
+
+struct Shared {
+  const SharedBody* body;
+  std::span<const int> ns;
+  Report report{-1, 0};  // step -1: the body never started
+  bool done = false;
+};
+
+// Not instrumented: it runs on a stack AddressSanitizer does not know.
+__attribute__((no_sanitize_address)) int run_shared(void* arg) {
+  auto* s = static_cast<Shared*>(arg);
+  s->report.step = 0;
+  if ((*s->body)(s->report, s->ns) != 0) {
+    s->report.err = errno;
+    return 1;
+  }
+  s->done = true;
+  return 0;
+}
+
+}  // namespace
+
+Result<void> run_sharing_memory(pid_t sandbox_pid, std::initializer_list<const char*> namespaces,
+                                std::span<const char* const> steps, const SharedBody& body, const std::string& what) {
+  auto opened = open_namespaces(sandbox_pid, namespaces);
+  if (!opened) return fail(std::move(opened.error()).context(what));
+  std::vector<int> ns;
+  for (const auto& fd : *opened) ns.push_back(fd.get());
+  Shared shared{&body, ns};
+  alignas(16) char stack[16 * 1024];
+  // Signals stay blocked in the child: no handler of ours runs on its stack.
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pid_t pid = ::clone(run_shared, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &shared);
+  int clone_err = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) return fail(sys_error("clone", clone_err).context(what));
+  (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
+  if (shared.done) return {};
+  const Report& r = shared.report;
+  if (r.step >= 0 && static_cast<size_t>(r.step) < steps.size() && r.err != 0)
+    return fail(make_error(ErrorCode::kSystem, what + ": " + steps[static_cast<size_t>(r.step)] + ": " + std::strerror(r.err)));
   return fail(make_error(ErrorCode::kSystem, what + ": the helper failed"));
 }
 

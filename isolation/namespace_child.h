@@ -39,4 +39,15 @@ Result<std::vector<UniqueFd>> open_namespaces(pid_t sandbox_pid, std::initialize
 Result<UniqueFd> make_fd(pid_t sandbox_pid, std::initializer_list<const char*> namespaces,
                          std::span<const char* const> steps, const Body& body, const std::string& what);
 
+// For steps that make nothing to hand back (mount_injection::inject's setns + move_mount):
+// `body` runs in a child that shares our memory (CLONE_VM | CLONE_VFORK, as posix_spawn
+// does: no address space copied, torn down or faulted back in afterwards; we wait until
+// it has exited) but has its own root, cwd, namespaces and fd table; `ns[i]` is the
+// sandbox's namespace `namespaces[i]`, open. It returns 0, or -1 with errno set after
+// setting report.step. Only system calls, no allocation, no lock: a caller's other
+// threads go on running. A failed step is an error naming it, its errno and `what`.
+using SharedBody = std::function<int(Report& report, std::span<const int> ns)>;
+Result<void> run_sharing_memory(pid_t sandbox_pid, std::initializer_list<const char*> namespaces,
+                                std::span<const char* const> steps, const SharedBody& body, const std::string& what);
+
 }  // namespace nsbox::namespace_child
