@@ -4,6 +4,7 @@
 //   nsbox-server [--root DIR] [--socket PATH] [--listen ADDR:PORT] [--allow-remote]
 //                [--token-file PATH] [--public-url URL] [--max-upload SIZE]
 //                [--warm SIZE=N[,SIZE=N...]] [--preload MOD,MOD...|none] [--memory-merge]
+//                [--kernel-zygote]
 //                [--shard NAME --snapshot-store URL [--peers TEMPLATE|LIST --peer-token-file PATH]]
 //                [--capacity N] [--drain-grace SECONDS]
 //   stdout: one JSON line once it serves, {"url", "socket", "token_file"} (null for what
@@ -24,6 +25,7 @@
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "mounts/volume_image.h"
+#include "runtime/kernel_zygote_process.h"
 
 namespace {
 
@@ -38,14 +40,15 @@ struct ServeArgs {
   nsbox::api::ClusterFlags cluster;
   bool allow_remote = false;
   bool memory_merge = false;
+  bool kernel_zygote = false;  // kernels forked from a zygote (docs/kernel-zygote.md)
 };
 
 Result<ServeArgs> parse_args(int argc, char** argv) {
   ServeArgs a;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--allow-remote" || flag == "--memory-merge") {
-      (flag == "--allow-remote" ? a.allow_remote : a.memory_merge) = true;
+    if (flag == "--allow-remote" || flag == "--memory-merge" || flag == "--kernel-zygote") {
+      (flag == "--allow-remote" ? a.allow_remote : flag == "--memory-merge" ? a.memory_merge : a.kernel_zygote) = true;
       continue;
     }
     std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen
@@ -63,7 +66,7 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
       return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
                                            "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
                                            "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR] "
-                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge] "
+                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge] [--kernel-zygote] "
                                            "[--shard NAME] [--peers TEMPLATE|S=URL,...] [--peer-token-file PATH] [--capacity N] "
                                            "[--drain-grace SECONDS]"));
     *slot = argv[++i];
@@ -100,6 +103,14 @@ int main(int argc, char** argv) {
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();
   if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());
+  // Before any thread: the zygote dies with the thread that started it (PR_SET_PDEATHSIG).
+  std::unique_ptr<nsbox::KernelZygoteProcess> zygote;
+  if (args->kernel_zygote) {
+    auto started = nsbox::KernelZygoteProcess::start(runtime->layout(), root.run_dir);
+    if (!started) return fail_start(started.error());
+    zygote = std::move(*started);
+    runtime->use_kernel_zygote(zygote->socket_path());
+  }
   std::string api_dir = root.data_dir + "/api";
   if (auto made = nsbox::files::ensure_private_dir(api_dir); !made) return fail_start(made.error());
 
@@ -147,6 +158,7 @@ int main(int argc, char** argv) {
   auto served = (*server)->run();
   service.stop_pool();  // the free members go; claimed sandboxes stay
   if (auto text = nsbox::files::read_file(pid_file, 64); text && *text == std::to_string(::getpid()) + "\n") ::unlink(pid_file.c_str());
+  zygote.reset();  // the kernels it forked live on with their sandboxes
   nsbox::log::info("stopped");
   // Workers still waiting on a sandbox (bounded above) end with the process.
   std::cout.flush();

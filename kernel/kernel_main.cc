@@ -1,10 +1,8 @@
 // nsbox-kernel: the stateful Python interpreter of a sandbox (docs/semantics.md, "Cells").
 //
 // Started by the sandbox's init with the control socket as fd 3 and its stdout/stderr on
-// pipes the supervisor reads. This C++ half sets the interpreter up — sys.executable is
-// the real /usr/bin/python3.11, so subprocess, multiprocessing and `python -m pip` work;
-// stdio unbuffered, so print() and C-level writes to fd 1/2 keep their order — then hands
-// over to nsbox_kernel.serve() (kernel/python/), which runs the cells.
+// pipes the supervisor reads. This C++ half starts the interpreter (kernel/python_start.h),
+// then hands over to nsbox_kernel.serve() (kernel/python/), which runs the cells.
 //
 //   nsbox-kernel [--python-path DIR] [--control-fd N] [--preload MOD,MOD...] [--merge]
 //   --preload:      imported before the kernel reports ready (a warm pool's data stack);
@@ -28,37 +26,18 @@
 #include <cstring>
 #include <string>
 
+#include "kernel/private_mappings.h"
+#include "kernel/python_start.h"
+
 namespace {
-
-constexpr const wchar_t* kPython = L"/usr/bin/python3.11";
-
-int fail(PyStatus status) {
-  if (PyStatus_IsExit(status)) return status.exitcode;
-  std::fprintf(stderr, "nsbox-kernel: cannot start Python: %s\n", status.err_msg ? status.err_msg : "unknown error");
-  return 1;
-}
 
 // Marks every private, writable, anonymous mapping mergeable (the heap and the arenas the
 // imports made). What is mapped later is the user's own data and stays unmerged. A
 // mapping the kernel refuses is left as it is: merging only saves memory.
 void offer_heap_to_ksm() {
-  FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (!maps) return;
-  char line[512];
-  while (std::fgets(line, sizeof line, maps)) {
-    unsigned long from = 0, to = 0;
-    char perms[5] = {};
-    unsigned long offset = 0;
-    char dev[16] = {};
-    unsigned long inode = 0;
-    int path_at = 0;
-    if (std::sscanf(line, "%lx-%lx %4s %lx %15s %lu %n", &from, &to, perms, &offset, dev, &inode, &path_at) < 6) continue;
-    std::string path = line + path_at;
-    bool anonymous = inode == 0 && (path.empty() || path == "\n" || path.starts_with("[heap]"));
-    if (anonymous && !std::strcmp(perms, "rw-p"))
-      (void)::madvise(reinterpret_cast<void*>(from), to - from, MADV_MERGEABLE);
-  }
-  std::fclose(maps);
+  nsbox::kernel::for_each_private_writable_mapping([](const nsbox::kernel::Mapping& m) {
+    if (m.anonymous && m.name != "[stack]") (void)::madvise(m.start, m.length, MADV_MERGEABLE);
+  });
 }
 
 }  // namespace
@@ -88,24 +67,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  PyConfig config;
-  PyConfig_InitPythonConfig(&config);
-  config.buffered_stdio = 0;
-  config.parse_argv = 0;
-  config.site_import = 1;
-  if (merge) {  // equal dicts and sets in every merging kernel
-    config.use_hash_seed = 1;
-    config.hash_seed = 0;
-  }
-  PyStatus status = PyConfig_SetString(&config, &config.program_name, kPython);
-  if (!PyStatus_Exception(status)) status = PyConfig_SetString(&config, &config.executable, kPython);
-  if (!PyStatus_Exception(status)) {
-    wchar_t* empty[] = {const_cast<wchar_t*>(L"")};
-    status = PyConfig_SetArgv(&config, 1, empty);
-  }
-  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
-  PyConfig_Clear(&config);
-  if (PyStatus_Exception(status)) return fail(status);
+  if (auto failed = nsbox::kernel::start_python(merge)) return *failed;  // equal dicts and sets in every merging kernel
 
   std::string setup = "import sys\nsys.path.insert(0, '" + python_path + "')\nimport nsbox_kernel\nnsbox_kernel.prepare('" +
                       preload + "')\n";

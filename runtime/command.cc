@@ -2,8 +2,11 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#include "runtime/packages/package_sources.h"
 
 namespace nsbox {
 
@@ -116,6 +119,21 @@ std::vector<std::string> command_environment(const EnvList& sandbox_env, const E
   std::vector<std::string> out;
   for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
   return out;
+}
+
+std::vector<std::string> kernel_zygote_environment() {
+  return command_environment(PackageSources{}.environment(), {});
+}
+
+bool starts_like_kernel_zygote(const std::vector<std::string>& kernel_env) {
+  auto read_at_start = [](const std::vector<std::string>& env) {
+    std::vector<std::string> out;
+    for (const auto& entry : env)
+      if (env_read_at_process_start(std::string_view(entry).substr(0, entry.find('=')))) out.push_back(entry);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  return read_at_start(kernel_env) == read_at_start(kernel_zygote_environment());
 }
 
 protocol::Json CommandResult::to_json() const {

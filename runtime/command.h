@@ -54,6 +54,14 @@ Result<std::pair<std::string, std::string>> parse_env_assignment(const std::stri
 // then the command's own.
 std::vector<std::string> command_environment(const EnvList& sandbox_env, const EnvList& command_env);
 
+// The environment the kernel zygote starts with (docs/kernel-zygote.md): what every
+// kernel's start reads, as a sandbox with no variables of its own gives it.
+std::vector<std::string> kernel_zygote_environment();
+// Whether a kernel with `kernel_env` (NAME=value) would start as the zygote did: every
+// variable read at the interpreter's start (env_read_at_process_start) the same in both.
+// Otherwise its kernel is exec'd by init, which reads them.
+bool starts_like_kernel_zygote(const std::vector<std::string>& kernel_env);
+
 // How a command ended, as seen by init and the supervisor.
 struct CommandEnd {
   std::optional<int> exit_code;

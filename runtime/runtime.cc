@@ -67,10 +67,14 @@ std::map<std::string, std::string> test_resolve_overrides() {
 }
 
 // The test hooks of a supervisor's spec (NSBOX_TEST_RESOLVE, NSBOX_TEST_NAT_NETNS:
-// runtime/supervisor/nat_helper.h), from this process's environment, at create and start.
+// runtime/supervisor/nat_helper.h; NSBOX_TEST_KERNEL_ZYGOTE: a zygote's socket, so that
+// CLI-driven tests get kernels from a zygote their process started, as `serve
+// --kernel-zygote` gives its sandboxes), from this process's environment, at create and
+// start. The supervisor talks only to a zygote of its own user (SO_PEERCRED).
 void add_test_hooks(SupervisorSpec& spec) {
   spec.net_resolve = test_resolve_overrides();
   if (const char* netns = std::getenv("NSBOX_TEST_NAT_NETNS")) spec.nat_netns = netns;
+  if (const char* zygote = std::getenv("NSBOX_TEST_KERNEL_ZYGOTE")) spec.kernel_zygote = zygote;
 }
 
 using protocol::Json;
@@ -220,7 +224,7 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   SupervisorSpec spec{id,           options.name,  options.size,  options.net,  {},
                       {},           options.packages, options.env, volume->name, home->name, {},
                       options.mounts, options.tools, options.tool_keys, options.ephemeral, options.manifest_digest,
-                      options.pool, "cold", options.preload, options.memory_merge, options.lazy_kernel};
+                      options.pool, "cold", options.preload, options.memory_merge, options.lazy_kernel, kernel_zygote_};
   add_test_hooks(spec);
   auto info = launch(spec);
   if (!info) {
@@ -358,7 +362,8 @@ Result<SandboxInfo> Runtime::start(const std::string& id_or_name, const StartOpt
     spec = SupervisorSpec{id,      record.name, record.size, record.net, {}, {},
                           packages, options.env, record.volume, record.home, record.created_at, std::move(mounts),
                           std::move(tools), std::move(keys), record.ephemeral, record.manifest_digest,
-                          /*pool=*/"", record.create_path, record.preload, record.memory_merge, record.lazy_kernel};
+                          /*pool=*/"", record.create_path, record.preload, record.memory_merge, record.lazy_kernel,
+                          kernel_zygote_};
   }  // the new supervisor takes the lock
   add_test_hooks(spec);
   auto info = launch(spec);

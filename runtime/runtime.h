@@ -144,6 +144,11 @@ class Runtime {
  public:
   static Result<Runtime> open(const RuntimeOptions& options);
 
+  // `nsbox serve --kernel-zygote`: the supervisors started from now on fork their kernels
+  // from the zygote listening on `socket` (runtime/kernel_zygote_process.h); "" stops it.
+  void use_kernel_zygote(std::string socket) { kernel_zygote_ = std::move(socket); }
+  const InstallLayout& layout() const { return layout_; }
+
   Result<SandboxInfo> create(const CreateOptions& options);
   // Makes a warm pool's free member (made by create with `pool` set) the caller's: its
   // name (reserved here) and env, fresh random state in its kernel, its size's CPU
@@ -266,6 +271,7 @@ class Runtime {
   StateStore store_;
   InstallLayout layout_;
   std::string snapshot_dir_;
+  std::string kernel_zygote_;  // use_kernel_zygote's socket
   std::optional<RemoteSnapshotStore> remote_;
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/sandbox_instance.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -99,6 +100,18 @@ cgroup::Placement SandboxInstance::placement() const { return cgroup_ ? cgroup_-
 Result<void> SandboxInstance::set_cpu_weight(unsigned weight) {
   if (!cgroup_) return {};
   return cgroup_->set_cpu_weight(weight);
+}
+
+Result<std::vector<UniqueFd>> SandboxInstance::cgroup_join_files() const {
+  if (!cgroup_) return fail(make_error(ErrorCode::kUnsupported, "the sandbox has no cgroup (" + fallback_reason_ + ")"));
+  auto join = NSBOX_TRY(cgroup_->open_join());
+  std::vector<UniqueFd> files = std::move(join.self_tasks);
+  if (join.clone_into) {
+    UniqueFd procs(::openat(join.clone_into.get(), "cgroup.procs", O_WRONLY | O_CLOEXEC));
+    if (!procs) return fail(sys_error("open the sandbox's cgroup.procs"));
+    files.push_back(std::move(procs));
+  }
+  return files;
 }
 
 Result<void> SandboxInstance::resize(SizeTier size) {

@@ -65,6 +65,10 @@ class SandboxInstance {
   std::optional<uint64_t> memory_usage() const;
 
   Result<seccomp::Violation> take_seccomp_violation() { return seccomp::take_violation(listener_.get()); }
+  // The files a process outside writes "0" to, to join the sandbox's cgroup (v1 each
+  // hierarchy's `tasks`, v2 `cgroup.procs`), open for writing: a kernel from the zygote
+  // joins by them. An error when the limits are rlimits (no cgroup to join).
+  Result<std::vector<UniqueFd>> cgroup_join_files() const;
 
   // Idempotent. Kills init (and with it the pid namespace), reaps it, removes the cgroup.
   Result<void> destroy();

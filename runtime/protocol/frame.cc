@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "isolation/sys/fd_passing.h"
 #include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
 
@@ -69,21 +70,8 @@ Result<void> send_frame(int sock, const Json& message, std::span<const int> fds)
   std::string bytes = encode(message);
   size_t sent = 0;
   while (sent < bytes.size()) {
-    iovec io{bytes.data() + sent, bytes.size() - sent};
-    msghdr msg{};
-    msg.msg_iov = &io;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerFrame)] = {};
-    if (sent == 0 && !fds.empty()) {
-      msg.msg_control = control;
-      msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-    }
-    ssize_t n = sys::retry_eintr([&] { return ::sendmsg(sock, &msg, MSG_NOSIGNAL); });
+    // The fds go with the first bytes only.
+    ssize_t n = sys::send_with_fds(sock, bytes.data() + sent, bytes.size() - sent, sent == 0 ? fds : std::span<const int>());
     if (n < 0 && errno == EAGAIN) {
       // A non-blocking peer socket that is full: wait for room, bounded.
       pollfd p{sock, POLLOUT, 0};

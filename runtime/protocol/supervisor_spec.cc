@@ -10,7 +10,7 @@ Json SupervisorSpec::to_json() const {
   Json mounts_arr = Json::array();
   for (const auto& m : mounts) mounts_arr.push_back({{"mount", m.mount.to_json()}, {"credentials", m.credentials.to_json()}});
   return {{"id", id},         {"name", name}, {"size", size_tier_name(size)}, {"net", net.to_json()},
-          {"net_resolve", net_resolve}, {"nat_netns", nat_netns}, {"packages", packages.to_json()}, {"env", env_obj},   {"volume", volume}, {"home", home}, {"created_at", created_at}, {"ephemeral", ephemeral}, {"manifest_digest", manifest_digest}, {"pool", pool}, {"create_path", create_path}, {"preload", preload}, {"memory_merge", memory_merge}, {"lazy_kernel", lazy_kernel}, {"mounts", mounts_arr}, {"tools", tools.to_json()},
+          {"net_resolve", net_resolve}, {"nat_netns", nat_netns}, {"packages", packages.to_json()}, {"env", env_obj},   {"volume", volume}, {"home", home}, {"created_at", created_at}, {"ephemeral", ephemeral}, {"manifest_digest", manifest_digest}, {"pool", pool}, {"create_path", create_path}, {"preload", preload}, {"memory_merge", memory_merge}, {"lazy_kernel", lazy_kernel}, {"kernel_zygote", kernel_zygote}, {"mounts", mounts_arr}, {"tools", tools.to_json()},
           {"tool_keys", tool_keys.to_json()}};
 }
 
@@ -35,6 +35,7 @@ Result<SupervisorSpec> SupervisorSpec::from_json(const Json& j) {
     s.preload = j.value("preload", std::vector<std::string>{});
     s.memory_merge = j.value("memory_merge", false);
     s.lazy_kernel = j.value("lazy_kernel", false);
+    s.kernel_zygote = j.value("kernel_zygote", "");
     for (const auto& m : j.value("mounts", Json::array()))
       s.mounts.push_back({NSBOX_TRY(bucket::BucketMount::from_json(m.at("mount"))),
                           bucket::BucketCredentials::from_json(m.value("credentials", Json::object()))});

@@ -45,6 +45,9 @@ struct SupervisorSpec {
   std::vector<std::string> preload;  // imported by every kernel before its first cell
   bool memory_merge = false;          // the kernels' preloaded heap offered to KSM
   bool lazy_kernel = false;           // no kernel until the first cell (commands-only use)
+  // `serve --kernel-zygote`: the zygote's socket, where its kernels come from when they
+  // can (docs/kernel-zygote.md); the Runtime's (Runtime::use_kernel_zygote), never saved.
+  std::string kernel_zygote;
 
   protocol::Json to_json() const;
   static Result<SupervisorSpec> from_json(const protocol::Json& j);

@@ -30,11 +30,11 @@ Result<socklen_t> address_for(const std::string& path, sockaddr_un& addr, Unique
 
 }  // namespace
 
-Result<UniqueFd> listen_unix(const std::string& path) {
+Result<UniqueFd> listen_unix(const std::string& path, int type) {
   sockaddr_un addr;
   UniqueFd dir;
   socklen_t len = NSBOX_TRY(address_for(path, addr, dir));
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  UniqueFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return fail(sys_error("socket(AF_UNIX)"));
   ::unlink(path.c_str());
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) return fail(sys_error("bind " + path));
@@ -42,11 +42,11 @@ Result<UniqueFd> listen_unix(const std::string& path) {
   return fd;
 }
 
-Result<UniqueFd> connect_unix(const std::string& path) {
+Result<UniqueFd> connect_unix(const std::string& path, int type) {
   sockaddr_un addr;
   UniqueFd dir;
   socklen_t len = NSBOX_TRY(address_for(path, addr, dir));
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd fd(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
   if (!fd) return fail(sys_error("socket(AF_UNIX)"));
   if (sys::retry_eintr([&] { return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len); }) != 0)
     return fail(sys_error("connect to " + path));

@@ -87,7 +87,7 @@ void KernelSession::start() {
     argv.insert(argv.end(), {"--preload", list});
   }
   if (options_.merge) argv.push_back("--merge");
-  auto id = host_.spawn_in_sandbox(argv, {{"stdout", out_w.get()}, {"stderr", err_w.get()}, {"fd3", theirs.get()}});
+  auto id = host_.spawn_kernel(argv, {{"stdout", out_w.get()}, {"stderr", err_w.get()}, {"fd3", theirs.get()}});
   if (!id) {
     close_kernel_fds();
     fail_queued(std::move(id.error()).context("start the Python kernel"));

@@ -44,6 +44,11 @@ class KernelHost {
   // Starts a process in the sandbox through init; `fds` are named ("stdout", "fd3", ...).
   virtual Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
                                             const std::vector<std::pair<std::string, int>>& fds) = 0;
+  // The kernel `argv` with `fds`: forked by the server's kernel zygote where it can be
+  // (docs/kernel-zygote.md), else as spawn_in_sandbox does. Its start and end are reported
+  // as a spawned process's (on_started, on_exited).
+  virtual Result<uint64_t> spawn_kernel(const std::vector<std::string>& argv,
+                                        const std::vector<std::pair<std::string, int>>& fds) = 0;
   virtual void signal_in_sandbox(uint64_t command_id, int signal, bool whole_group) = 0;
   virtual EventLoop& loop() = 0;
   virtual uint64_t oom_kills() const = 0;

@@ -237,7 +237,13 @@ Result<void> Supervisor::register_handlers() {
   ::fcntl(control, F_SETFL, ::fcntl(control, F_GETFL) | O_NONBLOCK);
   NSBOX_CHECK(loop_->add(control, EPOLLIN, [this](uint32_t) { on_init_messages(); }));
   NSBOX_CHECK(loop_->add(instance_->pidfd(), EPOLLIN, [this](uint32_t) { on_init_death(); }));
-  NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN, [this](uint32_t) { on_seccomp_violation(); }));
+  NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN,
+                         [this](uint32_t) { on_seccomp_violation(instance_->take_seccomp_violation()); }));
+  zygote_kernels_ = std::make_unique<ZygoteKernels>(
+      *loop_, [this](Result<seccomp::Violation> v) { on_seccomp_violation(std::move(v)); },
+      [this](uint64_t id, std::optional<int> code, std::optional<int> signal) {
+        if (kernel_->owns(id)) kernel_->on_exited(code, signal);
+      });
   NSBOX_CHECK(loop_->add(signal_fd_.get(), EPOLLIN, [this](uint32_t) { shutdown(nullptr); }));
   return {};
 }
@@ -657,8 +663,7 @@ void Supervisor::finish_command(uint64_t id) {
   reply(client->second, {{"ok", true}, {"exec_id", id}, {"result", result_json}});
 }
 
-void Supervisor::on_seccomp_violation() {
-  auto v = instance_->take_seccomp_violation();
+void Supervisor::on_seccomp_violation(Result<seccomp::Violation> v) {
   if (!v) return;
   std::string what = v->syscall + " (pid " + std::to_string(v->sandbox_pid) + " in the sandbox)";
   log::limited(log::Level::kWarn, "seccomp-kill", "killed by the seccomp filter: " + what);
@@ -701,6 +706,42 @@ void Supervisor::shutdown(Client* requester) {
 
 namespace nsbox {
 
+Result<uint64_t> Supervisor::spawn_kernel(const std::vector<std::string>& argv,
+                                          const std::vector<std::pair<std::string, int>>& fds) {
+  // A kernel whose start would read what the zygote's did not (merging's exec without
+  // randomisation; PYTHONPATH, LANG... of the caller's) is exec'd by init.
+  if (!spec_.kernel_zygote.empty() && !spec_.memory_merge && starts_like_kernel_zygote(command_environment(sandbox_env(), {}))) {
+    auto forked = fork_kernel_from_zygote(fds);
+    if (forked) return forked;
+    log::limited(log::Level::kWarn, "kernel-zygote", "the kernel starts through init: " + forked.error().message);
+  }
+  return spawn_in_sandbox(argv, fds);
+}
+
+Result<uint64_t> Supervisor::fork_kernel_from_zygote(const std::vector<std::pair<std::string, int>>& fds) {
+  ZygoteKernelRequest request;
+  request.socket = spec_.kernel_zygote;
+  request.sandbox_id = record_.id;
+  request.init_pidfd = instance_->pidfd();
+  request.cgroup_files = NSBOX_TRY(instance_->cgroup_join_files());
+  for (const auto& [name, fd] : fds) {
+    if (name == "stdout") request.stdout_fd = fd;
+    if (name == "stderr") request.stderr_fd = fd;
+    if (name == "fd3") request.channel = fd;
+  }
+  request.env = command_environment(sandbox_env(), {});
+  for (const auto& name : spec_.preload) request.preload += (request.preload.empty() ? "" : ",") + name;
+  auto kernel = NSBOX_TRY(start_zygote_kernel(std::move(request)));
+  pid_t sandbox_pid = kernel.sandbox_pid;
+  uint64_t id = next_command_id_++;
+  NSBOX_CHECK(zygote_kernels_->adopt(id, std::move(kernel)));
+  // As init's "started" would: after the session has taken the id.
+  loop_->defer([this, id, sandbox_pid] {
+    if (kernel_->owns(id)) kernel_->on_started(sandbox_pid);
+  });
+  return id;
+}
+
 Result<uint64_t> Supervisor::spawn_in_sandbox(const std::vector<std::string>& argv,
                                               const std::vector<std::pair<std::string, int>>& fds) {
   uint64_t id = next_command_id_++;
@@ -740,6 +781,7 @@ Result<uint64_t> Supervisor::spawn_on_tty(const std::vector<std::string>& argv, 
 }
 
 void Supervisor::signal_in_sandbox(uint64_t command_id, int signal, bool whole_group) {
+  if (zygote_kernels_->owns(command_id)) return zygote_kernels_->signal(command_id, signal, whole_group);
   (void)protocol::send_frame(instance_->control_fd(),
                              {{"op", "signal"}, {"id", command_id}, {"signal", signal}, {"group", whole_group}});
 }

@@ -27,6 +27,7 @@
 #include "runtime/supervisor/bucket_servers.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/kernel_session.h"
+#include "runtime/supervisor/zygote_kernel.h"
 #include "runtime/supervisor/nat_helper.h"
 #include "runtime/supervisor/net_proxy.h"
 #include "runtime/supervisor/output_capture.h"
@@ -111,7 +112,8 @@ class Supervisor final : private KernelHost, private PtyHost {
   void on_init_message(const protocol::Json& message);
   void on_init_death();
   void accept_later();
-  void on_seccomp_violation();
+  void on_seccomp_violation(Result<seccomp::Violation> violation);
+  Result<uint64_t> fork_kernel_from_zygote(const std::vector<std::pair<std::string, int>>& fds);
   void shutdown(Client* requester);
   void stop_sandbox();  // bucket servers, then the sandbox; idempotent
   Result<void> watch_exit(int pidfd, std::function<void()> on_exit);
@@ -122,6 +124,8 @@ class Supervisor final : private KernelHost, private PtyHost {
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
                                     const std::vector<std::pair<std::string, int>>& fds) override;
+  Result<uint64_t> spawn_kernel(const std::vector<std::string>& argv,
+                                const std::vector<std::pair<std::string, int>>& fds) override;
   void signal_in_sandbox(uint64_t command_id, int signal, bool whole_group) override;
   EventLoop& loop() override { return *loop_; }
   uint64_t oom_kills() const override { return instance_->oom_kills(); }
@@ -158,6 +162,7 @@ class Supervisor final : private KernelHost, private PtyHost {
   // before init has told us which pid the command has. Bounded.
   std::map<pid_t, std::vector<std::string>> seccomp_kills_;
   std::unique_ptr<KernelSession> kernel_;
+  std::unique_ptr<ZygoteKernels> zygote_kernels_;  // `serve --kernel-zygote`'s kernels
   std::unique_ptr<PtySessions> ptys_;
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_
 };

@@ -1,0 +1,52 @@
+"""A kernel forked by the kernel zygote (kernel/zygote_main.cc, docs/kernel-zygote.md):
+it is already the sandbox's (namespaces, user, cgroup, seccomp filter) when child() runs.
+What an exec'd kernel gets at its start comes now, from its supervisor, read after the
+fork: the environment and the preload list. The zygote never held them."""
+import gc
+import json
+import os
+import site
+import socket
+import sys
+
+from . import server
+
+MAX_CONFIG = 1 << 20  # runtime/protocol/kernel_zygote.h, kMaxConfigBytes
+
+
+def _read_config(fd):
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
+    try:
+        return json.loads(conn.recv(MAX_CONFIG))
+    finally:
+        conn.close()
+
+
+def _add_user_site():
+    """The user's site-packages (pip install --user into the home), placed as the
+    interpreter's start would have: before the system's. The zygote started where
+    /home/user does not exist."""
+    site.USER_BASE = None
+    site.USER_SITE = None
+    site.ENABLE_USER_SITE = site.check_enableusersite()
+    path = site.getusersitepackages()
+    if not site.ENABLE_USER_SITE or not os.path.isdir(path) or path in sys.path:
+        return
+    system = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+    at = system[0] if system else len(sys.path)
+    rest = sys.path[at:]
+    del sys.path[at:]
+    site.addsitedir(path)
+    sys.path.extend(p for p in rest if p not in sys.path)
+
+
+def child(fd):
+    gc.enable()  # the zygote's objects stay frozen out of its collections (kernel/zygote_main.cc)
+    config = _read_config(fd)
+    os.environ.clear()
+    for key, value in config.get("env", {}).items():
+        os.environ[key] = value
+    server._reseed()  # the zygote's random state is every child's
+    _add_user_site()
+    server.prepare(config.get("preload", ""))
+    return server.serve(3)

@@ -1,0 +1,95 @@
+#include "kernel/zygote_child.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "isolation/capabilities.h"
+#include "isolation/rlimits.h"
+#include "isolation/sys/child_fds.h"
+#include "isolation/sys/fd_passing.h"
+#include "isolation/sys/syscall.h"
+#include "isolation/userns.h"
+#include "kernel/private_mappings.h"
+#include "runtime/protocol/kernel_zygote.h"
+
+namespace nsbox::kernel {
+namespace {
+
+constexpr int kConnection = 4;  // where arrange_child_fds puts it
+
+[[noreturn]] void child_fail(int connection, const Error& error) {
+  kernel_zygote::Reply reply{};
+  reply.kind = kernel_zygote::ReplyKind::kFailed;
+  reply.error = error.sys_errno;
+  std::string text = error.message.substr(0, sizeof reply.message - 1);
+  std::memcpy(reply.message, text.data(), text.size());
+  (void)sys::send_with_fd(connection, &reply, sizeof reply, -1);
+  ::_exit(127);
+}
+
+// Copies every page of the zygote's this process can write, in one call per mapping,
+// before anything runs: otherwise each is copied on its first write, one fault at a time
+// (Python's reference counts write to every object used). On the VMs measured a fault is
+// dear (a TLB flush each, an IPI once the kernel has two threads); copying up front took
+// a create + cell + rm from 83 to 62 ms of CPU (docs/performance.md, "Kernel zygote").
+// The kernel ends no bigger than an exec'd one, which makes these pages itself. Before
+// Linux 5.14 (no MADV_POPULATE_WRITE) the pages are copied as they are written.
+void copy_writable_pages() {
+  for_each_private_writable_mapping([](const Mapping& m) { (void)::madvise(m.start, m.length, MADV_POPULATE_WRITE); });
+}
+
+// The zygote's dispositions are a fresh interpreter's (SIGINT caught, SIGPIPE and SIGXFSZ
+// ignored), as an exec'd kernel has them; only its mask (SIGCHLD, for its signalfd) goes.
+void unblock_signals() {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+}  // namespace
+
+int become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& program) {
+  int connection = fds.connection;
+  auto step = [&](Result<void> r) {
+    if (!r) child_fail(connection, r.error());
+  };
+  copy_writable_pages();
+  unblock_signals();
+  ::prctl(PR_SET_NAME, "nsbox-kernel");  // as an exec'd kernel is named (ps, top)
+  for (int file : fds.cgroup_files)
+    if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(connection, sys_error("join the sandbox's cgroup"));
+  constexpr int kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+  if (::setns(fds.init_pidfd, kNamespaces) != 0) child_fail(connection, sys_error("setns(init's pidfd, every namespace but pid)"));
+  // /dev/null is the sandbox's from here on; everything else of the zygote's is closed.
+  if (!sys::arrange_child_fds({-1, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.connection}))
+    child_fail(connection, sys_error("arrange the kernel's fds"));
+  connection = kConnection;
+  step(userns::become_sandbox_user_in_child());
+  if (::setsid() < 0) child_fail(connection, sys_error("setsid"));
+  step(rlimits::apply_in_child(Limits{}, /*as_cgroup_fallback=*/false));
+  if (::chdir("/home/user") != 0) child_fail(connection, sys_error("chdir /home/user"));
+  ::umask(022);  // as the sandbox's set-up leaves it for init (isolation/rootfs_build.cc)
+  step(capabilities::drop_all_in_child());
+  // A change of ids made us not dumpable, and no exec comes to make us so again: without
+  // this the kernel's /proc/self files would belong to root (its mem, environ and fd
+  // unreadable to itself), unlike an exec'd kernel's. After the last change of credentials.
+  if (::prctl(PR_SET_DUMPABLE, 1) != 0) child_fail(connection, sys_error("prctl(PR_SET_DUMPABLE)"));
+  auto listener = seccomp::install(program);
+  if (!listener) child_fail(connection, listener.error());
+  kernel_zygote::Reply ready{};
+  ready.kind = kernel_zygote::ReplyKind::kReady;
+  if (sys::send_with_fd(connection, &ready, sizeof ready, *listener) != sizeof ready)
+    child_fail(connection, sys_error("send the seccomp listener to the supervisor"));
+  ::close(*listener);
+  return connection;
+}
+
+}  // namespace nsbox::kernel

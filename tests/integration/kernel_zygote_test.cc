@@ -1,0 +1,201 @@
+// Kernels forked by the kernel zygote (`serve --kernel-zygote`, docs/kernel-zygote.md):
+// each must be exactly what init's exec of nsbox-kernel makes, and hold nothing of the
+// zygote's other sandboxes. The zygote runs in this test's process (the server's class,
+// runtime/kernel_zygote_process.h); NSBOX_TEST_KERNEL_ZYGOTE hands its socket to the
+// supervisors the CLI starts. A kernel from the zygote is told apart by its parent: the
+// zygote is outside the sandbox's pid namespace, so getppid() is 0 (an exec'd kernel's
+// parent is init, 1).
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "isolation/sys/syscall.h"
+#include "runtime/install_layout.h"
+#include "runtime/kernel_zygote_process.h"
+#include "tests/support/nsbox_cli.h"
+
+using namespace nsbox::test;
+
+namespace {
+
+class ZygoteRoot : public TestRoot {
+ public:
+  ZygoteRoot() {
+    auto layout = nsbox::InstallLayout::discover();
+    REQUIRE(layout);
+    auto started = nsbox::KernelZygoteProcess::start(*layout, path());
+    INFO((started ? "" : started.error().message));
+    REQUIRE(started);
+    zygote_ = std::move(*started);
+    ::setenv("NSBOX_TEST_KERNEL_ZYGOTE", zygote_->socket_path().c_str(), 1);
+  }
+  ~ZygoteRoot() { ::unsetenv("NSBOX_TEST_KERNEL_ZYGOTE"); }
+
+  pid_t zygote_pid() const { return zygote_->pid(); }
+  void kill_zygote() { ::kill(zygote_->pid(), SIGKILL); }
+
+  // The zygote's children: the kernels it forked that are still alive.
+  size_t zygote_children() const {
+    std::ifstream f("/proc/" + std::to_string(zygote_->pid()) + "/task/" + std::to_string(zygote_->pid()) + "/children");
+    size_t n = 0;
+    for (std::string pid; f >> pid;) ++n;
+    return n;
+  }
+
+ private:
+  std::unique_ptr<nsbox::KernelZygoteProcess> zygote_;
+};
+
+std::string random_hex(size_t bytes) { return nsbox::sys::random_hex(bytes); }
+
+// Counts, in the kernel's own readable memory, the places where `first` is followed by
+// `second`: the whole value never exists in the searching process (only its two halves).
+std::string memory_search(const std::string& first_hex, const std::string& second_hex) {
+  return "h1, h2 = bytes.fromhex('" + first_hex + "'), bytes.fromhex('" + second_hex + "')\n"
+         "found = 0\n"
+         "with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:\n"
+         "    for line in maps:\n"
+         "        f = line.split()\n"
+         "        if 'r' not in f[1] or (len(f) > 5 and f[5].startswith('[v')):\n"
+         "            continue\n"
+         "        a, b = (int(x, 16) for x in f[0].split('-'))\n"
+         "        try:\n"
+         "            mem.seek(a)\n"
+         "            data = mem.read(b - a)\n"
+         "        except (OSError, ValueError, OverflowError):\n"
+         "            continue\n"
+         "        i = data.find(h1)\n"
+         "        while i >= 0:\n"
+         "            found += data[i + len(h1):i + len(h1) + len(h2)] == h2\n"
+         "            i = data.find(h1, i + 1)\n"
+         "found\n";
+}
+
+std::string to_hex(const std::string& text) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text) out += {digits[c >> 4], digits[c & 15]};
+  return out;
+}
+
+}  // namespace
+
+// What a kernel is, as it sees itself: everything but what differs between sandboxes.
+const char* kProfile =
+    "import os, resource\n"
+    "status = [l for l in open('/proc/self/status') if l.startswith(\n"
+    "    ('Name', 'Uid', 'Gid', 'Groups', 'Cap', 'NoNewPrivs', 'Seccomp', 'SigBlk', 'SigIgn'))]\n"
+    "limits = [l for l in open('/proc/self/limits') if l.startswith(('Max core', 'Max open files'))]\n"
+    "open('/proc/self/mem', 'rb').close()\n"
+    "fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))\n"
+    "print(''.join(status + limits), os.getsid(0) == os.getpid(), os.getcwd(), oct(os.umask(0o22)),\n"
+    "      os.stat('/proc/self/environ').st_uid, fds, os.environ['GREETING'], os.environ['HOME'])\n";
+
+TEST_CASE("a kernel from the zygote is what init's exec makes: ids, capabilities, filter, limits, fds, namespaces, cgroup") {
+  ZygoteRoot root;
+  auto zygote = root.create({"--env", "GREETING=hello"});
+  auto execd = root.create({"--env", "GREETING=hello"}, {.extra_env = {"NSBOX_TEST_KERNEL_ZYGOTE="}});
+  CHECK(root.cell(zygote, "import os; os.getppid()")["results"] == "0");  // forked by the zygote, outside
+  CHECK(root.cell(execd, "import os; os.getppid()")["results"] == "1");   // exec'd by init
+  auto mine = root.cell(zygote, kProfile);
+  auto reference = root.cell(execd, kProfile);
+  INFO(mine.dump());
+  REQUIRE(mine["status"] == "ok");
+  CHECK(mine["stdout"] == reference["stdout"]);
+  std::string s = mine["stdout"];
+  for (const char* line : {"Uid:\t1000\t1000\t1000\t1000\n", "CapEff:\t0000000000000000\n", "CapBnd:\t0000000000000000\n",
+                           "NoNewPrivs:\t1\n", "Seccomp:\t2\n", "Seccomp_filters:\t1\n", "True /home/user 0o22 1000"}) {
+    INFO(line);
+    CHECK(s.find(line) != std::string::npos);
+  }
+  // The namespaces, cgroup and limits of init's other children (a command's).
+  const std::string view = "for n in user mnt net ipc uts cgroup pid; do readlink /proc/self/ns/$n; done; cat /proc/self/cgroup; "
+                           "grep -E '^Max (core|open files)' /proc/self/limits";
+  auto command = root.sh(zygote, view);
+  REQUIRE(command.exit_code == 0);
+  auto from_kernel = root.cell(zygote, "import subprocess\nprint(subprocess.run(['bash', '-c', \"\"\"" + view +
+                                           "\"\"\"], capture_output=True, text=True).stdout, end='')");
+  CHECK(from_kernel["stdout"] == command.out);
+  // The host's files are out of reach by name: this test's source tree is not in the sandbox.
+  CHECK(root.cell(zygote, std::string("import os; (os.path.exists('") + NSBOX_SOURCE_DIR + "'), os.path.isdir('/opt/nsbox/python'))")["results"] ==
+        "(False, True)");
+  // sys.path as the exec'd kernel's; variables persist.
+  CHECK(root.cell(zygote, "import sys; v = 1; sys.path")["results"] == root.cell(execd, "import sys; sys.path")["results"]);
+  CHECK(root.cell(zygote, "v + 1")["results"] == "2");
+}
+
+TEST_CASE("one sandbox's environment never reaches the memory of another's kernel from the same zygote") {
+  ZygoteRoot root;
+  std::string first = "Zy" + random_hex(12), second = random_hex(12) + "Gt";
+  auto a = root.create({"--env", "ZYGOTE_SECRET=" + first + second});
+  REQUIRE(root.cell(a, "import os; os.getppid()")["results"] == "0");
+  auto b = root.create();
+  REQUIRE(root.cell(b, "import os; os.getppid()")["results"] == "0");
+  // The search finds the value where it is (a's environment), and not in b's kernel.
+  auto in_a = root.cell(a, memory_search(to_hex(first), to_hex(second)));
+  INFO(in_a.dump());
+  REQUIRE(in_a["status"] == "ok");
+  CHECK(std::stoi(in_a["results"].get<std::string>()) >= 1);
+  auto in_b = root.cell(b, memory_search(to_hex(first), to_hex(second)));
+  REQUIRE(in_b["status"] == "ok");
+  CHECK(in_b["results"] == "0");
+  // The zygote's random state is reseeded in each of its kernels.
+  auto ra = root.cell(a, "import random; random.random()");
+  auto rb = root.cell(b, "import random; random.random()");
+  CHECK(ra["results"] != rb["results"]);
+}
+
+TEST_CASE("a zygote kernel is interrupted, killed and replaced like an exec'd one; a filter violation is named") {
+  ZygoteRoot root;
+  auto id = root.create();
+  root.cell(id, "kept = 'yes'");
+  auto r = root.cell(id, "import time\nwhile True:\n    time.sleep(0.01)", {"--timeout", "1"});
+  CHECK(r["status"] == "timeout");
+  CHECK(r["error"]["ename"] == "KeyboardInterrupt");
+  CHECK(root.cell(id, "kept")["results"] == "'yes'");
+  auto stubborn = root.cell(id, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)",
+                            {"--timeout", "1"});
+  CHECK(stubborn["status"] == "timeout");
+  CHECK(stubborn["state_lost"] == true);
+  CHECK(root.cell(id, "import os; os.getppid()")["results"] == "0");  // the fresh kernel came from the zygote too
+  // Its filter's listener is the supervisor's as init's is: the kernel dies, the result says why.
+  auto x32 = root.cell(id, "import ctypes\nctypes.CDLL(None).syscall(0x40000000 | 39)");
+  CHECK(x32["status"] == "killed");
+  CHECK(x32["reason"] == "seccomp");
+  CHECK(x32["message"].get<std::string>().find("getpid (x32 ABI") != std::string::npos);
+  CHECK(root.cell(id, "1 + 1")["results"] == "2");
+}
+
+TEST_CASE("a sandbox's end ends its zygote kernel; a dead zygote leaves kernels running and the next starts through init") {
+  ZygoteRoot root;
+  auto a = root.create();
+  REQUIRE(root.cell(a, "import os; os.getppid()")["results"] == "0");
+  auto b = root.create();
+  REQUIRE(root.cell(b, "x = 41")["status"] == "ok");
+  CHECK(root.zygote_children() == 2);
+  REQUIRE(root.nsbox({"rm", a}).exit_code == 0);
+  for (int i = 0; i < 100 && root.zygote_children() != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(root.zygote_children() == 1);  // the pid namespace's end took it; the zygote reaped it
+  root.kill_zygote();
+  CHECK(root.cell(b, "x + 1")["results"] == "42");
+  auto c = root.create();
+  CHECK(root.cell(c, "import os; os.getppid()")["results"] == "1");  // exec'd by init, said in the log
+}
+
+TEST_CASE("a kernel whose start would read the caller's variables (PYTHONPATH, LANG) is exec'd by init") {
+  ZygoteRoot root;
+  auto plain = root.create();
+  CHECK(root.cell(plain, "import os; os.getppid()")["results"] == "0");
+  auto own_path = root.create({"--env", "PYTHONPATH=/home/user/lib"});
+  CHECK(root.cell(own_path, "import os, sys; (os.getppid(), '/home/user/lib' in sys.path)")["results"] == "(1, True)");
+  auto own_lang = root.create({"--env", "LANG=C"});
+  CHECK(root.cell(own_lang, "import os; os.getppid()")["results"] == "1");
+}
