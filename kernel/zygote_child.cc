@@ -54,6 +54,16 @@ void unblock_signals() {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
 }
 
+// /proc/<pid>/cmdline as an exec'd kernel's reads (ps, and whoever counts kernels by it),
+// not the zygote's arguments (which name the host's install directory): written over
+// them, the rest zeroed. The zygote's arguments are longer than a kernel's.
+void name_arguments_as_kernel(std::span<char> arguments) {
+  static constexpr char kKernel[] = "/opt/nsbox/nsbox-kernel\0--python-path\0/opt/nsbox/python\0--control-fd\0" "3";
+  if (arguments.size() < sizeof kKernel) return;
+  std::memcpy(arguments.data(), kKernel, sizeof kKernel);
+  std::memset(arguments.data() + sizeof kKernel, 0, arguments.size() - sizeof kKernel);
+}
+
 }  // namespace
 
 int become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& program) {
@@ -64,6 +74,7 @@ int become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& program) 
   copy_writable_pages();
   unblock_signals();
   ::prctl(PR_SET_NAME, "nsbox-kernel");  // as an exec'd kernel is named (ps, top)
+  name_arguments_as_kernel(fds.arguments);
   for (int file : fds.cgroup_files)
     if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(connection, sys_error("join the sandbox's cgroup"));
   constexpr int kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;

@@ -4,6 +4,7 @@
 // process already inside the sandbox's pid namespace.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "isolation/seccomp_policy.h"
@@ -15,9 +16,11 @@ struct ChildFds {
   int stdout_fd, stderr_fd, channel;
   int connection;               // to the supervisor that asked
   std::vector<int> cgroup_files;  // write "0" to each to join
+  std::span<char> arguments;      // the zygote's argv strings, end to end (renamed)
 };
 
-// In order: the zygote's pages copied; an empty signal mask; the sandbox's cgroup (as host root, before
+// In order: the zygote's pages copied; an empty signal mask; named and its cmdline
+// written as an exec'd kernel's; the sandbox's cgroup (as host root, before
 // leaving the host's namespaces); setns into init's user, mount, network, ipc, uts and
 // cgroup namespaces at once (which moves root and cwd to the sandbox's); fds 0 /dev/null,
 // 1-2 the output pipes, 3 the channel, 4 the connection, nothing else; the sandbox user;

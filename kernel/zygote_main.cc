@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <string>
 
 #include "isolation/seccomp_policy.h"
@@ -100,5 +101,7 @@ int main(int argc, char** argv) {
   }
   if (::write(ready_fd, "1", 1) != 1) return fail("write the ready byte");
   ::close(ready_fd);
-  return nsbox::kernel::serve_forks(listen_fd, *program, run_kernel);
+  // argv's strings lie end to end: the area /proc/<pid>/cmdline shows.
+  std::span<char> arguments(argv[0], static_cast<size_t>(argv[argc - 1] + std::strlen(argv[argc - 1]) + 1 - argv[0]));
+  return nsbox::kernel::serve_forks(listen_fd, *program, arguments, run_kernel);
 }

@@ -42,8 +42,9 @@ void refuse(int connection, const std::string& why, int error) {
 
 class ForkServer {
  public:
-  ForkServer(int listen_fd, const seccomp::Program& program, const std::function<int(int)>& run_kernel)
-      : listen_fd_(listen_fd), program_(program), run_kernel_(run_kernel) {}
+  ForkServer(int listen_fd, const seccomp::Program& program, std::span<char> arguments,
+             const std::function<int(int)>& run_kernel)
+      : listen_fd_(listen_fd), program_(program), arguments_(arguments), run_kernel_(run_kernel) {}
 
   int run() {
     own_pid_ns_.reset(::open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC));
@@ -117,7 +118,7 @@ class ForkServer {
     pid_t pid = ::fork();
     if (pid == 0) {
       PyOS_AfterFork_Child();
-      ChildFds child{fds[0].get(), fds[1].get(), fds[2].get(), fds[3].get(), connection.get(), {}};
+      ChildFds child{fds[0].get(), fds[1].get(), fds[2].get(), fds[3].get(), connection.get(), {}, arguments_};
       for (size_t i = kernel_zygote::kFixedFds; i < fds.size(); ++i) child.cgroup_files.push_back(fds[i].get());
       int kernel_connection = become_sandbox_kernel(child, program_);
       ::_exit(run_kernel_(kernel_connection));  // nothing of the zygote's to unwind or flush
@@ -143,6 +144,7 @@ class ForkServer {
 
   int listen_fd_;
   const seccomp::Program& program_;
+  std::span<char> arguments_;
   const std::function<int(int)>& run_kernel_;
   UniqueFd own_pid_ns_;
   std::map<pid_t, UniqueFd> kernels_;  // alive, with the connection of the supervisor that asked
@@ -150,8 +152,9 @@ class ForkServer {
 
 }  // namespace
 
-int serve_forks(int listen_fd, const seccomp::Program& program, const std::function<int(int)>& run_kernel) {
-  return ForkServer(listen_fd, program, run_kernel).run();
+int serve_forks(int listen_fd, const seccomp::Program& program, std::span<char> arguments,
+                const std::function<int(int)>& run_kernel) {
+  return ForkServer(listen_fd, program, arguments, run_kernel).run();
 }
 
 }  // namespace nsbox::kernel

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 
 #include "isolation/seccomp_policy.h"
 
@@ -14,9 +15,10 @@ namespace nsbox::kernel {
 // At most this many kernels alive at once (one connection each); more are refused.
 constexpr size_t kMaxZygoteKernels = 4096;
 
-// Serves until `listen_fd` fails (its server closed it, or the zygote is being stopped).
-// `run_kernel(connection_fd)` runs in each child once it is the sandbox's (the
-// interpreter's fork hooks already run) and returns the child's exit code.
-int serve_forks(int listen_fd, const seccomp::Program& program, const std::function<int(int)>& run_kernel);
+// Serves until `listen_fd` fails. `arguments`: the zygote's own argv strings, which each
+// child rewrites as a kernel's. `run_kernel(connection_fd)` runs in each child once it is
+// the sandbox's (the interpreter's fork hooks already run) and returns its exit code.
+int serve_forks(int listen_fd, const seccomp::Program& program, std::span<char> arguments,
+                const std::function<int(int)>& run_kernel);
 
 }  // namespace nsbox::kernel

@@ -5,15 +5,21 @@
 // supervisors the CLI starts. A kernel from the zygote is told apart by its parent: the
 // zygote is outside the sandbox's pid namespace, so getppid() is 0 (an exec'd kernel's
 // parent is init, 1).
+//
+// With NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 (a CTest entry runs kernel_test.cc so), the
+// listener below starts one zygote for the whole run: every sandbox's kernel comes from it.
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define CATCH_CONFIG_EXTERNAL_INTERFACES  // the run-wide zygote's listener
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -21,23 +27,59 @@
 #include "runtime/install_layout.h"
 #include "runtime/kernel_zygote_process.h"
 #include "tests/support/nsbox_cli.h"
+#include "tests/support/temp_dir.h"
 
 using namespace nsbox::test;
 
 namespace {
 
+constexpr const char* kSocketVariable = "NSBOX_TEST_KERNEL_ZYGOTE";
+
+nsbox::Result<std::unique_ptr<nsbox::KernelZygoteProcess>> start_zygote(const std::string& dir) {
+  auto layout = NSBOX_TRY(nsbox::InstallLayout::discover());
+  return nsbox::KernelZygoteProcess::start(layout, dir);
+}
+
+// The whole run's zygote, when asked for.
+class AllKernelsFromZygote : public Catch::TestEventListenerBase {
+ public:
+  using TestEventListenerBase::TestEventListenerBase;
+  void testRunStarting(const Catch::TestRunInfo&) override {
+    const char* wanted = std::getenv("NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE");
+    if (!wanted || std::string(wanted) != "1") return;
+    dir_ = std::make_unique<TempDir>("nsbox-zygote");
+    auto started = start_zygote(dir_->path());
+    if (!started) {
+      std::cerr << "cannot start the kernel zygote: " << started.error().message << std::endl;
+      std::exit(1);
+    }
+    zygote_ = std::move(*started);
+    ::setenv(kSocketVariable, zygote_->socket_path().c_str(), 1);
+  }
+  void testRunEnded(const Catch::TestRunStats&) override {
+    zygote_.reset();
+    dir_.reset();
+  }
+
+ private:
+  std::unique_ptr<TempDir> dir_;
+  std::unique_ptr<nsbox::KernelZygoteProcess> zygote_;
+};
+
 class ZygoteRoot : public TestRoot {
  public:
   ZygoteRoot() {
-    auto layout = nsbox::InstallLayout::discover();
-    REQUIRE(layout);
-    auto started = nsbox::KernelZygoteProcess::start(*layout, path());
+    if (const char* outer = std::getenv(kSocketVariable)) previous_ = outer;
+    auto started = start_zygote(path());
     INFO((started ? "" : started.error().message));
     REQUIRE(started);
     zygote_ = std::move(*started);
-    ::setenv("NSBOX_TEST_KERNEL_ZYGOTE", zygote_->socket_path().c_str(), 1);
+    ::setenv(kSocketVariable, zygote_->socket_path().c_str(), 1);
   }
-  ~ZygoteRoot() { ::unsetenv("NSBOX_TEST_KERNEL_ZYGOTE"); }
+  ~ZygoteRoot() {
+    if (previous_) ::setenv(kSocketVariable, previous_->c_str(), 1);
+    else ::unsetenv(kSocketVariable);
+  }
 
   pid_t zygote_pid() const { return zygote_->pid(); }
   void kill_zygote() { ::kill(zygote_->pid(), SIGKILL); }
@@ -52,6 +94,7 @@ class ZygoteRoot : public TestRoot {
 
  private:
   std::unique_ptr<nsbox::KernelZygoteProcess> zygote_;
+  std::optional<std::string> previous_;
 };
 
 std::string random_hex(size_t bytes) { return nsbox::sys::random_hex(bytes); }
@@ -88,6 +131,8 @@ std::string to_hex(const std::string& text) {
 
 }  // namespace
 
+CATCH_REGISTER_LISTENER(AllKernelsFromZygote)
+
 // What a kernel is, as it sees itself: everything but what differs between sandboxes.
 const char* kProfile =
     "import os, resource\n"
@@ -96,7 +141,8 @@ const char* kProfile =
     "limits = [l for l in open('/proc/self/limits') if l.startswith(('Max core', 'Max open files'))]\n"
     "open('/proc/self/mem', 'rb').close()\n"
     "fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))\n"
-    "print(''.join(status + limits), os.getsid(0) == os.getpid(), os.getcwd(), oct(os.umask(0o22)),\n"
+    "cmdline = open('/proc/self/cmdline').read().rstrip('\\0').split('\\0')\n"
+    "print(''.join(status + limits), cmdline, os.getsid(0) == os.getpid(), os.getcwd(), oct(os.umask(0o22)),\n"
     "      os.stat('/proc/self/environ').st_uid, fds, os.environ['GREETING'], os.environ['HOME'])\n";
 
 TEST_CASE("a kernel from the zygote is what init's exec makes: ids, capabilities, filter, limits, fds, namespaces, cgroup") {
@@ -112,7 +158,8 @@ TEST_CASE("a kernel from the zygote is what init's exec makes: ids, capabilities
   CHECK(mine["stdout"] == reference["stdout"]);
   std::string s = mine["stdout"];
   for (const char* line : {"Uid:\t1000\t1000\t1000\t1000\n", "CapEff:\t0000000000000000\n", "CapBnd:\t0000000000000000\n",
-                           "NoNewPrivs:\t1\n", "Seccomp:\t2\n", "Seccomp_filters:\t1\n", "True /home/user 0o22 1000"}) {
+                           "NoNewPrivs:\t1\n", "Seccomp:\t2\n", "Seccomp_filters:\t1\n",
+                           "['/opt/nsbox/nsbox-kernel', '--python-path', '/opt/nsbox/python', '--control-fd', '3'] True /home/user 0o22 1000"}) {
     INFO(line);
     CHECK(s.find(line) != std::string::npos);
   }
