@@ -161,6 +161,7 @@ const std::vector<CommandHelp>& command_table() {
         {"warm", "SIZE=N[,SIZE=N...]", "keep N ready sandboxes of each size; creates they can serve claim one (docs/semantics.md, \"Warm pool\")"},
         {"preload", "MOD,MOD...|none", "what the warm sandboxes' kernels import before they are ready (default numpy,pandas,matplotlib)"},
         {"memory-merge", nullptr, "offer the warm kernels' preloaded heap to KSM (off by default: docs/decisions.md, \"Memory merging\")"},
+        {"kernel-zygote", nullptr, "fork kernels from a preinitialised interpreter instead of starting one per sandbox (off by default: docs/kernel-zygote.md)"},
         {"shard", "NAME", "this server's shard among several ([a-z0-9]{1,16}): ids become sbx-NAME-...; needs --snapshot-store (docs/scale-out.md)"},
         {"peers", "TEMPLATE|S=URL,...", "the other servers: http://nsbox-{shard}.nsbox-peers:8080, or a list; requests for their sandboxes are relayed"},
         {"peer-token-file", "PATH", "the token servers send each other (0600; made if missing)"},

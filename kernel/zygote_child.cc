@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cstring>
 #include <string>
 
@@ -35,15 +36,47 @@ constexpr int kConnection = 4;  // where arrange_child_fds puts it
   ::_exit(127);
 }
 
-// Copies every page of the zygote's this process can write, in one call per mapping,
-// before anything runs: otherwise each is copied on its first write, one fault at a time
-// (Python's reference counts write to every object used). On the VMs measured a fault is
-// dear (a TLB flush each, an IPI once the kernel has two threads); copying up front took
-// a create + cell + rm from 83 to 62 ms of CPU (docs/performance.md, "Kernel zygote").
-// The kernel ends no bigger than an exec'd one, which makes these pages itself. Before
-// Linux 5.14 (no MADV_POPULATE_WRITE) the pages are copied as they are written.
+constexpr size_t kPage = 4096;
+// Larger mappings are reservations (a sanitizer's shadow), never the interpreter's heap:
+// they stay copy-on-write.
+constexpr size_t kMostCopied = size_t{1} << 30;
+
+// Runs of pages present in [start, start + length), as (first page, count).
+std::vector<std::pair<size_t, size_t>> resident_runs(void* start, size_t length) {
+  std::vector<unsigned char> present(length / kPage);
+  std::vector<std::pair<size_t, size_t>> runs;
+  if (::mincore(start, length, present.data()) != 0) return runs;
+  for (size_t i = 0; i < present.size();) {
+    if (!(present[i] & 1)) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < present.size() && (present[j] & 1)) ++j;
+    runs.emplace_back(i, j - i);
+    i = j;
+  }
+  return runs;
+}
+
+// Makes every page of the zygote this process can write its own, before anything runs:
+// otherwise each is copied on its first write, one fault at a time (Python's reference
+// counts write to every object used), and on the VMs measured each such fault with its
+// TLB flush (an IPI once the kernel has two threads) cost more than the interpreter's
+// start saved (decision 157). MADV_POPULATE_WRITE (Linux >= 5.14; before, the pages stay
+// copy-on-write) on the present pages only: the kernel ends no bigger than an exec'd one.
 void copy_writable_pages() {
-  for_each_private_writable_mapping([](const Mapping& m) { (void)::madvise(m.start, m.length, MADV_POPULATE_WRITE); });
+  struct Range {
+    void* start;
+    size_t length;
+  };
+  std::vector<Range> ranges;  // all first: the maps file is read as it is
+  for_each_private_writable_mapping([&](const Mapping& m) {
+    if (m.length <= kMostCopied) ranges.push_back({m.start, m.length});
+  });
+  for (const auto& r : ranges)
+    for (auto [first, count] : resident_runs(r.start, r.length))
+      (void)::madvise(static_cast<char*>(r.start) + first * kPage, count * kPage, MADV_POPULATE_WRITE);
 }
 
 // The zygote's dispositions are a fresh interpreter's (SIGINT caught, SIGPIPE and SIGXFSZ
