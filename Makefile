@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps build demo test test-cgroup-v2 chaos cluster-sim bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build
+.PHONY: deps build demo test test-cgroup-v2 test-kernel-zygote chaos cluster-sim bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build
 
 deps:
 	@scripts/install-deps
@@ -29,6 +29,11 @@ test: build
 test-cgroup-v2: build
 	@scripts/install-deps --vm
 	@tests/vm/run-cgroup-v2 $(BUILD)
+
+# Every integration test with every kernel forked by a kernel zygote (`serve
+# --kernel-zygote`, docs/kernel-zygote.md); make test runs the kernel's tests so.
+test-kernel-zygote: build
+	@cd $(BUILD) && NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 ctest -R '^(integration: |leak_check|rootless_user|fuse_mode)' --output-on-failure
 
 # Chaos (tests/chaos/run): CHAOS_ROUNDS rounds of killed host-side processes and a full
 # disk while sandboxes work; make test runs 5. Replay a failure with CHAOS_ARGS="--seed S".

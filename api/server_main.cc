@@ -106,6 +106,10 @@ int main(int argc, char** argv) {
   // Before any thread: the zygote dies with the thread that started it (PR_SET_PDEATHSIG).
   std::unique_ptr<nsbox::KernelZygoteProcess> zygote;
   if (args->kernel_zygote) {
+    if (::geteuid() != 0)
+      return fail_start(nsbox::make_error(ErrorCode::kUnsupported, "nsbox serve --kernel-zygote needs root: the zygote's kernels join "
+                                                                    "their sandboxes as host root before they drop every privilege",
+                                          "serve without --kernel-zygote (kernels are then started by each sandbox's init)"));
     auto started = nsbox::KernelZygoteProcess::start(runtime->layout(), root.run_dir);
     if (!started) return fail_start(started.error());
     zygote = std::move(*started);
