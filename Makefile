@@ -33,7 +33,7 @@ test-cgroup-v2: build
 # Every integration test with every kernel forked by a kernel zygote (`serve
 # --kernel-zygote`, docs/kernel-zygote.md); make test runs the kernel's tests so.
 test-kernel-zygote: build
-	@cd $(BUILD) && NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 ctest -R '^(integration: |leak_check|rootless_user|fuse_mode)' --output-on-failure
+	@cd $(BUILD) && NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 ctest -R '^(integration:|leak_check|rootless_user|fuse_mode)' --output-on-failure
 
 # Chaos (tests/chaos/run): CHAOS_ROUNDS rounds of killed host-side processes and a full
 # disk while sandboxes work; make test runs 5. Replay a failure with CHAOS_ARGS="--seed S".

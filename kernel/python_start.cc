@@ -17,12 +17,13 @@ int fail(PyStatus status) {
 
 }  // namespace
 
-std::optional<int> start_python(bool fixed_hash_seed) {
+std::optional<int> start_python(bool fixed_hash_seed, bool user_site) {
   PyConfig config;
   PyConfig_InitPythonConfig(&config);
   config.buffered_stdio = 0;
   config.parse_argv = 0;
   config.site_import = 1;
+  config.user_site_directory = user_site ? 1 : 0;
   if (fixed_hash_seed) {
     config.use_hash_seed = 1;
     config.hash_seed = 0;

@@ -10,6 +10,8 @@ namespace nsbox::kernel {
 
 // nullopt once the interpreter runs; otherwise the exit code to end with (the reason is on
 // stderr). `fixed_hash_seed`: str hashes the same in every process (merging kernels).
-std::optional<int> start_python(bool fixed_hash_seed);
+// `user_site`: ~/.local's site-packages on sys.path (an exec'd kernel's home is the
+// sandbox's; the zygote's would be the host's: kernel/zygote_main.cc).
+std::optional<int> start_python(bool fixed_hash_seed, bool user_site = true);
 
 }  // namespace nsbox::kernel

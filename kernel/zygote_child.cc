@@ -1,22 +1,26 @@
 #include "kernel/zygote_child.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <utility>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "isolation/capabilities.h"
 #include "isolation/rlimits.h"
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/fd_passing.h"
 #include "isolation/sys/syscall.h"
+#include "isolation/sys/unique_fd.h"
 #include "isolation/userns.h"
 #include "kernel/private_mappings.h"
 #include "runtime/protocol/kernel_zygote.h"
@@ -24,15 +28,15 @@
 namespace nsbox::kernel {
 namespace {
 
-constexpr int kConnection = 4;  // where arrange_child_fds puts it
+constexpr int kSetup = 4;  // where arrange_child_fds puts the set-up socket
 
-[[noreturn]] void child_fail(int connection, const Error& error) {
+[[noreturn]] void child_fail(int socket, const Error& error) {
   kernel_zygote::Reply reply{};
   reply.kind = kernel_zygote::ReplyKind::kFailed;
   reply.error = error.sys_errno;
   std::string text = error.message.substr(0, sizeof reply.message - 1);
   std::memcpy(reply.message, text.data(), text.size());
-  (void)sys::send_with_fd(connection, &reply, sizeof reply, -1);
+  (void)sys::send_with_fd(socket, &reply, sizeof reply, -1);
   ::_exit(127);
 }
 
@@ -97,43 +101,91 @@ void name_arguments_as_kernel(std::span<char> arguments) {
   std::memset(arguments.data() + sizeof kKernel, 0, arguments.size() - sizeof kKernel);
 }
 
-}  // namespace
+// The supervisor's record: the environment and the preload list, at most kMaxConfigBytes.
+std::string read_config(int setup) {
+  std::string config(kernel_zygote::kMaxConfigBytes, '\0');
+  pollfd p{setup, POLLIN, 0};
+  if (sys::retry_eintr([&] { return ::poll(&p, 1, 10000); }) != 1) child_fail(setup, make_error(ErrorCode::kTimeout, "no environment from the supervisor within 10 s"));
+  ssize_t n = sys::retry_eintr([&] { return ::recv(setup, config.data(), config.size(), 0); });
+  if (n <= 0) child_fail(setup, sys_error("read the environment from the supervisor"));
+  config.resize(static_cast<size_t>(n));
+  return config;
+}
 
-int become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& program) {
-  int connection = fds.connection;
+// In the kernel, born in the sandbox's namespaces and cgroup as kuid 0 (which nothing in
+// the sandbox may signal or trace), in order: not dumpable; the zygote's connection
+// closed; the zygote's pages copied; fds 0 /dev/null, 1-2 the output pipes, 3 the
+// channel, 4 the set-up pair, nothing else; the environment read; signals unblocked
+// (dispositions are a fresh interpreter's, as an exec'd kernel's); its name and cmdline
+// an exec'd kernel's; the sandbox user and at once no capability and no_new_privs; a
+// session, the rlimits, /home/user, umask 022; the seccomp filter, whose listener goes to
+// the supervisor (kReady); the set-up pair closed; dumpable again, last (so that
+// /proc/self is its own, as after an exec). A failed step: kFailed on the pair, exit.
+std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& program) {
+  // Dumpable (the zygote is), a process of the sandbox's user could write into our memory
+  // through /proc once we have that user's ids, before the filter is installed.
+  if (::prctl(PR_SET_DUMPABLE, 0) != 0) ::_exit(127);
+  ::close(fds.connection);
+  int setup = fds.setup;
   auto step = [&](Result<void> r) {
-    if (!r) child_fail(connection, r.error());
+    if (!r) child_fail(setup, r.error());
   };
   copy_writable_pages();
+  if (!sys::arrange_child_fds({-1, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup}))
+    child_fail(setup, sys_error("arrange the kernel's fds"));
+  setup = kSetup;
+  std::string config = read_config(setup);
   unblock_signals();
   ::prctl(PR_SET_NAME, "nsbox-kernel");  // as an exec'd kernel is named (ps, top)
   name_arguments_as_kernel(fds.arguments);
-  for (int file : fds.cgroup_files)
-    if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(connection, sys_error("join the sandbox's cgroup"));
-  constexpr int kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
-  if (::setns(fds.init_pidfd, kNamespaces) != 0) child_fail(connection, sys_error("setns(init's pidfd, every namespace but pid)"));
-  // /dev/null is the sandbox's from here on; everything else of the zygote's is closed.
-  if (!sys::arrange_child_fds({-1, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.connection}))
-    child_fail(connection, sys_error("arrange the kernel's fds"));
-  connection = kConnection;
   step(userns::become_sandbox_user_in_child());
-  if (::setsid() < 0) child_fail(connection, sys_error("setsid"));
+  step(capabilities::drop_all_in_child());  // at once: root is unmapped, so the id change kept them all
+  if (::setsid() < 0) child_fail(setup, sys_error("setsid"));
   step(rlimits::apply_in_child(Limits{}, /*as_cgroup_fallback=*/false));
-  if (::chdir("/home/user") != 0) child_fail(connection, sys_error("chdir /home/user"));
+  if (::chdir("/home/user") != 0) child_fail(setup, sys_error("chdir /home/user"));
   ::umask(022);  // as the sandbox's set-up leaves it for init (isolation/rootfs_build.cc)
-  step(capabilities::drop_all_in_child());
-  // A change of ids made us not dumpable, and no exec comes to make us so again: without
-  // this the kernel's /proc/self files would belong to root (its mem, environ and fd
-  // unreadable to itself), unlike an exec'd kernel's. After the last change of credentials.
-  if (::prctl(PR_SET_DUMPABLE, 1) != 0) child_fail(connection, sys_error("prctl(PR_SET_DUMPABLE)"));
   auto listener = seccomp::install(program);
-  if (!listener) child_fail(connection, listener.error());
+  if (!listener) child_fail(setup, listener.error());
   kernel_zygote::Reply ready{};
   ready.kind = kernel_zygote::ReplyKind::kReady;
-  if (sys::send_with_fd(connection, &ready, sizeof ready, *listener) != sizeof ready)
-    child_fail(connection, sys_error("send the seccomp listener to the supervisor"));
+  if (sys::send_with_fd(setup, &ready, sizeof ready, *listener) != sizeof ready)
+    child_fail(setup, sys_error("send the seccomp listener to the supervisor"));
   ::close(*listener);
-  return connection;
+  ::close(setup);
+  // The change of ids made us not dumpable and no exec comes to make us so again: without
+  // this the kernel's /proc/self files would be root's (its mem, environ and fd unreadable
+  // to itself), unlike an exec'd kernel's. Last, once the filter holds.
+  (void)::prctl(PR_SET_DUMPABLE, 1);
+  return config;
+}
+
+}  // namespace
+
+void make_kernel(const ChildFds& fds, const seccomp::Program& program, int report_fd, pid_t (*fork)(),
+                 int (*run_kernel)(const std::string& config)) {
+  int connection = fds.connection;
+  for (int file : fds.cgroup_files)
+    if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(connection, sys_error("join the sandbox's cgroup"));
+  constexpr int kNamespaces =
+      CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID;
+  if (::setns(fds.init_pidfd, kNamespaces) != 0) child_fail(connection, sys_error("setns(init's pidfd, every namespace)"));
+  pid_t kernel = fork();
+  if (kernel == 0) {
+    std::string config = become_sandbox_kernel(fds, program);
+    ::_exit(run_kernel(config));
+  }
+  if (kernel < 0) child_fail(connection, sys_error("fork the kernel"));
+  UniqueFd pidfd(sys::pidfd_open(kernel, 0));
+  if (!pidfd) {
+    ::kill(kernel, SIGKILL);
+    child_fail(connection, sys_error("pidfd_open of the kernel"));
+  }
+  kernel_zygote::Reply forked{};
+  forked.kind = kernel_zygote::ReplyKind::kForked;
+  forked.pid = kernel;
+  (void)sys::send_with_fd(connection, &forked, sizeof forked, pidfd.get());
+  (void)!::write(report_fd, &kernel, sizeof kernel);
+  ::_exit(0);
 }
 
 }  // namespace nsbox::kernel

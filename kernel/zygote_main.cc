@@ -35,7 +35,9 @@ int fail(const std::string& what) {
 }
 
 // /opt/nsbox as a sandbox has it, in a mount namespace of our own (slave: the host's
-// unmounts still reach it where the host's mounts are shared).
+// unmounts still reach it where the host's mounts are shared); and nothing of the host's
+// users' files where the interpreter's start might look (a host account named `user`
+// would otherwise have its site-packages run here, as root).
 int mount_sandbox_dir(const std::string& dir) {
   if (::unshare(CLONE_NEWNS) != 0) return fail("unshare(CLONE_NEWNS)");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return fail("make / a slave mount");
@@ -50,6 +52,9 @@ int mount_sandbox_dir(const std::string& dir) {
   if (::mount(nullptr, "/opt/nsbox", nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0)
     return fail("make /opt/nsbox read-only");
   ::close(source);
+  for (const char* hidden : {"/home", "/root", "/tmp", "/var/tmp"})
+    if (::mount("nsbox-zygote", hidden, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") != 0 && errno != ENOENT)
+      return fail(std::string("cover ") + hidden);
   return 0;
 }
 
@@ -60,11 +65,19 @@ bool single_threaded() {
   return false;
 }
 
-int run_kernel(int connection) {
-  std::string start = "import sys, nsbox_kernel.zygote\nsys.exit(nsbox_kernel.zygote.child(" + std::to_string(connection) + "))\n";
-  int rc = PyRun_SimpleString(start.c_str());  // SystemExit exits here with its code
+// In a kernel, once it is the sandbox's: nsbox_kernel.zygote.child(config), which never
+// returns but by SystemExit (PyRun exits the process with its code).
+int run_kernel(const std::string& config) {
+  PyObject* module = PyImport_ImportModule("nsbox_kernel.zygote");
+  PyObject* bytes = PyBytes_FromStringAndSize(config.data(), static_cast<Py_ssize_t>(config.size()));
+  PyObject* result = module && bytes ? PyObject_CallMethod(module, "child", "O", bytes) : nullptr;
+  if (!result) PyErr_Print();  // a SystemExit ends the process here, with its code
+  int rc = result && PyLong_Check(result) ? static_cast<int>(PyLong_AsLong(result)) : result ? 0 : 1;
+  Py_XDECREF(result);
+  Py_XDECREF(bytes);
+  Py_XDECREF(module);
   if (Py_FinalizeEx() < 0 && rc == 0) rc = 120;
-  return rc == 0 ? 0 : 1;
+  return rc;
 }
 
 }  // namespace
@@ -81,13 +94,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: nsbox-kernel-zygote --listen-fd N --sandbox-dir DIR --ready-fd M\n");
     return 2;
   }
+  // Out of the server's session: its terminal's signals are not ours.
+  (void)::setsid();
   if (int failed = mount_sandbox_dir(sandbox_dir)) return failed;
   auto program = nsbox::seccomp::compile();
   if (!program) {
     std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", program.error().message.c_str());
     return 1;
   }
-  if (auto failed = nsbox::kernel::start_python(/*fixed_hash_seed=*/false)) return *failed;
+  if (auto failed = nsbox::kernel::start_python(/*fixed_hash_seed=*/false, /*user_site=*/false)) return *failed;
   // What every kernel imports before it reads anything of its sandbox; nothing that reads
   // the environment or a sandbox's files (docs/kernel-zygote.md).
   // The collector off while importing, then every object frozen out of its reach: a

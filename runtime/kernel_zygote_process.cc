@@ -31,8 +31,12 @@ void end(pid_t pid) {
 
 Result<std::unique_ptr<KernelZygoteProcess>> KernelZygoteProcess::start(const InstallLayout& layout, const std::string& run_dir) {
   std::string socket_path = run_dir + "/kernel-zygote-" + std::to_string(::getpid()) + ".sock";
-  UniqueFd listening = NSBOX_TRY(protocol::listen_unix(socket_path, SOCK_SEQPACKET));
-  if (::chmod(socket_path.c_str(), 0600) != 0) return fail(sys_error("chmod 0600 " + socket_path));
+  // Made 0600 by the umask at bind: no moment when another user could connect (the
+  // callers start it before any thread of theirs, so the umask is nobody else's).
+  mode_t umask_before = ::umask(0177);
+  auto listened = protocol::listen_unix(socket_path, SOCK_SEQPACKET);
+  ::umask(umask_before);
+  UniqueFd listening = NSBOX_TRY(std::move(listened));
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);

@@ -19,8 +19,9 @@ class KernelZygoteProcess {
  public:
   static constexpr int kStartTimeoutMs = 30000;
 
-  // Listens on `<run_dir>/kernel-zygote-<our pid>.sock` (root's only), starts
-  // nsbox-kernel-zygote and waits (bounded) until it serves.
+  // Listens on `<run_dir>/kernel-zygote-<our pid>.sock` (mode 0600 from the bind on; the
+  // zygote also checks each peer is its own user), starts nsbox-kernel-zygote and waits
+  // (bounded) until it serves. Call before starting threads: it sets the umask.
   static Result<std::unique_ptr<KernelZygoteProcess>> start(const InstallLayout& layout, const std::string& run_dir);
   ~KernelZygoteProcess();  // kills it (its kernels live on) and removes the socket
 

@@ -74,7 +74,7 @@ std::map<std::string, std::string> test_resolve_overrides() {
 void add_test_hooks(SupervisorSpec& spec) {
   spec.net_resolve = test_resolve_overrides();
   if (const char* netns = std::getenv("NSBOX_TEST_NAT_NETNS")) spec.nat_netns = netns;
-  if (const char* zygote = std::getenv("NSBOX_TEST_KERNEL_ZYGOTE")) spec.kernel_zygote = zygote;
+  if (const char* zygote = std::getenv("NSBOX_TEST_KERNEL_ZYGOTE"); zygote && spec.kernel_zygote.empty()) spec.kernel_zygote = zygote;
 }
 
 using protocol::Json;

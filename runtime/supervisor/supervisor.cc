@@ -710,7 +710,10 @@ Result<uint64_t> Supervisor::spawn_kernel(const std::vector<std::string>& argv,
                                           const std::vector<std::pair<std::string, int>>& fds) {
   // A kernel whose start would read what the zygote's did not (merging's exec without
   // randomisation; PYTHONPATH, LANG... of the caller's) is exec'd by init.
-  if (!spec_.kernel_zygote.empty() && !spec_.memory_merge && starts_like_kernel_zygote(command_environment(sandbox_env(), {}))) {
+  // Its process group is signalled through its pidfd (Linux 6.9), never by number.
+  static const bool group_signals = can_signal_process_groups(instance_->pidfd());
+  if (!spec_.kernel_zygote.empty() && !spec_.memory_merge && group_signals &&
+      starts_like_kernel_zygote(command_environment(sandbox_env(), {}))) {
     auto forked = fork_kernel_from_zygote(fds);
     if (forked) return forked;
     log::limited(log::Level::kWarn, "kernel-zygote", "the kernel starts through init: " + forked.error().message);

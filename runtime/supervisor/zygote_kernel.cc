@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "isolation/sys/fd_passing.h"
 #include "isolation/sys/syscall.h"
@@ -24,18 +25,25 @@ namespace {
 using kernel_zygote::Reply;
 using kernel_zygote::ReplyKind;
 
-// The last NSpid of /proc/<pid>/status: its pid in the innermost namespace, the sandbox's.
-pid_t sandbox_pid_of(pid_t host_pid) {
-  std::ifstream status("/proc/" + std::to_string(host_pid) + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.starts_with("NSpid:")) {
-      auto last = line.find_last_of(" \t");
-      return last == std::string::npos ? 0 : std::atoi(line.c_str() + last + 1);
-    }
-  return 0;
+// "Pid:" and the last "NSpid:" of a pidfd's fdinfo (the process it pins, not a number
+// that could be reused), and how many pid namespaces deep it is.
+struct PidfdInfo {
+  pid_t host_pid = 0, inner_pid = 0;
+  size_t depth = 0;
+};
+PidfdInfo pidfd_info(int pidfd) {
+  PidfdInfo info;
+  std::ifstream fdinfo("/proc/self/fdinfo/" + std::to_string(pidfd));
+  for (std::string line; std::getline(fdinfo, line);) {
+    if (line.starts_with("Pid:")) info.host_pid = std::atoi(line.c_str() + 4);
+    if (!line.starts_with("NSpid:")) continue;
+    std::istringstream fields(line.substr(6));
+    for (pid_t pid; fields >> pid; ++info.depth) info.inner_pid = pid;
+  }
+  return info;
 }
 
-Result<void> send_request(int connection, const ZygoteKernelRequest& r) {
+Result<void> send_request(int connection, int setup, const ZygoteKernelRequest& r) {
   protocol::Json vars = protocol::Json::object();
   for (const auto& entry : r.env) {
     auto eq = entry.find('=');
@@ -52,54 +60,62 @@ Result<void> send_request(int connection, const ZygoteKernelRequest& r) {
   kernel_zygote::Request header;
   header.cgroup_fds = static_cast<uint32_t>(r.cgroup_files.size());
   std::memcpy(header.sandbox, r.sandbox_id.data(), std::min(r.sandbox_id.size(), sizeof header.sandbox - 1));
-  std::vector<int> fds = {r.init_pidfd, r.stdout_fd, r.stderr_fd, r.channel};
+  std::vector<int> fds = {r.init_pidfd, r.stdout_fd, r.stderr_fd, r.channel, r.kernel_setup};
   for (const auto& f : r.cgroup_files) fds.push_back(f.get());
-  if (sys::send_with_fds(connection, &header, sizeof header, fds) != sizeof header)
-    return fail(sys_error("send the request to the kernel zygote"));
-  // Read by the forked child only: the zygote never holds the environment.
-  if (sys::retry_eintr([&] { return ::send(connection, config.data(), config.size(), MSG_NOSIGNAL); }) !=
+  // One record must hold the whole environment (a SEQPACKET record is bounded by the
+  // sender's buffer): root may set it past the default.
+  int buffer = static_cast<int>(2 * kernel_zygote::kMaxConfigBytes);
+  (void)::setsockopt(setup, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof buffer);
+  // For the kernel only, which reads it after the fork: the zygote never holds it.
+  if (sys::retry_eintr([&] { return ::send(setup, config.data(), config.size(), MSG_NOSIGNAL); }) !=
       static_cast<ssize_t>(config.size()))
     return fail(sys_error("send the kernel's environment"));
+  if (sys::send_with_fds(connection, &header, sizeof header, fds) != sizeof header)
+    return fail(sys_error("send the request to the kernel zygote"));
   return {};
 }
 
-// Until the kernel is forked and holds its filter.
-Result<void> await_ready(ZygoteKernel& k) {
+// One reply from `fd`; `from_zygote`: the connection (kForked, kFailed of the zygote's
+// side, kExited), else the kernel's set-up pair (kReady, kFailed). A kind from the wrong
+// side is a protocol error: the kernel can never speak for the zygote.
+Result<void> take_reply(ZygoteKernel& k, int fd, bool from_zygote) {
+  Reply reply{};
+  UniqueFd passed;
+  ssize_t n = sys::recv_with_fd(fd, &reply, sizeof reply, passed);
+  if (n < 0) return fail(sys_error("read the kernel zygote's reply"));
+  if (n != sizeof reply)
+    return fail(make_error(ErrorCode::kProtocol, from_zygote ? "the kernel zygote went without a reply" : "the kernel went during its set-up"));
+  reply.message[sizeof reply.message - 1] = '\0';
+  if (reply.kind == ReplyKind::kFailed) {
+    Error e = make_error(ErrorCode::kInternal, std::string(from_zygote ? "the kernel zygote: " : "the zygote's kernel: ") + reply.message +
+                                                   (reply.error ? std::string(": ") + std::strerror(reply.error) : ""));
+    e.sys_errno = reply.error;
+    return fail(std::move(e));
+  }
+  if (from_zygote && reply.kind == ReplyKind::kForked && passed && !k.pidfd) {
+    k.pidfd = std::move(passed);
+    return {};
+  }
+  if (from_zygote && reply.kind == ReplyKind::kExited)
+    return fail(make_error(ErrorCode::kInternal, "the zygote's kernel exited during its set-up (wait status " + std::to_string(reply.status) + ")"));
+  if (!from_zygote && reply.kind == ReplyKind::kReady && passed && !k.seccomp_listener) {
+    k.seccomp_listener = std::move(passed);
+    return {};
+  }
+  return fail(make_error(ErrorCode::kProtocol, "an unexpected reply while the kernel started"));
+}
+
+// Until the kernel is born and holds its filter.
+Result<void> await_ready(ZygoteKernel& k, int setup) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kZygoteKernelStartTimeoutMs);
   while (!k.pidfd || !k.seccomp_listener) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    pollfd p{k.connection.get(), POLLIN, 0};
-    if (left <= 0 || sys::retry_eintr([&] { return ::poll(&p, 1, static_cast<int>(left)); }) == 0)
+    pollfd p[2] = {{k.connection.get(), POLLIN, 0}, {setup, POLLIN, 0}};
+    if (left <= 0 || sys::retry_eintr([&] { return ::poll(p, 2, static_cast<int>(left)); }) == 0)
       return fail(make_error(ErrorCode::kTimeout, "the kernel was not ready within " +
                                                       std::to_string(kZygoteKernelStartTimeoutMs / 1000) + " s of asking the zygote"));
-    Reply reply{};
-    UniqueFd fd;
-    ssize_t n = sys::recv_with_fd(k.connection.get(), &reply, sizeof reply, fd);
-    if (n < 0) return fail(sys_error("read the kernel zygote's reply"));
-    if (n != sizeof reply) return fail(make_error(ErrorCode::kProtocol, "the kernel zygote went without a reply"));
-    reply.message[sizeof reply.message - 1] = '\0';
-    switch (reply.kind) {
-      case ReplyKind::kForked:
-        if (!fd) return fail(make_error(ErrorCode::kProtocol, "the kernel zygote forked without a pidfd"));
-        k.host_pid = reply.pid;
-        k.pidfd = std::move(fd);
-        break;
-      case ReplyKind::kReady:
-        if (!fd) return fail(make_error(ErrorCode::kProtocol, "the zygote's kernel was ready without a seccomp listener"));
-        k.seccomp_listener = std::move(fd);
-        break;
-      case ReplyKind::kFailed: {
-        Error e = make_error(ErrorCode::kInternal, std::string("the kernel zygote: ") + reply.message +
-                                                       (reply.error ? std::string(": ") + std::strerror(reply.error) : ""));
-        e.sys_errno = reply.error;
-        return fail(std::move(e));
-      }
-      case ReplyKind::kExited:
-        return fail(make_error(ErrorCode::kInternal, "the zygote's kernel exited during its set-up (wait status " +
-                                                         std::to_string(reply.status) + ")"));
-      default:
-        return fail(make_error(ErrorCode::kProtocol, "the kernel zygote sent an unknown reply"));
-    }
+    if (p[0].revents) NSBOX_CHECK(take_reply(k, k.connection.get(), true));
+    if (p[1].revents) NSBOX_CHECK(take_reply(k, setup, false));
   }
   return {};
 }
@@ -119,13 +135,30 @@ Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request) {
   if (peer.uid != ::geteuid())
     return fail(make_error(ErrorCode::kPermissionDenied, "the kernel zygote at " + request.socket + " runs as uid " +
                                                              std::to_string(peer.uid) + ", not ours"));
-  NSBOX_CHECK(send_request(k.connection.get(), request));
-  if (auto ready = await_ready(k); !ready) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair for the kernel's set-up"));
+  UniqueFd setup(pair[0]), kernel_setup(pair[1]);
+  request.kernel_setup = kernel_setup.get();
+  NSBOX_CHECK(send_request(k.connection.get(), setup.get(), request));
+  kernel_setup.reset();  // the kernel's now: EOF here if it goes
+  auto ready = await_ready(k, setup.get());
+  if (ready) {
+    // The kernel's pids by its pidfd, and one namespace below the host's, as init's children are.
+    PidfdInfo kernel = pidfd_info(k.pidfd.get()), init = pidfd_info(request.init_pidfd);
+    k.host_pid = kernel.host_pid;
+    k.sandbox_pid = kernel.inner_pid;
+    if (kernel.host_pid <= 0 || kernel.depth != init.depth || kernel.depth < 2)
+      ready = fail(make_error(ErrorCode::kProtocol, "the zygote's kernel is not in the sandbox's pid namespace"));
+  }
+  if (!ready) {
     if (k.pidfd) (void)::syscall(SYS_pidfd_send_signal, k.pidfd.get(), SIGKILL, nullptr, 0);
     return fail(std::move(ready.error()));
   }
-  k.sandbox_pid = sandbox_pid_of(k.host_pid);
   return k;
+}
+
+bool can_signal_process_groups(int pidfd) {
+  return ::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, kPidfdSignalProcessGroup) == 0;
 }
 
 Result<void> ZygoteKernels::adopt(uint64_t id, ZygoteKernel kernel) {
@@ -146,11 +179,9 @@ Result<void> ZygoteKernels::adopt(uint64_t id, ZygoteKernel kernel) {
 void ZygoteKernels::signal(uint64_t id, int signal, bool whole_group) {
   auto it = kernels_.find(id);
   if (it == kernels_.end()) return;
-  // Until the zygote reports the kernel reaped its pid (and so its group's id) is not
-  // reused; the report and a late signal could only cross in the few microseconds
-  // between the zygote's waitpid and our reading of its report.
-  if (whole_group) ::kill(-it->second.host_pid, signal);
-  (void)::syscall(SYS_pidfd_send_signal, it->second.pidfd.get(), signal, nullptr, 0);
+  // By the pidfd, never by a number: the group is the kernel's (it leads one), and a
+  // kernel already gone is not confused with whoever has its pid now.
+  (void)::syscall(SYS_pidfd_send_signal, it->second.pidfd.get(), signal, nullptr, whole_group ? kPidfdSignalProcessGroup : 0u);
 }
 
 void ZygoteKernels::on_report(uint64_t id) {
@@ -178,8 +209,15 @@ void ZygoteKernels::finish(uint64_t id, std::optional<int> status) {
   kernels_.erase(it);
   for (pollfd p{k.seccomp_listener.get(), POLLIN, 0}; ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);)
     on_violation_(seccomp::take_violation(k.seccomp_listener.get()));
-  for (int fd : {k.seccomp_listener.get(), k.connection.get(), k.pidfd.get()})
+  for (int fd : {k.connection.get(), k.pidfd.get()})
     if (fd >= 0) loop_.remove(fd);
+  // Processes the kernel started (in sessions of their own) live on under its filter:
+  // their violations are still reported. The last few kernels' listeners stay watched.
+  retired_listeners_.push_back(std::move(k.seccomp_listener));
+  if (retired_listeners_.size() > kRetiredListeners) {
+    loop_.remove(retired_listeners_.front().get());
+    retired_listeners_.pop_front();
+  }
   std::optional<int> code, signal;
   if (status && WIFEXITED(*status)) code = WEXITSTATUS(*status);
   if (status && WIFSIGNALED(*status)) signal = WTERMSIG(*status);

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -26,6 +27,7 @@ struct ZygoteKernelRequest {
   int init_pidfd = -1;
   std::vector<UniqueFd> cgroup_files;
   int stdout_fd = -1, stderr_fd = -1, channel = -1;
+  int kernel_setup = -1;         // set by start_zygote_kernel: the kernel's end of the set-up pair
   std::vector<std::string> env;  // NAME=value: the kernel's whole environment
   std::string preload;           // comma-separated modules
 };
@@ -38,10 +40,17 @@ struct ZygoteKernel {
   pid_t sandbox_pid = 0;  // in the sandbox's pid namespace
 };
 
-// Asks, and waits (at most kStartTimeoutMs) until the kernel holds its filter. On any
-// failure a forked child is killed and the error names the step.
+// Asks, and waits (at most kStartTimeoutMs) until the kernel holds its filter: its pidfd
+// from the zygote's side (the connection), its listener from the kernel (a set-up pair of
+// its own, so it can never speak for the zygote). On any failure a forked kernel is
+// killed and the error names the step.
 constexpr int kZygoteKernelStartTimeoutMs = 10000;
 Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request);
+
+// pidfd_send_signal's PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9): a zygote kernel's group is
+// signalled by its pidfd, never by a number. Without it kernels are exec'd by init.
+constexpr unsigned kPidfdSignalProcessGroup = 1u << 2;
+bool can_signal_process_groups(int pidfd);
 
 // The supervisor's kernels from the zygote (one at a time in practice; a restarted
 // kernel's predecessor may still be ending), by the command id the kernel session knows
@@ -65,10 +74,13 @@ class ZygoteKernels {
   // Violations still queued, then the end; the entry goes before on_exit (which may start the next).
   void finish(uint64_t id, std::optional<int> status);
 
+  static constexpr size_t kRetiredListeners = 16;
+
   EventLoop& loop_;
   OnViolation on_violation_;
   OnExit on_exit_;
   std::map<uint64_t, ZygoteKernel> kernels_;
+  std::deque<UniqueFd> retired_listeners_;  // of ended kernels, still in the loop
 };
 
 }  // namespace nsbox

@@ -1,34 +1,23 @@
 """A kernel forked by the kernel zygote (kernel/zygote_main.cc, docs/kernel-zygote.md):
 it is already the sandbox's (namespaces, user, cgroup, seccomp filter) when child() runs.
-What an exec'd kernel gets at its start comes now, from its supervisor, read after the
-fork: the environment and the preload list. The zygote never held them."""
+What an exec'd kernel gets at its start comes now, from its supervisor, read by this
+kernel after the fork: the environment and the preload list. The zygote never held them."""
 import gc
 import json
 import os
 import site
-import socket
 import sys
 
 from . import server
 
-MAX_CONFIG = 1 << 20  # runtime/protocol/kernel_zygote.h, kMaxConfigBytes
-
-
-def _read_config(fd):
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, fileno=fd)
-    try:
-        return json.loads(conn.recv(MAX_CONFIG))
-    finally:
-        conn.close()
-
 
 def _add_user_site():
-    """The user's site-packages (pip install --user into the home), placed as the
-    interpreter's start would have: before the system's. The zygote started where
-    /home/user does not exist."""
+    """The user's site-packages (pip install --user into the home), placed as an exec'd
+    kernel's start would have: before the system's. The zygote started without it (its
+    home would have been the host's); a kernel is uid = euid, so it is enabled."""
     site.USER_BASE = None
     site.USER_SITE = None
-    site.ENABLE_USER_SITE = site.check_enableusersite()
+    site.ENABLE_USER_SITE = True
     path = site.getusersitepackages()
     if not site.ENABLE_USER_SITE or not os.path.isdir(path) or path in sys.path:
         return
@@ -40,9 +29,10 @@ def _add_user_site():
     sys.path.extend(p for p in rest if p not in sys.path)
 
 
-def child(fd):
+def child(config_bytes):
+    """`config_bytes`: the supervisor's record, read by the C++ half before the filter."""
     gc.enable()  # the zygote's objects stay frozen out of its collections (kernel/zygote_main.cc)
-    config = _read_config(fd)
+    config = json.loads(config_bytes)
     os.environ.clear()
     for key, value in config.get("env", {}).items():
         os.environ[key] = value
