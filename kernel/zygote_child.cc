@@ -101,6 +101,21 @@ void name_arguments_as_kernel(std::span<char> arguments) {
   std::memset(arguments.data() + sizeof kKernel, 0, arguments.size() - sizeof kKernel);
 }
 
+// Nothing of the zygote's but this request's fds (other supervisors' connections, the
+// listening socket): the fork's copy of its fd table goes at once.
+void close_all_but(const ChildFds& fds, int report_fd) {
+  std::vector<int> keep = {0, 1, 2, fds.init_pidfd, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup, fds.connection, report_fd};
+  keep.insert(keep.end(), fds.cgroup_files.begin(), fds.cgroup_files.end());
+  std::sort(keep.begin(), keep.end());
+  unsigned next = 0;
+  for (int fd : keep) {
+    if (fd < 0) continue;
+    if (static_cast<unsigned>(fd) > next) (void)sys::close_range(next, static_cast<unsigned>(fd) - 1, 0);
+    next = std::max(next, static_cast<unsigned>(fd) + 1);
+  }
+  (void)sys::close_range(next, ~0U, 0);
+}
+
 // The supervisor's record: the environment and the preload list, at most kMaxConfigBytes.
 std::string read_config(int setup) {
   std::string config(kernel_zygote::kMaxConfigBytes, '\0');
@@ -130,6 +145,10 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   auto step = [&](Result<void> r) {
     if (!r) child_fail(setup, r.error());
   };
+  // The cgroup first, so that what we copy is charged to the sandbox (the intermediate
+  // stays out of it: the sandbox's limits must not slow the zygote's side).
+  for (int file : fds.cgroup_files)
+    if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(setup, sys_error("join the sandbox's cgroup"));
   copy_writable_pages();
   if (!sys::arrange_child_fds({-1, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup}))
     child_fail(setup, sys_error("arrange the kernel's fds"));
@@ -139,11 +158,15 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   ::prctl(PR_SET_NAME, "nsbox-kernel");  // as an exec'd kernel is named (ps, top)
   name_arguments_as_kernel(fds.arguments);
   step(userns::become_sandbox_user_in_child());
+  // The id change set dumpable from fs.suid_dumpable (1 on some hosts): not dumpable
+  // again until the filter holds.
+  if (::prctl(PR_SET_DUMPABLE, 0) != 0) child_fail(setup, sys_error("prctl(PR_SET_DUMPABLE, 0)"));
   step(capabilities::drop_all_in_child());  // at once: root is unmapped, so the id change kept them all
   if (::setsid() < 0) child_fail(setup, sys_error("setsid"));
   step(rlimits::apply_in_child(Limits{}, /*as_cgroup_fallback=*/false));
   if (::chdir("/home/user") != 0) child_fail(setup, sys_error("chdir /home/user"));
   ::umask(022);  // as the sandbox's set-up leaves it for init (isolation/rootfs_build.cc)
+  if (::prctl(PR_GET_DUMPABLE) != 0) child_fail(setup, make_error(ErrorCode::kInternal, "dumpable before the seccomp filter"));
   auto listener = seccomp::install(program);
   if (!listener) child_fail(setup, listener.error());
   kernel_zygote::Reply ready{};
@@ -164,8 +187,7 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
 void make_kernel(const ChildFds& fds, const seccomp::Program& program, int report_fd, pid_t (*fork)(),
                  int (*run_kernel)(const std::string& config)) {
   int connection = fds.connection;
-  for (int file : fds.cgroup_files)
-    if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(connection, sys_error("join the sandbox's cgroup"));
+  close_all_but(fds, report_fd);
   constexpr int kNamespaces =
       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID;
   if (::setns(fds.init_pidfd, kNamespaces) != 0) child_fail(connection, sys_error("setns(init's pidfd, every namespace)"));

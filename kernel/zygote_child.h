@@ -24,12 +24,13 @@ struct ChildFds {
   std::span<char> arguments;      // the zygote's argv strings, end to end (renamed)
 };
 
-// The intermediate, a child of the zygote: joins the cgroup (writing "0" to each file,
-// as host root), then `setns(init's pidfd, every namespace)` at once, forks the kernel
-// (born in the sandbox's pid namespace and cgroup), sends the supervisor its pidfd
-// (kForked) on the connection, writes its host pid to `report_fd` for the zygote, and
-// exits. A failed step is reported on the connection (kFailed). The kernel runs
-// become_sandbox_kernel and then `run_kernel(config)`; it never returns here.
+// The intermediate, a child of the zygote: closes every fd but the request's, `setns(init's
+// pidfd, every namespace)` at once, forks the kernel (born in the sandbox's namespaces),
+// sends the supervisor its pidfd (kForked) on the connection, writes its host pid to
+// `report_fd` for the zygote, and exits; it never joins the sandbox's cgroup (its limits
+// must not slow the zygote). A failed step is reported on the connection (kFailed). The
+// kernel joins the cgroup first, then becomes the sandbox's (zygote_child.cc) and runs
+// `run_kernel(config)`; it never returns here.
 // `fork` is fork() with the interpreter's hooks around it.
 [[noreturn]] void make_kernel(const ChildFds& fds, const seccomp::Program& program, int report_fd, pid_t (*fork)(),
                               int (*run_kernel)(const std::string& config));

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <span>
@@ -96,6 +97,11 @@ int main(int argc, char** argv) {
   }
   // Out of the server's session: its terminal's signals are not ours.
   (void)::setsid();
+  // Our arguments name the host's install directory, and a kernel's /proc/<pid>/cmdline
+  // shows them until it renames itself: blanked now (kernels write theirs over it).
+  std::span<char> arguments(argv[0], static_cast<size_t>(argv[argc - 1] + std::strlen(argv[argc - 1]) + 1 - argv[0]));
+  std::memset(arguments.data(), 0, arguments.size());
+  std::memcpy(arguments.data(), "nsbox-kernel-zygote", std::min(arguments.size() - 1, sizeof "nsbox-kernel-zygote" - 1));
   if (int failed = mount_sandbox_dir(sandbox_dir)) return failed;
   auto program = nsbox::seccomp::compile();
   if (!program) {
@@ -116,7 +122,5 @@ int main(int argc, char** argv) {
   }
   if (::write(ready_fd, "1", 1) != 1) return fail("write the ready byte");
   ::close(ready_fd);
-  // argv's strings lie end to end: the area /proc/<pid>/cmdline shows.
-  std::span<char> arguments(argv[0], static_cast<size_t>(argv[argc - 1] + std::strlen(argv[argc - 1]) + 1 - argv[0]));
   return nsbox::kernel::serve_forks(listen_fd, *program, arguments, run_kernel);
 }

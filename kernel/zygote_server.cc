@@ -30,6 +30,8 @@ namespace {
 using kernel_zygote::Reply;
 using kernel_zygote::ReplyKind;
 
+constexpr int kIntermediateTimeoutMs = 2000;
+
 void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", text.c_str()); }
 
 // fork() with the interpreter's hooks around it (its locks, its at-fork handlers).
@@ -160,12 +162,17 @@ class ForkServer {
       return;
     }
     report_w.reset();
-    // The intermediate only joins and forks (milliseconds); it has said any failure to the
-    // supervisor itself. The kernel it leaves is ours to reap (we are a subreaper).
-    (void)sys::retry_eintr([&] { return ::waitpid(intermediate, nullptr, 0); });
+    // The intermediate only joins the namespaces and forks (a millisecond, outside the
+    // sandbox's cgroup); it has said any failure to the supervisor itself. Bounded all the
+    // same: one that does not report in time is killed. The kernel it leaves is ours to
+    // reap (we are a subreaper).
+    pollfd p{report_r.get(), POLLIN, 0};
     pid_t kernel = 0;
-    if (sys::retry_eintr([&] { return ::read(report_r.get(), &kernel, sizeof kernel); }) == sizeof kernel && kernel > 0)
-      kernels_[kernel] = std::move(connection);
+    bool reported = sys::retry_eintr([&] { return ::poll(&p, 1, kIntermediateTimeoutMs); }) == 1 &&
+                    sys::retry_eintr([&] { return ::read(report_r.get(), &kernel, sizeof kernel); }) == sizeof kernel && kernel > 0;
+    if (!reported) ::kill(intermediate, SIGKILL);
+    (void)sys::retry_eintr([&] { return ::waitpid(intermediate, nullptr, 0); });
+    if (reported) kernels_[kernel] = std::move(connection);
   }
 
   int listen_fd_;

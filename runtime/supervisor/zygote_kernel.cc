@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -26,10 +27,9 @@ using kernel_zygote::Reply;
 using kernel_zygote::ReplyKind;
 
 // "Pid:" and the last "NSpid:" of a pidfd's fdinfo (the process it pins, not a number
-// that could be reused), and how many pid namespaces deep it is.
+// that could be reused).
 struct PidfdInfo {
   pid_t host_pid = 0, inner_pid = 0;
-  size_t depth = 0;
 };
 PidfdInfo pidfd_info(int pidfd) {
   PidfdInfo info;
@@ -38,12 +38,13 @@ PidfdInfo pidfd_info(int pidfd) {
     if (line.starts_with("Pid:")) info.host_pid = std::atoi(line.c_str() + 4);
     if (!line.starts_with("NSpid:")) continue;
     std::istringstream fields(line.substr(6));
-    for (pid_t pid; fields >> pid; ++info.depth) info.inner_pid = pid;
+    for (pid_t pid; fields >> pid;) info.inner_pid = pid;
   }
   return info;
 }
 
-Result<void> send_request(int connection, int setup, const ZygoteKernelRequest& r) {
+// The kernel's environment and preload list, as one record.
+Result<std::string> config_record(const ZygoteKernelRequest& r) {
   protocol::Json vars = protocol::Json::object();
   for (const auto& entry : r.env) {
     auto eq = entry.find('=');
@@ -54,6 +55,10 @@ Result<void> send_request(int connection, int setup, const ZygoteKernelRequest& 
     return fail(make_error(ErrorCode::kInvalidArgument, "the kernel's environment is " + std::to_string(config.size()) +
                                                             " bytes; a kernel from the zygote takes at most " +
                                                             std::to_string(kernel_zygote::kMaxConfigBytes)));
+  return config;
+}
+
+Result<void> send_request(int connection, const ZygoteKernelRequest& r) {
   if (r.cgroup_files.size() > kernel_zygote::kMaxCgroupFds)
     return fail(make_error(ErrorCode::kUnsupported, std::to_string(r.cgroup_files.size()) + " cgroup files to join; the zygote takes " +
                                                         std::to_string(kernel_zygote::kMaxCgroupFds)));
@@ -62,16 +67,21 @@ Result<void> send_request(int connection, int setup, const ZygoteKernelRequest& 
   std::memcpy(header.sandbox, r.sandbox_id.data(), std::min(r.sandbox_id.size(), sizeof header.sandbox - 1));
   std::vector<int> fds = {r.init_pidfd, r.stdout_fd, r.stderr_fd, r.channel, r.kernel_setup};
   for (const auto& f : r.cgroup_files) fds.push_back(f.get());
-  // One record must hold the whole environment (a SEQPACKET record is bounded by the
-  // sender's buffer): root may set it past the default.
+  if (sys::send_with_fds(connection, &header, sizeof header, fds) != sizeof header)
+    return fail(sys_error("send the request to the kernel zygote"));
+  return {};
+}
+
+// For the kernel only, once the zygote's side has handed us its pidfd (so a kernel that
+// got the environment is always one we can signal): the zygote never holds it.
+Result<void> send_config(int setup, const std::string& config) {
+  // One record must hold it all (a SEQPACKET record is bounded by the sender's buffer):
+  // root may set that past the default.
   int buffer = static_cast<int>(2 * kernel_zygote::kMaxConfigBytes);
   (void)::setsockopt(setup, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof buffer);
-  // For the kernel only, which reads it after the fork: the zygote never holds it.
   if (sys::retry_eintr([&] { return ::send(setup, config.data(), config.size(), MSG_NOSIGNAL); }) !=
       static_cast<ssize_t>(config.size()))
     return fail(sys_error("send the kernel's environment"));
-  if (sys::send_with_fds(connection, &header, sizeof header, fds) != sizeof header)
-    return fail(sys_error("send the request to the kernel zygote"));
   return {};
 }
 
@@ -105,10 +115,15 @@ Result<void> take_reply(ZygoteKernel& k, int fd, bool from_zygote) {
   return fail(make_error(ErrorCode::kProtocol, "an unexpected reply while the kernel started"));
 }
 
-// Until the kernel is born and holds its filter.
-Result<void> await_ready(ZygoteKernel& k, int setup) {
+// Until the kernel is born (then it gets `config`) and holds its filter.
+Result<void> await_ready(ZygoteKernel& k, int setup, const std::string& config) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kZygoteKernelStartTimeoutMs);
+  bool config_sent = false;
   while (!k.pidfd || !k.seccomp_listener) {
+    if (k.pidfd && !config_sent) {
+      NSBOX_CHECK(send_config(setup, config));
+      config_sent = true;
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p[2] = {{k.connection.get(), POLLIN, 0}, {setup, POLLIN, 0}};
     if (left <= 0 || sys::retry_eintr([&] { return ::poll(p, 2, static_cast<int>(left)); }) == 0)
@@ -118,6 +133,19 @@ Result<void> await_ready(ZygoteKernel& k, int setup) {
     if (p[1].revents) NSBOX_CHECK(take_reply(k, setup, false));
   }
   return {};
+}
+
+// Whether two processes, by pid and held by pidfd, share a pid namespace: the links'
+// inodes compared, then both pidfds asked whether their process is still there (so
+// neither pid was reused in between).
+bool same_pid_namespace(pid_t a, int a_pidfd, pid_t b, int b_pidfd) {
+  struct stat sa{}, sb{};
+  if (::stat(("/proc/" + std::to_string(a) + "/ns/pid").c_str(), &sa) != 0 ||
+      ::stat(("/proc/" + std::to_string(b) + "/ns/pid").c_str(), &sb) != 0)
+    return false;
+  bool alive = ::syscall(SYS_pidfd_send_signal, a_pidfd, 0, nullptr, 0) == 0 &&
+               ::syscall(SYS_pidfd_send_signal, b_pidfd, 0, nullptr, 0) == 0;
+  return alive && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 }  // namespace
@@ -139,15 +167,16 @@ Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request) {
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair for the kernel's set-up"));
   UniqueFd setup(pair[0]), kernel_setup(pair[1]);
   request.kernel_setup = kernel_setup.get();
-  NSBOX_CHECK(send_request(k.connection.get(), setup.get(), request));
+  std::string config = NSBOX_TRY(config_record(request));
+  NSBOX_CHECK(send_request(k.connection.get(), request));
   kernel_setup.reset();  // the kernel's now: EOF here if it goes
-  auto ready = await_ready(k, setup.get());
+  auto ready = await_ready(k, setup.get(), config);
   if (ready) {
-    // The kernel's pids by its pidfd, and one namespace below the host's, as init's children are.
+    // The kernel's pids by its pidfd; it must be in init's pid namespace.
     PidfdInfo kernel = pidfd_info(k.pidfd.get()), init = pidfd_info(request.init_pidfd);
     k.host_pid = kernel.host_pid;
     k.sandbox_pid = kernel.inner_pid;
-    if (kernel.host_pid <= 0 || kernel.depth != init.depth || kernel.depth < 2)
+    if (kernel.host_pid <= 0 || !same_pid_namespace(kernel.host_pid, k.pidfd.get(), init.host_pid, request.init_pidfd))
       ready = fail(make_error(ErrorCode::kProtocol, "the zygote's kernel is not in the sandbox's pid namespace"));
   }
   if (!ready) {

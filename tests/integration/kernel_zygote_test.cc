@@ -200,7 +200,7 @@ TEST_CASE("one sandbox's environment never reaches the memory of another's kerne
   CHECK(ra["results"] != rb["results"]);
 }
 
-TEST_CASE("a zygote kernel is interrupted, killed and replaced like an exec'd one; a filter violation is named") {
+TEST_CASE("a zygote kernel is interrupted, killed and replaced like an exec'd one, and a filter violation is named") {
   ZygoteRoot root;
   auto id = root.create();
   root.cell(id, "kept = 'yes'");
@@ -221,7 +221,7 @@ TEST_CASE("a zygote kernel is interrupted, killed and replaced like an exec'd on
   CHECK(root.cell(id, "1 + 1")["results"] == "2");
 }
 
-TEST_CASE("a sandbox's end ends its zygote kernel; a dead zygote leaves kernels running and the next starts through init") {
+TEST_CASE("a sandbox's end ends its zygote kernel, and a dead zygote leaves kernels running and the next starts through init") {
   ZygoteRoot root;
   auto a = root.create();
   REQUIRE(root.cell(a, "import os; os.getppid()")["results"] == "0");
