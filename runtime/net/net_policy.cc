@@ -11,6 +11,8 @@ using protocol::Json;
 
 namespace {
 
+constexpr size_t kMaxHostName = 253;  // RFC 1035's 255 octets on the wire, less the length bytes
+
 Error invalid(const std::string& message, const std::string& hint = "") {
   return make_error(ErrorCode::kInvalidArgument, message,
                     hint.empty() ? "--net allow=HOST[,*.DOMAIN,HOST:PORT...] (docs/network.md)" : hint);
@@ -31,6 +33,11 @@ Result<AllowEntry> parse_entry(std::string_view text) {
   if (e.host.empty() || (e.wildcard && e.host.find('.') == std::string::npos))
     return fail(invalid("the allowlist entry '" + std::string(text) + "' is not a host name, *.domain or host:port",
                         e.wildcard ? "a wildcard needs a domain of two labels at least: *.example.com" : ""));
+  // A name is at most 253 characters: a domain longer than 251 has no room for "x." under it.
+  if (e.wildcard && e.host.size() > kMaxHostName - 2)
+    return fail(invalid("the allowlist entry '*." + e.host + "' can match no name: its domain has " +
+                        std::to_string(e.host.size()) + " characters, and a name under it would pass " +
+                        std::to_string(kMaxHostName) + ", the longest a DNS name can be"));
   return e;
 }
 
@@ -81,7 +88,7 @@ bool split_authority(std::string_view authority, uint16_t default_port, std::str
 std::string normalize_host(std::string_view host) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (!host.empty() && host.back() == '.') host.remove_suffix(1);
-  if (host.empty() || host.size() > 253) return "";
+  if (host.empty() || host.size() > kMaxHostName) return "";
   std::string out;
   for (char c : host) {
     unsigned char u = static_cast<unsigned char>(c);

@@ -89,6 +89,14 @@ TEST_CASE("an allowlist holds hosts, wildcards and ports, and matches names as D
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::kInvalidArgument);
   }
+  // The longest domain a wildcard may name leaves room for one label under it.
+  std::string domain = "a." + std::string(249, 'b');  // 251 characters
+  auto longest = AllowList::parse("*." + domain, "");
+  REQUIRE(longest);
+  CHECK(longest->match("x." + domain, 443) != nullptr);
+  auto too_long = AllowList::parse("*.b" + domain, "");
+  REQUIRE(!too_long);
+  CHECK(too_long.error().message.find("can match no name: its domain has 252 characters") != std::string::npos);
   auto not_listed = AllowList::parse("a.io", "b.io");
   REQUIRE(!not_listed);
   CHECK(not_listed.error().message.find("not a host of the allowlist") != std::string::npos);
