@@ -1,7 +1,6 @@
 #include "isolation/namespace_child.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,6 +12,7 @@
 
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/fd_passing.h"
+#include "isolation/sys/spawn.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox::namespace_child {
@@ -93,15 +93,7 @@ Result<void> run_sharing_memory(pid_t sandbox_pid, std::initializer_list<const c
   for (const auto& fd : *opened) ns.push_back(fd.get());
   Shared shared{&body, ns};
   alignas(16) char stack[16 * 1024];
-  // Signals stay blocked in the child: no handler of ours runs on its stack.
-  sigset_t all, previous;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pid_t pid = ::clone(run_shared, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &shared);
-  int clone_err = errno;
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (pid < 0) return fail(sys_error("clone", clone_err).context(what));
-  (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
+  if (sys::vfork_call(run_shared, &shared, stack) < 0) return fail(sys_error("clone", errno).context(what));
   if (shared.done) return {};
   const Report& r = shared.report;
   if (r.step >= 0 && static_cast<size_t>(r.step) < steps.size() && r.err != 0)

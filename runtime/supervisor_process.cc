@@ -3,15 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <string_view>
 #include <vector>
 
-#include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/spawn.h"
 #include "isolation/sys/syscall.h"
 #include "mounts/bucket/external_helpers.h"
 
@@ -35,20 +34,6 @@ std::vector<std::string> supervisor_environment(char** environment) {
   return kept;
 }
 
-[[noreturn]] void exec_supervisor(const char* path, char* const argv[], char* const envp[], int in_fd, int out_fd) {
-  ::setsid();
-  if (::fork() != 0) ::_exit(0);  // the grandchild is adopted by init/subreaper
-  // stderr to /dev/null; and nothing the caller inherited (a test harness's pipes) is held
-  // open by a daemon: its reader would never see EOF.
-  if (!sys::arrange_child_fds({in_fd, out_fd, -1})) ::_exit(127);
-  ::signal(SIGPIPE, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::execve(path, argv, envp);
-  ::_exit(127);
-}
-
 Result<std::string> read_line_bounded(int fd, int timeout_ms) {
   std::string line;
   char buf[4096];
@@ -70,7 +55,7 @@ Result<std::string> read_line_bounded(int fd, int timeout_ms) {
 
 Result<protocol::Json> spawn_supervisor(const std::string& supervisor_path, const StateRoot& root,
                                         const protocol::Json& spec, int timeout_ms) {
-  // Built before fork: the child only calls what is async-signal-safe.
+  // Built before the clone: the children only make async-signal-safe calls.
   std::vector<std::string> args = {"nsbox-supervisor", "--run-dir", root.run_dir, "--data-dir", root.data_dir};
   std::vector<std::string> env = supervisor_environment(environ);
   std::vector<char*> argv, envp;
@@ -84,12 +69,13 @@ Result<protocol::Json> spawn_supervisor(const std::string& supervisor_path, cons
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
 
-  pid_t child = ::fork();
-  if (child < 0) return fail(sys_error("fork the supervisor"));
-  if (child == 0) exec_supervisor(supervisor_path.c_str(), argv.data(), envp.data(), in_r.get(), out_w.get());
+  // A daemon (its own session, adopted by init/subreaper), with stderr to /dev/null and
+  // nothing else of ours held open: a test harness's pipe would never see EOF.
+  const int fds[] = {in_r.get(), out_w.get(), -1};
+  if (sys::spawn_daemon(supervisor_path.c_str(), argv.data(), envp.data(), fds) != 0)
+    return fail(sys_error("clone to start the supervisor " + supervisor_path));
   in_r.reset();
   out_w.reset();
-  ::waitpid(child, nullptr, 0);  // the intermediate exits at once
 
   // A supervisor that died at once must not take the caller down with SIGPIPE; the
   // caller's own disposition comes back afterwards (library code changes no globals).

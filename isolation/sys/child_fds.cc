@@ -27,8 +27,10 @@ void prepare_child(pid_t parent, std::span<const int> sources) {
   if (::getppid() != parent) ::_exit(127);  // it died before the line above: no signal would come
   // Nothing of the parent's (the supervisor's liveness lock above all).
   if (!arrange_child_fds(sources)) ::_exit(127);
-  // The parent's handlers would run here until exec: a signal that comes first (a stop
-  // right after the start) must do what it does to the program, not the parent's work.
+  default_signals();
+}
+
+void default_signals() {
   struct sigaction default_action{};
   default_action.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig)

@@ -17,6 +17,11 @@ inline bool arrange_child_fds(std::initializer_list<int> sources) {
   return arrange_child_fds(std::span<const int>(sources.begin(), sources.size()));
 }
 
+// In a child between fork and exec (async-signal-safe): every signal's action the
+// default, and none blocked. A signal that comes before the exec (a stop right after a
+// start) then does what it does to the program, never runs the parent's handler.
+void default_signals();
+
 // In a child between fork and exec (async-signal-safe): dies with `parent`, the pid the
 // parent had before fork (and _exits at once if that parent is already gone, which
 // PR_SET_PDEATHSIG set after fork would never notice); puts `sources[i]` at fd i (-1:
