@@ -117,13 +117,19 @@ void close_all_but(const ChildFds& fds, int report_fd) {
 }
 
 // The supervisor's record: the environment and the preload list, at most kMaxConfigBytes.
+// Its size is asked first (MSG_PEEK | MSG_TRUNC says a record's whole length): a buffer
+// of the largest size would be 256 fresh pages zeroed, each a fault, for a few KiB.
 std::string read_config(int setup) {
-  std::string config(kernel_zygote::kMaxConfigBytes, '\0');
   pollfd p{setup, POLLIN, 0};
   if (sys::retry_eintr([&] { return ::poll(&p, 1, 10000); }) != 1) child_fail(setup, make_error(ErrorCode::kTimeout, "no environment from the supervisor within 10 s"));
+  ssize_t size = sys::retry_eintr([&] { return ::recv(setup, nullptr, 0, MSG_PEEK | MSG_TRUNC); });
+  if (size <= 0) child_fail(setup, sys_error("read the environment from the supervisor"));
+  if (static_cast<size_t>(size) > kernel_zygote::kMaxConfigBytes)
+    child_fail(setup, make_error(ErrorCode::kProtocol, "the environment from the supervisor is " + std::to_string(size) +
+                                                            " bytes, over " + std::to_string(kernel_zygote::kMaxConfigBytes)));
+  std::string config(static_cast<size_t>(size), '\0');
   ssize_t n = sys::retry_eintr([&] { return ::recv(setup, config.data(), config.size(), 0); });
-  if (n <= 0) child_fail(setup, sys_error("read the environment from the supervisor"));
-  config.resize(static_cast<size_t>(n));
+  if (n != size) child_fail(setup, sys_error("read the environment from the supervisor"));
   return config;
 }
 
