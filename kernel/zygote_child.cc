@@ -103,8 +103,8 @@ void name_arguments_as_kernel(std::span<char> arguments) {
 
 // Nothing of the zygote's but this request's fds (other supervisors' connections, the
 // listening socket): the fork's copy of its fd table goes at once.
-void close_all_but(const ChildFds& fds, int report_fd) {
-  std::vector<int> keep = {0, 1, 2, fds.init_pidfd, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup, fds.connection, report_fd};
+void close_all_but(const ChildFds& fds) {
+  std::vector<int> keep = {0, 1, 2, fds.init_pidfd, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup, fds.connection};
   keep.insert(keep.end(), fds.cgroup_files.begin(), fds.cgroup_files.end());
   std::sort(keep.begin(), keep.end());
   unsigned next = 0;
@@ -190,10 +190,10 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
 
 }  // namespace
 
-void make_kernel(const ChildFds& fds, const seccomp::Program& program, int report_fd, pid_t (*fork)(),
+void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* kernel_pid, pid_t (*fork)(),
                  int (*run_kernel)(const std::string& config)) {
   int connection = fds.connection;
-  close_all_but(fds, report_fd);
+  close_all_but(fds);
   constexpr int kNamespaces =
       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID;
   if (::setns(fds.init_pidfd, kNamespaces) != 0) child_fail(connection, sys_error("setns(init's pidfd, every namespace)"));
@@ -212,7 +212,7 @@ void make_kernel(const ChildFds& fds, const seccomp::Program& program, int repor
   forked.kind = kernel_zygote::ReplyKind::kForked;
   forked.pid = kernel;
   (void)sys::send_with_fd(connection, &forked, sizeof forked, pidfd.get());
-  (void)!::write(report_fd, &kernel, sizeof kernel);
+  *kernel_pid = kernel;
   ::_exit(0);
 }
 

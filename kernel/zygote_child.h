@@ -24,15 +24,17 @@ struct ChildFds {
   std::span<char> arguments;      // the zygote's argv strings, end to end (renamed)
 };
 
-// The intermediate, a child of the zygote: closes every fd but the request's, `setns(init's
-// pidfd, every namespace)` at once, forks the kernel (born in the sandbox's namespaces),
-// sends the supervisor its pidfd (kForked) on the connection, writes its host pid to
-// `report_fd` for the zygote, and exits; it never joins the sandbox's cgroup (its limits
-// must not slow the zygote). A failed step is reported on the connection (kFailed). The
-// kernel joins the cgroup first, then becomes the sandbox's (zygote_child.cc) and runs
-// `run_kernel(config)`; it never returns here.
-// `fork` is fork() with the interpreter's hooks around it.
-[[noreturn]] void make_kernel(const ChildFds& fds, const seccomp::Program& program, int report_fd, pid_t (*fork)(),
+// The intermediate, a child of the zygote that shares its memory (CLONE_VM | CLONE_VFORK:
+// the zygote waits, paused, until it has exited; it has its own fd table and
+// namespaces): closes every fd but the request's, `setns(init's pidfd, every namespace)`
+// at once, forks the kernel (born in the sandbox's namespaces, from the zygote's memory),
+// sends the supervisor its pidfd (kForked) on the connection, writes the kernel's host
+// pid to `*kernel_pid` (the zygote's memory) and exits; it never joins the sandbox's
+// cgroup. A failed step is reported on the connection (kFailed). Only bounded system
+// calls: the connection does not block (SOCK_NONBLOCK). The kernel joins the cgroup
+// first, then becomes the sandbox's (zygote_child.cc) and runs `run_kernel(config)`; it
+// never returns here. `fork` is fork() with the interpreter's after-fork hook in the child.
+[[noreturn]] void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* kernel_pid, pid_t (*fork)(),
                               int (*run_kernel)(const std::string& config));
 
 }  // namespace nsbox::kernel

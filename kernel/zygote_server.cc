@@ -1,7 +1,6 @@
 #include "kernel/zygote_server.h"
 
 #include <Python.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "isolation/sys/fd_passing.h"
+#include "isolation/sys/spawn.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 #include "kernel/zygote_child.h"
@@ -30,17 +30,35 @@ namespace {
 using kernel_zygote::Reply;
 using kernel_zygote::ReplyKind;
 
-constexpr int kIntermediateTimeoutMs = 2000;
+constexpr int kRequestPatienceMs = 2000;
 
 void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", text.c_str()); }
 
-// fork() with the interpreter's hooks around it (its locks, its at-fork handlers).
-pid_t fork_with_python() {
-  PyOS_BeforeFork();
+// The intermediate's stack (zygote_child.h: it shares our memory). Its own C++ frames,
+// a few error strings; 256 KiB is ample.
+constexpr size_t kIntermediateStack = 256 * 1024;
+
+// The kernel's half of a fork with the interpreter's hooks around it: the zygote ran
+// PyOS_BeforeFork before the intermediate and runs PyOS_AfterFork_Parent after it, so the
+// memory the kernel is forked from is the zygote's at a fork.
+pid_t fork_python_child() {
   pid_t pid = ::fork();
   if (pid == 0) PyOS_AfterFork_Child();
-  else PyOS_AfterFork_Parent();
   return pid;
+}
+
+// What the zygote hands its intermediate, in the memory they share.
+struct Intermediate {
+  ChildFds fds;
+  const seccomp::Program* program;
+  int (*run_kernel)(const std::string&);
+  pid_t kernel = 0;  // written by the intermediate once forked
+};
+
+// Not instrumented: it runs on a stack AddressSanitizer does not know.
+__attribute__((no_sanitize_address)) int run_intermediate(void* arg) {
+  auto* job = static_cast<Intermediate*>(arg);
+  make_kernel(job->fds, *job->program, &job->kernel, fork_python_child, job->run_kernel);
 }
 
 void send_reply(int connection, Reply reply, int fd = -1) { (void)sys::send_with_fd(connection, &reply, sizeof reply, fd); }
@@ -116,9 +134,10 @@ class ForkServer {
     return n > 0 && std::string(target, static_cast<size_t>(n)) == "anon_inode:[pidfd]";
   }
 
-  // Returns in the zygote only: its children make the kernel and exit.
   void accept_one() {
-    UniqueFd connection(::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
+    // Non-blocking: no send of ours (a reply, the intermediate's) waits on a supervisor
+    // that does not read.
+    UniqueFd connection(::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!connection) {
       if (errno == EMFILE || errno == ENFILE) ::usleep(10000);  // not a busy loop while full
       return;
@@ -129,8 +148,8 @@ class ForkServer {
     socklen_t length = sizeof peer;
     if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != ::geteuid()) return;
     // A supervisor sends its request at once; one that does not is not waited for long.
-    timeval patience{2, 0};
-    (void)::setsockopt(connection.get(), SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+    pollfd asked{connection.get(), POLLIN, 0};
+    if (sys::retry_eintr([&] { return ::poll(&asked, 1, kRequestPatienceMs); }) != 1) return;
     kernel_zygote::Request request{};
     std::vector<UniqueFd> fds;
     ssize_t n = sys::recv_with_fds(connection.get(), &request, sizeof request, fds,
@@ -144,35 +163,24 @@ class ForkServer {
       refuse(connection.get(), "the zygote already has " + std::to_string(kernels_.size()) + " kernels alive", EAGAIN);
       return;
     }
-    int report[2];
-    if (::pipe2(report, O_CLOEXEC) != 0) {
-      refuse(connection.get(), std::string("pipe2: ") + std::strerror(errno), errno);
+    // The intermediate shares our memory (sys::vfork_call, as posix_spawn's child does):
+    // nothing of the zygote is copied for it, faulted in or torn down, and we wait, paused,
+    // while it joins the namespaces and forks the kernel: so the kernel is forked from our
+    // memory as it is here, between the interpreter's before- and after-fork hooks. Every
+    // step it takes is a bounded system call (its sends do not wait), so no timeout is
+    // needed. The kernel it leaves is ours to reap (we are a subreaper).
+    Intermediate job{ChildFds{fds[0].get(), fds[1].get(), fds[2].get(), fds[3].get(), fds[4].get(), connection.get(), {}, arguments_},
+                     &program_, run_kernel_};
+    for (size_t i = kernel_zygote::kFixedFds; i < fds.size(); ++i) job.fds.cgroup_files.push_back(fds[i].get());
+    PyOS_BeforeFork();
+    int status = sys::vfork_call(run_intermediate, &job, intermediate_stack_);
+    int clone_errno = errno;
+    PyOS_AfterFork_Parent();
+    if (status < 0) {
+      refuse(connection.get(), std::string("clone the intermediate: ") + std::strerror(clone_errno), clone_errno);
       return;
     }
-    UniqueFd report_r(report[0]), report_w(report[1]);
-    pid_t intermediate = fork_with_python();
-    if (intermediate == 0) {
-      ChildFds child{fds[0].get(), fds[1].get(), fds[2].get(), fds[3].get(), fds[4].get(), connection.get(), {}, arguments_};
-      for (size_t i = kernel_zygote::kFixedFds; i < fds.size(); ++i) child.cgroup_files.push_back(fds[i].get());
-      make_kernel(child, program_, report_w.get(), fork_with_python, run_kernel_);
-    }
-    int fork_errno = errno;
-    if (intermediate < 0) {
-      refuse(connection.get(), std::string("fork: ") + std::strerror(fork_errno), fork_errno);
-      return;
-    }
-    report_w.reset();
-    // The intermediate only joins the namespaces and forks (a millisecond, outside the
-    // sandbox's cgroup); it has said any failure to the supervisor itself. Bounded all the
-    // same: one that does not report in time is killed. The kernel it leaves is ours to
-    // reap (we are a subreaper).
-    pollfd p{report_r.get(), POLLIN, 0};
-    pid_t kernel = 0;
-    bool reported = sys::retry_eintr([&] { return ::poll(&p, 1, kIntermediateTimeoutMs); }) == 1 &&
-                    sys::retry_eintr([&] { return ::read(report_r.get(), &kernel, sizeof kernel); }) == sizeof kernel && kernel > 0;
-    if (!reported) ::kill(intermediate, SIGKILL);
-    (void)sys::retry_eintr([&] { return ::waitpid(intermediate, nullptr, 0); });
-    if (reported) kernels_[kernel] = std::move(connection);
+    if (job.kernel > 0) kernels_[job.kernel] = std::move(connection);
   }
 
   int listen_fd_;
@@ -180,6 +188,7 @@ class ForkServer {
   std::span<char> arguments_;
   int (*run_kernel_)(const std::string&);
   size_t max_kernels_ = kMaxZygoteKernels;
+  std::vector<char> intermediate_stack_ = std::vector<char>(kIntermediateStack);
   std::map<pid_t, UniqueFd> kernels_;  // alive, with the connection of the supervisor that asked
 };
 
