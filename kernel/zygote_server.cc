@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -173,7 +174,7 @@ class ForkServer {
                      &program_, run_kernel_};
     for (size_t i = kernel_zygote::kFixedFds; i < fds.size(); ++i) job.fds.cgroup_files.push_back(fds[i].get());
     PyOS_BeforeFork();
-    int status = sys::vfork_call(run_intermediate, &job, intermediate_stack_);
+    int status = sys::vfork_call(run_intermediate, &job, std::span<char>(intermediate_stack_.get(), kIntermediateStack));
     int clone_errno = errno;
     PyOS_AfterFork_Parent();
     if (status < 0) {
@@ -188,7 +189,9 @@ class ForkServer {
   std::span<char> arguments_;
   int (*run_kernel_)(const std::string&);
   size_t max_kernels_ = kMaxZygoteKernels;
-  std::vector<char> intermediate_stack_ = std::vector<char>(kIntermediateStack);
+  // Not zeroed: a page of it is present only once an intermediate has used it, and every
+  // present page of ours is copied into every kernel (zygote_child.cc).
+  std::unique_ptr<char[]> intermediate_stack_{new char[kIntermediateStack]};
   std::map<pid_t, UniqueFd> kernels_;  // alive, with the connection of the supervisor that asked
 };
 
