@@ -38,9 +38,12 @@ def prepare(preload=""):
 
 def _reseed():
     """A claimed sandbox's random state is its own: the kernel may have been made long
-    before, or (merging) with a layout equal to its neighbours'."""
-    import random
-    random.seed()
+    before, or (merging) with a layout equal to its neighbours'. Only what is imported
+    has a state: a module imported later seeds itself from the OS (importing `random`
+    here only to seed it cost every zygote kernel six modules)."""
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # from the OS's entropy, as at import

@@ -36,7 +36,7 @@ def child(config_bytes):
     os.environ.clear()
     for key, value in config.get("env", {}).items():
         os.environ[key] = value
-    server._reseed()  # the zygote's random state is every child's
+    server._reseed()  # what the zygote imported with a random state is every child's
     _add_user_site()
     server.prepare(config.get("preload", ""))
     return server.serve(3)
