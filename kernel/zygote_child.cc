@@ -135,14 +135,14 @@ std::string read_config(int setup) {
 
 // In the kernel, born in the sandbox's namespaces and cgroup as kuid 0 (which nothing in
 // the sandbox may signal or trace), in order: not dumpable; the zygote's connection
-// closed; the zygote's pages copied; fds 0 /dev/null, 1-2 the output pipes, 3 the
+// closed; the zygote's pages copied; the interpreter's after-fork hook; fds 0 /dev/null, 1-2 the output pipes, 3 the
 // channel, 4 the set-up pair, nothing else; the environment read; signals unblocked
 // (dispositions are a fresh interpreter's, as an exec'd kernel's); its name and cmdline
 // an exec'd kernel's; the sandbox user and at once no capability and no_new_privs; a
 // session, the rlimits, /home/user, umask 022; the seccomp filter, whose listener goes to
 // the supervisor (kReady); the set-up pair closed; dumpable again, last (so that
 // /proc/self is its own, as after an exec). A failed step: kFailed on the pair, exit.
-std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& program) {
+std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& program, void (*after_fork)()) {
   // Dumpable (the zygote is), a process of the sandbox's user could write into our memory
   // through /proc once we have that user's ids, before the filter is installed.
   if (::prctl(PR_SET_DUMPABLE, 0) != 0) ::_exit(127);
@@ -156,6 +156,9 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   for (int file : fds.cgroup_files)
     if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(setup, sys_error("join the sandbox's cgroup"));
   copy_writable_pages();
+  // The interpreter's after-fork hook writes to many of its objects: after the copy, so
+  // that none of those writes is a copy-on-write fault of its own.
+  after_fork();
   if (!sys::arrange_child_fds({-1, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup}))
     child_fail(setup, sys_error("arrange the kernel's fds"));
   setup = kSetup;
@@ -190,16 +193,16 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
 
 }  // namespace
 
-void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* kernel_pid, pid_t (*fork)(),
+void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* kernel_pid, void (*after_fork)(),
                  int (*run_kernel)(const std::string& config)) {
   int connection = fds.connection;
   close_all_but(fds);
   constexpr int kNamespaces =
       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID;
   if (::setns(fds.init_pidfd, kNamespaces) != 0) child_fail(connection, sys_error("setns(init's pidfd, every namespace)"));
-  pid_t kernel = fork();
+  pid_t kernel = ::fork();
   if (kernel == 0) {
-    std::string config = become_sandbox_kernel(fds, program);
+    std::string config = become_sandbox_kernel(fds, program, after_fork);
     ::_exit(run_kernel(config));
   }
   if (kernel < 0) child_fail(connection, sys_error("fork the kernel"));

@@ -33,8 +33,9 @@ struct ChildFds {
 // cgroup. A failed step is reported on the connection (kFailed). Only bounded system
 // calls: the connection does not block (SOCK_NONBLOCK). The kernel joins the cgroup
 // first, then becomes the sandbox's (zygote_child.cc) and runs `run_kernel(config)`; it
-// never returns here. `fork` is fork() with the interpreter's after-fork hook in the child.
-[[noreturn]] void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* kernel_pid, pid_t (*fork)(),
+// never returns here. `after_fork` is the interpreter's after-fork hook, run by the kernel
+// once it has copied the zygote's pages.
+[[noreturn]] void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* kernel_pid, void (*after_fork)(),
                               int (*run_kernel)(const std::string& config));
 
 }  // namespace nsbox::kernel

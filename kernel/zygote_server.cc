@@ -39,14 +39,10 @@ void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %
 // a few error strings; 256 KiB is ample.
 constexpr size_t kIntermediateStack = 256 * 1024;
 
-// The kernel's half of a fork with the interpreter's hooks around it: the zygote ran
-// PyOS_BeforeFork before the intermediate and runs PyOS_AfterFork_Parent after it, so the
-// memory the kernel is forked from is the zygote's at a fork.
-pid_t fork_python_child() {
-  pid_t pid = ::fork();
-  if (pid == 0) PyOS_AfterFork_Child();
-  return pid;
-}
+// The kernel's half of the interpreter's fork hooks: the zygote ran PyOS_BeforeFork
+// before the intermediate and runs PyOS_AfterFork_Parent after it, so the memory the
+// kernel is forked from is the zygote's at a fork.
+void python_after_fork_child() { PyOS_AfterFork_Child(); }
 
 // What the zygote hands its intermediate, in the memory they share.
 struct Intermediate {
@@ -59,7 +55,7 @@ struct Intermediate {
 // Not instrumented: it runs on a stack AddressSanitizer does not know.
 __attribute__((no_sanitize_address)) int run_intermediate(void* arg) {
   auto* job = static_cast<Intermediate*>(arg);
-  make_kernel(job->fds, *job->program, &job->kernel, fork_python_child, job->run_kernel);
+  make_kernel(job->fds, *job->program, &job->kernel, python_after_fork_child, job->run_kernel);
 }
 
 void send_reply(int connection, Reply reply, int fd = -1) { (void)sys::send_with_fd(connection, &reply, sizeof reply, fd); }
