@@ -228,6 +228,7 @@ Result<Sandbox> launch(const Spec& spec) {
   };
   if (auto r = userns::write_maps(sb.init_pid, userns::host_ids()); !r) return abort_child(r.error());
   if (::write(parent_end.get(), "G", 1) != 1) return abort_child(sys_error("start the sandbox setup"));
+  if (spec.while_building) spec.while_building();
   auto listener = await_child(parent_end.get(), spec.command.has_value());
   if (!listener) return abort_child(listener.error());
   sb.seccomp_listener = std::move(*listener);

@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,10 @@ struct Spec {
   // One-shot sandboxes: pid 1 runs this one command (command_pid1.h) instead of exec'ing
   // init; control_fd is then unused and its reports arrive on Sandbox::reports.
   std::optional<command_pid1::Command> command;
+  // Work of the caller's that overlaps the sandbox's build: run once the child has been
+  // told to go, before its set-up is awaited (the supervisor mounts the files volume
+  // here, in its own process, instead of forking a child to do it alongside).
+  std::function<void()> while_building;
 };
 
 struct Sandbox {

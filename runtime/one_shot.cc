@@ -131,7 +131,7 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   command.stderr_fd = err.write_end.get();
   // /mnt/files is a tmpfs: a one-shot sandbox keeps nothing, so it costs no disk work.
   InstanceOptions options{one_shot_id(), o.size, o.net, /*files_dir=*/"", false, {}, layout_.sandbox_dir(),
-                          store_.root().cache_dir(), /*bridge_dir=*/"", /*wheelhouse=*/"", command, /*home_dir=*/""};
+                          store_.root().cache_dir(), /*bridge_dir=*/"", /*wheelhouse=*/"", command, /*home_dir=*/"", /*while_building=*/{}};
   InterruptSignals interrupts;
   const auto started = Clock::now();
   auto instance = NSBOX_TRY(SandboxInstance::start(options));

@@ -78,6 +78,7 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   spec.init_env = {"PATH=/usr/bin:/bin"};
   spec.control_fd = theirs.get();
   spec.command = options.command;
+  spec.while_building = options.while_building;
   auto launched = NSBOX_TRY(launcher::launch(spec));
   self->init_pid_ = launched.init_pid;
   self->pidfd_ = std::move(launched.pidfd);

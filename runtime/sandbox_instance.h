@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -36,6 +37,7 @@ struct InstanceOptions {
   // command_pid1::Report structs arrive on reports_fd().
   std::optional<command_pid1::Command> command;
   std::string home_dir;  // bound at /home/user; empty: a tmpfs (one-shot)
+  std::function<void()> while_building;  // launcher::Spec's
 };
 
 class SandboxInstance {

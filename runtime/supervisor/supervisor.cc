@@ -9,7 +9,6 @@
 #include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <cstdio>
 #include <unistd.h>
 
@@ -55,11 +54,8 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
   const StateRoot& root = store.root();
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
-  // An image volume is mounted by a child while the sandbox is built (the two meet only
-  // at the injection): a loop device and an ext4 mount off the critical path.
-  auto files_mount = NSBOX_TRY(self->mount_files_early(volume));
   InstanceOptions options{spec.id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
-                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", spec.packages.wheelhouse, {}, {}};
+                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", spec.packages.wheelhouse, {}, {}, {}};
   // /home/user is in the sandbox from its first instant (the kernel's user site is there).
   if (!spec.home.empty()) {
     auto home = self->mount_home();
@@ -69,6 +65,11 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   // Listening before the sandbox is built: its directory is bound in then.
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
   for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount.mount_path);
+  // An image volume is mounted while the sandbox is built (the two meet only at the
+  // injection): a loop device and an ext4 mount off the critical path, in our own
+  // process, while the sandbox's first process builds its root (decision 160).
+  Result<void> files_mounted = fail(make_error(ErrorCode::kInternal, "the files volume was not mounted"));
+  options.while_building = [&] { files_mounted = self->mount_files(volume); };
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
   // A pool's member is built and waits at the least CPU weight: live sandboxes come first.
   if (!spec.pool.empty()) NSBOX_CHECK_CTX(self->instance_->set_cpu_weight(1), "lower the CPU weight of a warm pool's sandbox");
@@ -79,7 +80,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
                                                   KernelSession::Options{spec.preload, spec.memory_merge});
   if (!spec.lazy_kernel) self->kernel_->start();
   self->ptys_ = std::make_unique<PtySessions>(static_cast<PtyHost&>(*self));
-  NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mount)), "attach the files volume " + volume.name);
+  NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mounted)), "attach the files volume " + volume.name);
   auto ids = userns::host_ids();
   self->buckets_ = NSBOX_TRY(BucketServers::start(
       spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging", spec.id},
@@ -137,15 +138,14 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   return self;
 }
 
-// An image volume is mounted here, in our private mount namespace, and that mount is
-// attached inside the running sandbox at /mnt/files. A directory volume (rootless) was
-// bound when the sandbox was built.
-Result<void> Supervisor::attach_volume(const Volume& volume, EarlyMount mounting) {
+// The image volume's mount (mount_files, while the sandbox was built) attached inside the
+// running sandbox at /mnt/files; a directory volume (rootless) was bound at the build.
+Result<void> Supervisor::attach_volume(const Volume& volume, Result<void> mounted) {
   auto ids = userns::host_ids();
   std::string dir = volume.path;
   if (volume.image) {
     dir = store_.root().volume_mount(spec_.id);
-    NSBOX_CHECK(finish_early_mount(std::move(mounting)));
+    NSBOX_CHECK(std::move(mounted));
     // mkfs makes lost+found, owned by root (nobody, inside): not something a user made.
     ::rmdir((dir + "/lost+found").c_str());
     NSBOX_CHECK(mount_injection::inject(dir, instance_->init_pid(), FilesVolume::kInsidePath, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
@@ -154,60 +154,14 @@ Result<void> Supervisor::attach_volume(const Volume& volume, EarlyMount mounting
   return {};
 }
 
-// A child of ours mounts the image in our mount namespace (which it shares) while we
-// build the sandbox; its error, if any, comes back on a pipe. We are single-threaded here.
-Result<Supervisor::EarlyMount> Supervisor::mount_files_early(const Volume& volume) {
-  EarlyMount m;
-  if (!volume.image) return m;
+// An image volume mounted in our private mount namespace, to be attached inside the
+// running sandbox at /mnt/files; a directory volume (rootless) was bound when the sandbox
+// was built, and needs nothing here.
+Result<void> Supervisor::mount_files(const Volume& volume) {
+  if (!volume.image) return {};
   std::string dir = store_.root().volume_mount(spec_.id);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
-  int pipe[2];
-  if (::pipe2(pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2 for the files volume's mount"));
-  UniqueFd r(pipe[0]), w(pipe[1]);
-  pid_t pid = ::fork();
-  if (pid < 0) return fail(sys_error("fork to mount the files volume"));
-  if (pid == 0) {
-    // Nothing of ours but the pipe: an inherited liveness lock or report pipe would make
-    // a supervisor that failed look alive, or its creator wait.
-    int keep = w.get();
-    if (keep > 3) sys::close_range(3, static_cast<unsigned>(keep - 1), 0);
-    sys::close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
-    int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null_fd >= 0) {
-      ::dup2(null_fd, STDIN_FILENO);
-      ::dup2(null_fd, STDOUT_FILENO);
-    }
-    auto mounted = volume_image::mount(volume.path, dir);
-    if (!mounted) (void)!::write(w.get(), mounted.error().message.data(), std::min<size_t>(mounted.error().message.size(), 4000));
-    ::_exit(mounted ? 0 : 1);
-  }
-  m.pid = pid;
-  m.errors = std::move(r);
-  return m;
-}
-
-Supervisor::EarlyMount::~EarlyMount() {
-  if (pid <= 0) return;
-  ::kill(pid, SIGKILL);
-  sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
-}
-
-Result<void> Supervisor::finish_early_mount(EarlyMount m) {
-  if (m.pid <= 0) return {};
-  // Bounded as a mount in our own thread would be by the kernel: a loop device and an
-  // ext4 mount of a fresh image take milliseconds; 30 s means something is stuck.
-  pollfd p{m.errors.get(), POLLIN, 0};
-  if (sys::retry_eintr([&] { return ::poll(&p, 1, 30000); }) == 0)
-    return fail(make_error(ErrorCode::kTimeout, "the files volume's mount did not finish within 30 s"));  // ~EarlyMount kills it
-  std::string error(4000, '\0');
-  ssize_t n = sys::retry_eintr([&] { return ::read(m.errors.get(), error.data(), error.size()); });  // EOF when it exits
-  int status = 0;
-  pid_t pid = std::exchange(m.pid, 0);
-  if (sys::retry_eintr([&] { return ::waitpid(pid, &status, 0); }) != pid)
-    return fail(sys_error("wait for the files volume's mount"));
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
-  error.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return fail(make_error(ErrorCode::kInternal, error.empty() ? "the files volume's mount failed" : error));
+  return volume_image::mount(volume.path, dir);
 }
 
 // The home volume, before the sandbox is built: an image is mounted here, in our private

@@ -79,19 +79,8 @@ class Supervisor final : private KernelHost, private PtyHost {
   Supervisor(const StateStore& store, SupervisorSpec spec) : store_(store), spec_(std::move(spec)) {}
 
   Result<void> register_handlers();
-  // The child that mounts an image volume while the sandbox is built; one not waited for
-  // (a start that failed half-way) is killed and reaped.
-  struct EarlyMount {
-    pid_t pid = 0;  // 0: nothing to wait for (a directory volume)
-    UniqueFd errors;
-    EarlyMount() = default;
-    EarlyMount(EarlyMount&& o) noexcept : pid(std::exchange(o.pid, 0)), errors(std::move(o.errors)) {}
-    EarlyMount& operator=(EarlyMount&&) = delete;
-    ~EarlyMount();
-  };
-  Result<EarlyMount> mount_files_early(const Volume& volume);
-  Result<void> finish_early_mount(EarlyMount m);
-  Result<void> attach_volume(const Volume& volume, EarlyMount mounting);
+  Result<void> mount_files(const Volume& volume);
+  Result<void> attach_volume(const Volume& volume, Result<void> mounted);
   Result<std::string> mount_home();
   void accept_clients();
   void on_client_event(int fd, uint32_t events);

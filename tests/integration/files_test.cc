@@ -1,5 +1,6 @@
 // The files volume (/mnt/files) and the files API: round trips, listing, safety against
 // what the sandbox puts in its volume, atomicity, quotas, persistence, named volumes.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/sha256.h"
+#include "isolation/sys/unique_fd.h"
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
 
@@ -441,6 +443,29 @@ TEST_CASE("a named volume is shared by two running sandboxes") {
   CHECK(root.sh(fresh, "cat /mnt/files/memories/memory_summary.md").out == "likes tea\n");
   REQUIRE(root.nsbox({"rm", fresh}).exit_code == 0);
   CHECK(root.nsbox({"volume", "rm", "memories"}).exit_code == 0);
+}
+
+// The files volume is mounted while the sandbox is built (decision 160): a volume that
+// cannot be mounted fails the create, saying which image and why, and leaves nothing.
+TEST_CASE("a files volume that cannot be mounted fails the create, naming the image") {
+  NSBOX_NEEDS(loop_devices());
+  TestRoot root;
+  auto first = root.create({"--volume", "broken"});
+  REQUIRE(root.nsbox({"rm", first}).exit_code == 0);
+  const std::string image = root.path() + "/data/volumes/broken.img";
+  // No filesystem left in it: 1 MiB of zeros (a new file, so no cache of the old one).
+  REQUIRE(::unlink(image.c_str()) == 0);
+  {
+    nsbox::UniqueFd fd(::open(image.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    REQUIRE(fd);
+    REQUIRE(::ftruncate(fd.get(), 1 << 20) == 0);
+  }
+  auto failed = root.nsbox({"create", "--volume", "broken"});
+  CHECK(failed.exit_code != 0);
+  INFO(failed.err);
+  CHECK(failed.err.find("mount " + image) != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json", "--all"}))["sandboxes"].empty());
+  CHECK(root.nsbox({"volume", "rm", "broken"}).exit_code == 0);
 }
 
 TEST_CASE("the files API works while a cell runs") {
