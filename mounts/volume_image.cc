@@ -135,7 +135,7 @@ Result<void> available() {
   return {};
 }
 
-Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group) {
+Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group, const std::string& contents) {
   {
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd) return fail(sys_error("create volume image " + path));
@@ -155,8 +155,12 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
     int null_fd = ::open("/dev/null", O_RDWR);
     ::dup2(null_fd, 0);
     ::dup2(null_fd, 1);
-    ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E", owner_opt.c_str(), path.c_str(),
-            static_cast<char*>(nullptr));
+    if (contents.empty())
+      ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E", owner_opt.c_str(), path.c_str(),
+              static_cast<char*>(nullptr));
+    else
+      ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E", owner_opt.c_str(), "-d",
+              contents.c_str(), path.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   int status = 0;

@@ -23,8 +23,9 @@ namespace nsbox::volume_image {
 // is missing; without them volumes are plain directories with no quota.
 Result<void> available();
 
-// Formats a new image (mkfs.ext4, lazy init) owned inside by uid/gid.
-Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group);
+// Formats a new image (mkfs.ext4, lazy init) owned inside by uid/gid; `contents` (a
+// directory, or empty) is copied in as it is, owners included (mkfs.ext4 -d).
+Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group, const std::string& contents = "");
 
 // A new image at `path` that is a copy of `formatted` (made by create() and never
 // attached since), holes kept and synced: the same filesystem, UUID included, at a

@@ -33,6 +33,8 @@ struct InstallLayout {
   // In the sandbox's directory: the host runs it for snapshots, a sandbox for fs:extract.
   std::string archiver() const { return sandbox_dir() + "/nsbox-archive"; }
   std::string snapshot_store() const { return libexec_dir + "/nsbox-snapstore"; }
+  // What every new home volume is formatted with (kernel/tools/make_home_skeleton.py).
+  std::string home_skeleton() const { return libexec_dir + "/home-skeleton"; }
 };
 
 }  // namespace nsbox

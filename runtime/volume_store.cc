@@ -1,5 +1,6 @@
 #include "runtime/volume_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <cerrno>
@@ -8,20 +9,75 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <vector>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/rfc3339.h"
+#include "isolation/sys/sha256.h"
+#include "isolation/sys/unique_fd.h"
 #include "isolation/userns.h"
 #include "mounts/volume_image.h"
 
 namespace nsbox {
 namespace {
 
-// A formatted image that is only ever copied (never attached): one per size and owner.
-std::string template_name(uint64_t bytes, const userns::HostIds& ids) {
-  return ".template-" + std::to_string(bytes) + "-" + std::to_string(ids.uid) + "-" + std::to_string(ids.gid) + ".img";
+// A formatted image that is only ever copied (never attached): one per size, owner and
+// skeleton (`tag`: what skeleton_tag says of it; empty: none).
+std::string template_name(uint64_t bytes, const userns::HostIds& ids, const std::string& tag) {
+  return ".template-" + std::to_string(bytes) + "-" + std::to_string(ids.uid) + "-" + std::to_string(ids.gid) +
+         (tag.empty() ? "" : "-" + tag) + ".img";
+}
+
+// The skeleton's entries in order (path, kind, size): what a template formatted with it
+// holds. A change of it (another matplotlib's font list, another Python's user site)
+// names another template. Empty when there is no skeleton.
+std::string skeleton_tag(const std::string& skeleton) {
+  std::error_code ec;
+  if (skeleton.empty() || !std::filesystem::is_directory(skeleton, ec)) return "";
+  std::vector<std::string> entries;
+  for (auto it = std::filesystem::recursive_directory_iterator(skeleton, ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    std::string rel = std::filesystem::relative(it->path(), skeleton, ec).string();
+    bool dir = it->is_directory(ec);
+    entries.push_back(rel + (dir ? "/" : " " + std::to_string(it->file_size(ec))));
+  }
+  if (ec) return "";
+  std::sort(entries.begin(), entries.end());
+  std::string listing;
+  for (const auto& e : entries) listing += e + "\n";
+  return sha256_hex(listing).substr(0, 12);
+}
+
+// A copy of `skeleton` at `stage` owned by the sandbox's user (mkfs.ext4 -d keeps owners):
+// directories 0755, files 0644, nothing else copied.
+Result<void> stage_skeleton(const std::string& skeleton, const std::string& stage, const userns::HostIds& ids) {
+  auto own = [&](const std::string& path, mode_t mode) -> Result<void> {
+    if (::chown(path.c_str(), ids.uid, ids.gid) != 0) return fail(sys_error("chown " + path));
+    if (::chmod(path.c_str(), mode) != 0) return fail(sys_error("chmod " + path));
+    return {};
+  };
+  if (::mkdir(stage.c_str(), 0755) != 0) return fail(sys_error("mkdir " + stage));
+  NSBOX_CHECK(own(stage, 0755));
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(skeleton, ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    std::string to = stage + "/" + std::filesystem::relative(it->path(), skeleton, ec).string();
+    if (it->is_directory(ec)) {
+      if (::mkdir(to.c_str(), 0755) != 0) return fail(sys_error("mkdir " + to));
+      NSBOX_CHECK(own(to, 0755));
+    } else if (it->is_regular_file(ec)) {
+      UniqueFd in(::open(it->path().c_str(), O_RDONLY | O_CLOEXEC));
+      if (!in) return fail(sys_error("open " + it->path().string()));
+      UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      if (!out) return fail(sys_error("create " + to));
+      NSBOX_CHECK(files::copy_stream(in.get(), out.get(), it->path().string(), to));
+      NSBOX_CHECK(own(to, 0644));
+    }
+  }
+  if (ec) return fail(sys_error("read the home skeleton " + skeleton, ec.value()));
+  return {};
 }
 
 // When a template is made, the oldest templates are removed (sizes no longer asked for), so
@@ -94,14 +150,23 @@ Result<uint64_t> VolumeStore::default_quota(uint64_t preferred) const {
 // template is made by mkfs the first time a size is asked for.
 Result<void> VolumeStore::format(const std::string& image, uint64_t bytes) const {
   auto ids = userns::host_ids();
-  std::string formatted = dir() + "/" + template_name(bytes, ids);
+  const std::string tag = skeleton_tag(skeleton_);
+  std::string formatted = dir() + "/" + template_name(bytes, ids, tag);
   // Twice at most: another thread may remove this template (the oldest of more than
   // kMaxTemplates) between our check and our copy; it is made again.
   for (int attempt = 0;; ++attempt) {
     if (!files::exists(formatted)) {
       NSBOX_CHECK(tidy_images());
       std::string temp = temp_name(formatted);
-      NSBOX_CHECK(volume_image::create(temp, bytes, ids.uid, ids.gid));
+      if (tag.empty()) {
+        NSBOX_CHECK(volume_image::create(temp, bytes, ids.uid, ids.gid));
+      } else {
+        std::string stage = temp + ".skeleton";
+        auto made = stage_skeleton(skeleton_, stage, ids);
+        if (made) made = volume_image::create(temp, bytes, ids.uid, ids.gid, stage);
+        (void)files::remove_tree(stage);
+        NSBOX_CHECK(std::move(made));
+      }
       // Two makers at once each rename a whole image: either one is the template.
       if (::rename(temp.c_str(), formatted.c_str()) != 0) {
         ::unlink(temp.c_str());
@@ -123,7 +188,7 @@ Result<void> VolumeStore::tidy_images() const {
     bool is_template = entry.rfind(".template-", 0) == 0;
     if (!is_template && entry.rfind(".spare-", 0) != 0) continue;
     if (entry.find(".making.") != std::string::npos) {
-      if (is_temp_of_dead_maker(entry)) ::unlink(path.c_str());
+      if (is_temp_of_dead_maker(entry) && ::unlink(path.c_str()) != 0 && errno == EISDIR) (void)files::remove_tree(path);
     } else if (!is_template) {
       ::unlink(path.c_str());
     } else if (struct stat st{}; ::stat(path.c_str(), &st) == 0) {

@@ -43,7 +43,10 @@ class VolumeStore {
  public:
   static constexpr uint64_t kDefaultQuota = 10ull << 30;  // files volumes
 
-  explicit VolumeStore(StateRoot root, VolumeKind kind = VolumeKind::kFiles) : root_(std::move(root)), kind_(kind) {}
+  // `skeleton`: a directory every new volume starts with a copy of, owned by the
+  // sandbox's user (homes: InstallLayout::home_skeleton()); empty or absent: none.
+  explicit VolumeStore(StateRoot root, VolumeKind kind = VolumeKind::kFiles, std::string skeleton = "")
+      : root_(std::move(root)), kind_(kind), skeleton_(std::move(skeleton)) {}
 
   static bool quotas_supported();  // volume_image::available(): root, loop devices, mkfs.ext4
   static Result<void> validate_name(const std::string& name);
@@ -77,6 +80,7 @@ class VolumeStore {
 
   StateRoot root_;
   VolumeKind kind_;
+  std::string skeleton_;
 };
 
 }  // namespace nsbox

@@ -6,15 +6,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/sha256.h"
 #include "isolation/sys/unique_fd.h"
+#include "mounts/volume_image.h"
+#include "runtime/volume_store.h"
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
 
@@ -366,6 +371,59 @@ TEST_CASE("volumes are copies of one formatted template per size: each its own f
   for (const auto& name : *names) kept += name.starts_with(".template-") && name.find(".making.") == std::string::npos;
   CHECK(kept <= 16);
   CHECK(kept >= 2);
+}
+
+// A new home holds the home skeleton from the start (the user site, matplotlib's font
+// list), owned by the sandbox's user, with no kernel having run: it was formatted into the
+// home template (kernel/tools/make_home_skeleton.py). A changed skeleton names another
+// template, so no home is made from a template of an older one.
+TEST_CASE("a new home starts with the home skeleton, and a changed skeleton makes another template") {
+  NSBOX_NEEDS(loop_devices());
+  namespace fs = std::filesystem;
+  const fs::path skeleton = fs::path(nsbox::test::nsbox_binary()).parent_path().parent_path() / "libexec/nsbox/home-skeleton";
+  REQUIRE(fs::is_directory(skeleton));
+  std::vector<std::string> expected;
+  for (const auto& e : fs::recursive_directory_iterator(skeleton))
+    expected.push_back("/home/user/" + fs::relative(e.path(), skeleton).string() + (e.is_directory() ? " user 755" : " user 644"));
+  std::sort(expected.begin(), expected.end());
+  REQUIRE(std::find(expected.begin(), expected.end(), "/home/user/.local/lib/python3.11/site-packages user 755") != expected.end());
+  TestRoot root;
+  auto id = root.create({"--lazy-kernel"});  // no kernel: nothing made these in the sandbox
+  auto listed = root.sh(id, "find /home/user -mindepth 1 -printf '%p %u %m\\n' | sort");
+  std::vector<std::string> found;
+  std::istringstream lines(listed.out);
+  for (std::string line; std::getline(lines, line);) found.push_back(line);
+  CHECK(found == expected);
+  REQUIRE(root.nsbox({"rm", id}).exit_code == 0);
+
+  // The store keyed by its skeleton: one template per skeleton, each home from its own.
+  const std::string own = root.path() + "/skeleton";
+  REQUIRE(nsbox::files::make_dirs(own + "/.config", 0755));
+  nsbox::StateRoot state{root.path() + "/run", root.path() + "/data"};
+  auto home_with = [&](const std::string& name) {
+    auto made = nsbox::VolumeStore(state, nsbox::VolumeKind::kHome, own).create(name, false, 64 << 20);
+    INFO((made ? std::string() : made.error().message));
+    REQUIRE(made);
+    return *made;
+  };
+  auto first = home_with("first");
+  REQUIRE(nsbox::files::atomic_write(own + "/.config/added", "added later\n", 0644));
+  auto second = home_with("second");
+  auto has_added = [](const nsbox::Volume& v) {
+    auto dir = nsbox::volume_image::open_privately(v.path);
+    REQUIRE(dir);
+    struct stat st{};
+    return ::fstatat(dir->get(), ".config/added", &st, 0) == 0;
+  };
+  CHECK_FALSE(has_added(first));
+  CHECK(has_added(second));
+  size_t templates = 0;
+  for (const auto& name : nsbox::files::list_dir(root.path() + "/data/homes").value_or(std::vector<std::string>{}))
+    templates += name.starts_with(".template-67108864-") && name.ends_with(".img");
+  CHECK(templates == 2);
+  nsbox::VolumeStore homes(state, nsbox::VolumeKind::kHome);
+  CHECK(homes.remove(first));
+  CHECK(homes.remove(second));
 }
 
 TEST_CASE("on a small disk the default quota shrinks to fit, and a larger explicit one is refused") {
