@@ -5,8 +5,10 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/rseq.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -83,6 +85,18 @@ void copy_writable_pages() {
       (void)::madvise(static_cast<char*>(r.start) + first * kPage, count * kPage, MADV_POPULATE_WRITE);
 }
 
+// The kernel's restartable-sequences area registered again. Linux gives a CLONE_VM child
+// (the intermediate) none and a fork inherits that, while glibc still believes the main
+// thread's area is registered: sched_getcpu() would read the zygote's last CPU for ever,
+// and per-CPU code built on rseq would lose its guarantees. Where registering fails, the
+// area says so and glibc asks the kernel instead.
+void register_rseq() {
+  if (__rseq_size == 0) return;  // glibc registered none (glibc.pthread.rseq=0)
+  auto* area = reinterpret_cast<struct rseq*>(static_cast<char*>(__builtin_thread_pointer()) + __rseq_offset);
+  if (::syscall(SYS_rseq, area, sizeof(struct rseq), 0, RSEQ_SIG) != 0)
+    area->cpu_id = static_cast<uint32_t>(RSEQ_CPU_ID_REGISTRATION_FAILED);
+}
+
 // The zygote's dispositions are a fresh interpreter's (SIGINT caught, SIGPIPE and SIGXFSZ
 // ignored), as an exec'd kernel has them; only its mask (SIGCHLD, for its signalfd) goes.
 void unblock_signals() {
@@ -123,13 +137,17 @@ std::string read_config(int setup) {
   pollfd p{setup, POLLIN, 0};
   if (sys::retry_eintr([&] { return ::poll(&p, 1, 10000); }) != 1) child_fail(setup, make_error(ErrorCode::kTimeout, "no environment from the supervisor within 10 s"));
   ssize_t size = sys::retry_eintr([&] { return ::recv(setup, nullptr, 0, MSG_PEEK | MSG_TRUNC); });
-  if (size <= 0) child_fail(setup, sys_error("read the environment from the supervisor"));
+  if (size < 0) child_fail(setup, sys_error("read the environment from the supervisor"));
+  if (size == 0) child_fail(setup, make_error(ErrorCode::kProtocol, "the supervisor closed the set-up pair before the environment"));
   if (static_cast<size_t>(size) > kernel_zygote::kMaxConfigBytes)
     child_fail(setup, make_error(ErrorCode::kProtocol, "the environment from the supervisor is " + std::to_string(size) +
                                                             " bytes, over " + std::to_string(kernel_zygote::kMaxConfigBytes)));
   std::string config(static_cast<size_t>(size), '\0');
   ssize_t n = sys::retry_eintr([&] { return ::recv(setup, config.data(), config.size(), 0); });
-  if (n != size) child_fail(setup, sys_error("read the environment from the supervisor"));
+  if (n < 0) child_fail(setup, sys_error("read the environment from the supervisor"));
+  if (n != size)
+    child_fail(setup, make_error(ErrorCode::kProtocol, "the environment from the supervisor came short: " + std::to_string(n) +
+                                                           " of " + std::to_string(size) + " bytes"));
   return config;
 }
 
@@ -146,6 +164,7 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   // Dumpable (the zygote is), a process of the sandbox's user could write into our memory
   // through /proc once we have that user's ids, before the filter is installed.
   if (::prctl(PR_SET_DUMPABLE, 0) != 0) ::_exit(127);
+  register_rseq();
   ::close(fds.connection);
   int setup = fds.setup;
   auto step = [&](Result<void> r) {

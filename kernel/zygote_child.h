@@ -1,8 +1,8 @@
 // A kernel of one sandbox made by the kernel zygote (docs/kernel-zygote.md, "The child's
 // steps"): what init's spawn of nsbox-kernel gives a kernel, made by joining the
 // sandbox's init instead of descending from it. Two processes: an intermediate, outside
-// the sandbox's pid namespace (nothing of the sandbox can see it), joins the cgroup and
-// the namespaces and forks the kernel, which is born inside all of them.
+// the sandbox's pid namespace and cgroup (nothing of the sandbox can see it), joins the
+// namespaces and forks the kernel, which is born inside them and joins the cgroup first.
 #pragma once
 
 #include <sys/types.h>

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,8 +34,8 @@ constexpr int kRequestPatienceMs = 2000;
 
 void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", text.c_str()); }
 
-// The intermediate's stack (zygote_child.h: it shares our memory). Its own C++ frames,
-// a few error strings; 256 KiB is ample.
+// The intermediate's stack (zygote_child.h: it shares our memory): its own C++ frames
+// need a few KiB; 256 KiB of our main stack (clone_on_our_stack).
 constexpr size_t kIntermediateStack = 256 * 1024;
 
 // The kernel's half of the interpreter's fork hooks: the zygote ran PyOS_BeforeFork
@@ -56,6 +55,17 @@ struct Intermediate {
 __attribute__((no_sanitize_address)) int run_intermediate(void* arg) {
   auto* job = static_cast<Intermediate*>(arg);
   make_kernel(job->fds, *job->program, &job->kernel, python_after_fork_child, job->run_kernel);
+}
+
+// The intermediate runs on a buffer *in our main stack*, and the kernel it forks goes on
+// from there: so the kernel's stack is the process's main stack as an exec'd kernel's is,
+// growing down into the rest of that mapping to RLIMIT_STACK, with its guard gap. (On a
+// heap buffer, a cell recursing deeply through C code — repr() of a list nested 20,000
+// deep — wrote past it into the kernel's own heap: tested in kernel_zygote_test.cc.)
+// What lies below the buffer here is only this call's frames, dead in the kernel.
+__attribute__((noinline)) int clone_on_our_stack(Intermediate& job) {
+  alignas(16) char stack[kIntermediateStack];
+  return sys::vfork_call(run_intermediate, &job, std::span<char>(stack, sizeof stack));
 }
 
 void send_reply(int connection, Reply reply, int fd = -1) { (void)sys::send_with_fd(connection, &reply, sizeof reply, fd); }
@@ -170,7 +180,7 @@ class ForkServer {
                      &program_, run_kernel_};
     for (size_t i = kernel_zygote::kFixedFds; i < fds.size(); ++i) job.fds.cgroup_files.push_back(fds[i].get());
     PyOS_BeforeFork();
-    int status = sys::vfork_call(run_intermediate, &job, std::span<char>(intermediate_stack_.get(), kIntermediateStack));
+    int status = clone_on_our_stack(job);
     int clone_errno = errno;
     PyOS_AfterFork_Parent();
     if (status < 0) {
@@ -185,9 +195,6 @@ class ForkServer {
   std::span<char> arguments_;
   int (*run_kernel_)(const std::string&);
   size_t max_kernels_ = kMaxZygoteKernels;
-  // Not zeroed: a page of it is present only once an intermediate has used it, and every
-  // present page of ours is copied into every kernel (zygote_child.cc).
-  std::unique_ptr<char[]> intermediate_stack_{new char[kIntermediateStack]};
   std::map<pid_t, UniqueFd> kernels_;  // alive, with the connection of the supervisor that asked
 };
 

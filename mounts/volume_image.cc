@@ -25,12 +25,35 @@ namespace {
 
 constexpr uint64_t kMinBytes = 16ull << 20;
 
-// Serialises find-or-attach for one image across processes.
+// How long attaching waits for a loop device while others are taking them. Each wait is
+// short (a LOOP_CONFIGURE takes milliseconds); the bound is for a host that has run out.
+constexpr auto kAttachPatience = std::chrono::seconds(10);
+// How long taking an image's lock waits for another holder: longer than its attach can.
+constexpr auto kLockPatience = std::chrono::seconds(30);
+
+// Pauses 1 ms, then twice as long each time up to 50 ms: enough for another process's
+// LOOP_CONFIGURE to finish, short enough not to slow a busy host's creates.
+void pause_before_retry(int attempt) {
+  auto ms = std::min(50, 1 << std::min(attempt, 6));
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+// Serialises find-or-attach for one image across processes. Bounded: a holder only finds
+// or attaches a loop device (at most kAttachPatience); a stuck one must not hang every
+// create that names the same volume.
 Result<UniqueFd> lock_image(const std::string& image) {
   std::string path = image + ".lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!fd) return fail(sys_error("open " + path));
-  if (sys::retry_eintr([&] { return ::flock(fd.get(), LOCK_EX); }) != 0) return fail(sys_error("lock " + path));
+  auto give_up_at = std::chrono::steady_clock::now() + kLockPatience;
+  for (int attempt = 0; ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0; ++attempt) {
+    if (errno != EWOULDBLOCK && errno != EINTR) return fail(sys_error("lock " + path));
+    if (std::chrono::steady_clock::now() >= give_up_at)
+      return fail(make_error(ErrorCode::kTimeout, "the lock " + path + " was held for " +
+                                                      std::to_string(kLockPatience.count()) + " s by another nsbox process",
+                             "a process attaching or mounting that volume is stuck: `nsbox doctor`, or the kernel log"));
+    pause_before_retry(attempt);
+  }
   return fd;
 }
 
@@ -51,17 +74,6 @@ std::optional<Attached> find_attached(const std::string& image) {
       return Attached{"/dev/" + name, std::move(fd)};
   }
   return std::nullopt;
-}
-
-// How long attaching waits for a loop device while others are taking them. Each wait is
-// short (a LOOP_CONFIGURE takes milliseconds); the bound is for a host that has run out.
-constexpr auto kAttachPatience = std::chrono::seconds(10);
-
-// Pauses 1 ms, then twice as long each time up to 50 ms: enough for another process's
-// LOOP_CONFIGURE to finish, short enough not to slow a busy host's creates.
-void pause_before_retry(int attempt) {
-  auto ms = std::min(50, 1 << std::min(attempt, 6));
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 // LOOP_CTL_GET_FREE hands the same free device to everyone who asks until one of them has

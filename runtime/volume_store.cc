@@ -30,9 +30,10 @@ std::string template_name(uint64_t bytes, const userns::HostIds& ids, const std:
          (tag.empty() ? "" : "-" + tag) + ".img";
 }
 
-// The skeleton's entries in order (path, kind, size): what a template formatted with it
-// holds. A change of it (another matplotlib's font list, another Python's user site)
-// names another template. Empty when there is no skeleton.
+// The skeleton's entries in order (path, and a file's content's hash): what a template
+// formatted with it holds. Any change of it (another matplotlib's font list, another
+// Python's user site) names another template. Empty when there is no skeleton (an
+// install from before it: homes are formatted empty, and kernels make what they need).
 std::string skeleton_tag(const std::string& skeleton) {
   std::error_code ec;
   if (skeleton.empty() || !std::filesystem::is_directory(skeleton, ec)) return "";
@@ -40,8 +41,13 @@ std::string skeleton_tag(const std::string& skeleton) {
   for (auto it = std::filesystem::recursive_directory_iterator(skeleton, ec); !ec && it != std::filesystem::end(it);
        it.increment(ec)) {
     std::string rel = std::filesystem::relative(it->path(), skeleton, ec).string();
-    bool dir = it->is_directory(ec);
-    entries.push_back(rel + (dir ? "/" : " " + std::to_string(it->file_size(ec))));
+    if (it->is_directory(ec)) {
+      entries.push_back(rel + "/");
+    } else if (auto content = files::read_file(it->path().string(), 16u << 20)) {  // small files: a font list
+      entries.push_back(rel + " " + sha256_hex(*content));
+    } else {
+      return "";
+    }
   }
   if (ec) return "";
   std::sort(entries.begin(), entries.end());
@@ -51,29 +57,36 @@ std::string skeleton_tag(const std::string& skeleton) {
 }
 
 // A copy of `skeleton` at `stage` owned by the sandbox's user (mkfs.ext4 -d keeps owners):
-// directories 0755, files 0644, nothing else copied.
+// directories 0755, files 0644, nothing else copied. Owners and modes are set on what we
+// made and hold open, never through a path a link could redirect. A stage left by an
+// earlier maker of the same pid and thread (a restart) is removed first.
 Result<void> stage_skeleton(const std::string& skeleton, const std::string& stage, const userns::HostIds& ids) {
-  auto own = [&](const std::string& path, mode_t mode) -> Result<void> {
-    if (::chown(path.c_str(), ids.uid, ids.gid) != 0) return fail(sys_error("chown " + path));
-    if (::chmod(path.c_str(), mode) != 0) return fail(sys_error("chmod " + path));
+  auto own = [&](int fd, const std::string& path, mode_t mode) -> Result<void> {
+    if (::fchown(fd, ids.uid, ids.gid) != 0) return fail(sys_error("chown " + path));
+    if (::fchmod(fd, mode) != 0) return fail(sys_error("chmod " + path));
     return {};
   };
-  if (::mkdir(stage.c_str(), 0755) != 0) return fail(sys_error("mkdir " + stage));
-  NSBOX_CHECK(own(stage, 0755));
+  auto make_dir = [&](const std::string& path) -> Result<void> {
+    if (::mkdir(path.c_str(), 0700) != 0) return fail(sys_error("mkdir " + path));
+    UniqueFd dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir) return fail(sys_error("open " + path));
+    return own(dir.get(), path, 0755);
+  };
+  (void)files::remove_tree(stage);
+  NSBOX_CHECK(make_dir(stage));
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(skeleton, ec); !ec && it != std::filesystem::end(it);
        it.increment(ec)) {
     std::string to = stage + "/" + std::filesystem::relative(it->path(), skeleton, ec).string();
     if (it->is_directory(ec)) {
-      if (::mkdir(to.c_str(), 0755) != 0) return fail(sys_error("mkdir " + to));
-      NSBOX_CHECK(own(to, 0755));
+      NSBOX_CHECK(make_dir(to));
     } else if (it->is_regular_file(ec)) {
       UniqueFd in(::open(it->path().c_str(), O_RDONLY | O_CLOEXEC));
       if (!in) return fail(sys_error("open " + it->path().string()));
-      UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!out) return fail(sys_error("create " + to));
       NSBOX_CHECK(files::copy_stream(in.get(), out.get(), it->path().string(), to));
-      NSBOX_CHECK(own(to, 0644));
+      NSBOX_CHECK(own(out.get(), to, 0644));
     }
   }
   if (ec) return fail(sys_error("read the home skeleton " + skeleton, ec.value()));
@@ -158,6 +171,7 @@ Result<void> VolumeStore::format(const std::string& image, uint64_t bytes) const
     if (!files::exists(formatted)) {
       NSBOX_CHECK(tidy_images());
       std::string temp = temp_name(formatted);
+      ::unlink(temp.c_str());  // an earlier maker's of the same pid and thread (a restart): dead
       if (tag.empty()) {
         NSBOX_CHECK(volume_image::create(temp, bytes, ids.uid, ids.gid));
       } else {

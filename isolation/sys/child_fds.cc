@@ -4,7 +4,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cstdint>
 
 #include "isolation/sys/syscall.h"
 
@@ -30,11 +33,21 @@ void prepare_child(pid_t parent, std::span<const int> sources) {
   default_signals();
 }
 
+// The kernel's own struct (x86_64 and aarch64 alike): glibc's sigaction() refuses the two
+// signals it keeps for itself (32, 33: thread cancellation, set*id), which a process may
+// still have ignored (a sanitizer's runtime does) and an exec would carry over.
+struct KernelSigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  uint64_t mask;
+};
+
 void default_signals() {
-  struct sigaction default_action{};
-  default_action.sa_handler = SIG_DFL;
+  KernelSigaction default_action{};  // SIG_DFL, no flags, nothing masked
   for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &default_action, nullptr);
+    if (sig != SIGKILL && sig != SIGSTOP)
+      (void)::syscall(SYS_rt_sigaction, sig, &default_action, nullptr, sizeof default_action.mask);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

@@ -25,6 +25,7 @@ struct Launch {
   char* const* envp;
   std::span<const int> fds;
   char* grandchild_stack_top;
+  int clone_errno = 0;  // set by the intermediate when it could not make the daemon
 };
 
 // Not instrumented (nor is detach): they run on stacks AddressSanitizer does not know.
@@ -42,7 +43,10 @@ __attribute__((no_sanitize_address)) int exec_program(void* arg) {
 __attribute__((no_sanitize_address)) int detach(void* arg) {
   auto* launch = static_cast<Launch*>(arg);
   ::setsid();
-  ::clone(exec_program, launch->grandchild_stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+  if (::clone(exec_program, launch->grandchild_stack_top, CLONE_VM | CLONE_VFORK | SIGCHLD, arg) < 0) {
+    launch->clone_errno = errno;  // our memory is the caller's
+    ::_exit(1);
+  }
   ::_exit(0);
 }
 
@@ -67,7 +71,13 @@ int vfork_call(int (*fn)(void*), void* arg, std::span<char> stack) {
 int spawn_daemon(const char* path, char* const argv[], char* const envp[], std::span<const int> fds) {
   std::unique_ptr<char[]> stacks(new char[2 * kStackBytes]);  // 16-byte aligned; stacks grow down
   Launch launch{path, argv, envp, fds, stacks.get() + 2 * kStackBytes};
-  return vfork_call(detach, &launch, std::span<char>(stacks.get(), kStackBytes)) < 0 ? -1 : 0;
+  int status = vfork_call(detach, &launch, std::span<char>(stacks.get(), kStackBytes));
+  if (status < 0) return -1;
+  if (launch.clone_errno != 0) {
+    errno = launch.clone_errno;
+    return -1;
+  }
+  return 0;
 }
 
 }  // namespace nsbox::sys

@@ -21,8 +21,8 @@ int vfork_call(int (*fn)(void*), void* arg, std::span<char> stack);
 // caller that init (or the nearest subreaper) adopts, with `fds[i]` as its fd i (-1:
 // /dev/null; at most 8), every other fd closed, every signal's action the default and
 // none blocked. Returns 0 once the program has been exec'd, or has failed to be (it then
-// exits with status 127 and its fds close: the caller sees EOF); -1 with errno if the
-// first clone failed. Between clone and exec only async-signal-safe calls run, every
+// exits with status 127 and its fds close: the caller sees EOF); -1 with errno if either
+// clone failed (a process limit: EAGAIN). Between clone and exec only async-signal-safe calls run, every
 // signal blocked until the program's own actions are in place.
 int spawn_daemon(const char* path, char* const argv[], char* const envp[], std::span<const int> fds);
 

@@ -221,6 +221,30 @@ TEST_CASE("a zygote kernel is interrupted, killed and replaced like an exec'd on
   CHECK(root.cell(id, "1 + 1")["results"] == "2");
 }
 
+// What a thread of an exec'd process has, a zygote kernel has too. Its stack is the
+// process's main stack, not a buffer of the zygote's: deep recursion through C code (repr of a deeply nested list: about
+// 2 MiB of C stack here) works and leaves the kernel whole (on a 256 KiB heap buffer it
+// wrote over the kernel's heap, and the next cell printed nothing).
+TEST_CASE("a zygote kernel has a whole main stack and its own rseq area: deep C recursion works, sched_getcpu is right") {
+  ZygoteRoot root;
+  auto id = root.create();
+  REQUIRE(root.cell(id, "import os; os.getppid()")["results"] == "0");
+  auto deep = root.cell(id, "import sys\nsys.setrecursionlimit(30000)\nx = []\nfor _ in range(20000): x = [x]\nlen(repr(x))");
+  CHECK(deep["status"] == "ok");
+  CHECK(deep["results"] == "40002");
+  auto after = root.cell(id, "print('alive', sum(range(10)))\nsorted(str(i) for i in range(2000))[:2]");
+  CHECK(after["status"] == "ok");
+  CHECK(after["results"] == "['0', '1']");
+  // Its restartable-sequences area is registered again (the intermediate, sharing the
+  // zygote's memory, had none to pass on): sched_getcpu(), which glibc reads from it,
+  // follows the CPU the kernel is moved to.
+  auto cpus = root.cell(id, "import os, ctypes\ngetcpu = ctypes.CDLL(None).sched_getcpu\nall_cpus = os.sched_getaffinity(0)\n"
+                            "seen = []\nfor c in sorted(all_cpus):\n    os.sched_setaffinity(0, {c})\n    seen.append(getcpu() == c)\n"
+                            "os.sched_setaffinity(0, all_cpus)\n(all(seen), len(seen))");
+  INFO(cpus.dump());
+  CHECK(cpus["results"].get<std::string>().starts_with("(True, "));
+}
+
 TEST_CASE("a sandbox's end ends its zygote kernel, and a dead zygote leaves kernels running and the next starts through init") {
   ZygoteRoot root;
   auto a = root.create();
