@@ -187,7 +187,9 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
     }
   }
   VolumeStore volumes(store_.root());
-  VolumeStore homes(store_.root(), VolumeKind::kHome, layout_.home_skeleton());
+  // A new home starts with the home skeleton, unless a snapshot's home is restored into
+  // it: that brings its own (the restore writes into an empty home).
+  VolumeStore homes(store_.root(), VolumeKind::kHome, options.from_snapshot.empty() ? layout_.home_skeleton() : "");
   auto volume = options.volume.empty() ? volumes.create(id, false, options.files_quota)
                                        : volumes.open_or_create_named(options.volume, options.files_quota);
   Result<Volume> home = fail(make_error(ErrorCode::kInternal, "no home volume"));
