@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -117,12 +119,16 @@ void name_arguments_as_kernel(std::span<char> arguments) {
 
 // Nothing of the zygote's but this request's fds (other supervisors' connections, the
 // listening socket): the fork's copy of its fd table goes at once.
+// No allocation: the intermediate runs in the zygote's memory (zygote_child.h).
 void close_all_but(const ChildFds& fds) {
-  std::vector<int> keep = {0, 1, 2, fds.init_pidfd, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup, fds.connection};
-  keep.insert(keep.end(), fds.cgroup_files.begin(), fds.cgroup_files.end());
-  std::sort(keep.begin(), keep.end());
+  std::array<int, 9 + kernel_zygote::kMaxCgroupFds> keep{};
+  size_t count = 0;
+  for (int fd : {0, 1, 2, fds.init_pidfd, fds.stdout_fd, fds.stderr_fd, fds.channel, fds.setup, fds.connection}) keep[count++] = fd;
+  for (size_t i = 0; i < fds.cgroup_files.size() && count < keep.size(); ++i) keep[count++] = fds.cgroup_files[i];
+  std::sort(keep.begin(), keep.begin() + static_cast<std::ptrdiff_t>(count));
   unsigned next = 0;
-  for (int fd : keep) {
+  for (size_t i = 0; i < count; ++i) {
+    int fd = keep[i];
     if (fd < 0) continue;
     if (static_cast<unsigned>(fd) > next) (void)sys::close_range(next, static_cast<unsigned>(fd) - 1, 0);
     next = std::max(next, static_cast<unsigned>(fd) + 1);
@@ -210,6 +216,18 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   return config;
 }
 
+// The intermediate's failure, said with no allocation: it shares the zygote's heap and
+// exits at once, so whatever it allocated would stay there, in every later kernel's copy.
+[[noreturn]] void intermediate_fail(int socket, const char* step, int err) {
+  kernel_zygote::Reply reply{};
+  reply.kind = kernel_zygote::ReplyKind::kFailed;
+  reply.error = err;
+  const char* why = ::strerrordesc_np(err);
+  std::snprintf(reply.message, sizeof reply.message, "%s: %s", step, why ? why : "unknown error");
+  (void)sys::send_with_fd(socket, &reply, sizeof reply, -1);
+  ::_exit(127);
+}
+
 }  // namespace
 
 void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* kernel_pid, void (*after_fork)(),
@@ -218,17 +236,18 @@ void make_kernel(const ChildFds& fds, const seccomp::Program& program, pid_t* ke
   close_all_but(fds);
   constexpr int kNamespaces =
       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID;
-  if (::setns(fds.init_pidfd, kNamespaces) != 0) child_fail(connection, sys_error("setns(init's pidfd, every namespace)"));
+  if (::setns(fds.init_pidfd, kNamespaces) != 0) intermediate_fail(connection, "setns(init's pidfd, every namespace)", errno);
   pid_t kernel = ::fork();
   if (kernel == 0) {
     std::string config = become_sandbox_kernel(fds, program, after_fork);
     ::_exit(run_kernel(config));
   }
-  if (kernel < 0) child_fail(connection, sys_error("fork the kernel"));
+  if (kernel < 0) intermediate_fail(connection, "fork the kernel", errno);
   UniqueFd pidfd(sys::pidfd_open(kernel, 0));
   if (!pidfd) {
+    int err = errno;
     ::kill(kernel, SIGKILL);
-    child_fail(connection, sys_error("pidfd_open of the kernel"));
+    intermediate_fail(connection, "pidfd_open of the kernel", err);
   }
   kernel_zygote::Reply forked{};
   forked.kind = kernel_zygote::ReplyKind::kForked;
