@@ -158,9 +158,10 @@ std::string read_config(int setup) {
 }
 
 // In the kernel, born in the sandbox's namespaces and cgroup as kuid 0 (which nothing in
-// the sandbox may signal or trace), in order: not dumpable; the zygote's connection
-// closed; the zygote's pages copied; the interpreter's after-fork hook; fds 0 /dev/null, 1-2 the output pipes, 3 the
-// channel, 4 the set-up pair, nothing else; the environment read; signals unblocked
+// the sandbox may signal or trace), in order: not dumpable; its rseq area registered;
+// the zygote's connection closed; the cgroup joined; the zygote's pages copied; the
+// interpreter's after-fork hook; fds 0 /dev/null, 1-2 the output pipes, 3 the channel, 4
+// the set-up pair, nothing else; the environment read; signals unblocked
 // (dispositions are a fresh interpreter's, as an exec'd kernel's); its name and cmdline
 // an exec'd kernel's; the sandbox user and at once no capability and no_new_privs; a
 // session, the rlimits, /home/user, umask 022; the seccomp filter, whose listener goes to
