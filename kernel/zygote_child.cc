@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/rseq.h>
 #include <sys/socket.h>
@@ -16,7 +15,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "isolation/capabilities.h"
@@ -26,7 +24,7 @@
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 #include "isolation/userns.h"
-#include "kernel/private_mappings.h"
+#include "kernel/zygote_pages.h"
 #include "runtime/protocol/kernel_zygote.h"
 
 namespace nsbox::kernel {
@@ -42,49 +40,6 @@ constexpr int kSetup = 4;  // where arrange_child_fds puts the set-up socket
   std::memcpy(reply.message, text.data(), text.size());
   (void)sys::send_with_fd(socket, &reply, sizeof reply, -1);
   ::_exit(127);
-}
-
-constexpr size_t kPage = 4096;
-// Larger mappings are reservations (a sanitizer's shadow), never the interpreter's heap:
-// they stay copy-on-write.
-constexpr size_t kMostCopied = size_t{1} << 30;
-
-// Runs of pages present in [start, start + length), as (first page, count).
-std::vector<std::pair<size_t, size_t>> resident_runs(void* start, size_t length) {
-  std::vector<unsigned char> present(length / kPage);
-  std::vector<std::pair<size_t, size_t>> runs;
-  if (::mincore(start, length, present.data()) != 0) return runs;
-  for (size_t i = 0; i < present.size();) {
-    if (!(present[i] & 1)) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < present.size() && (present[j] & 1)) ++j;
-    runs.emplace_back(i, j - i);
-    i = j;
-  }
-  return runs;
-}
-
-// Makes every page of the zygote this process can write its own, before anything runs:
-// otherwise each is copied on its first write, one fault at a time (Python's reference
-// counts write to every object used), and on the VMs measured each such fault with its
-// TLB flush (an IPI once the kernel has two threads) cost more than the interpreter's
-// start saved (decision 157). MADV_POPULATE_WRITE (Linux >= 5.14; before, the pages stay
-// copy-on-write) on the present pages only: the kernel ends no bigger than an exec'd one.
-void copy_writable_pages() {
-  struct Range {
-    void* start;
-    size_t length;
-  };
-  std::vector<Range> ranges;  // all first: the maps file is read as it is
-  for_each_private_writable_mapping([&](const Mapping& m) {
-    if (m.length <= kMostCopied) ranges.push_back({m.start, m.length});
-  });
-  for (const auto& r : ranges)
-    for (auto [first, count] : resident_runs(r.start, r.length))
-      (void)::madvise(static_cast<char*>(r.start) + first * kPage, count * kPage, MADV_POPULATE_WRITE);
 }
 
 // The kernel's restartable-sequences area registered again. Linux gives a CLONE_VM child
@@ -181,7 +136,7 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   // stays out of it: the sandbox's limits must not slow the zygote's side).
   for (int file : fds.cgroup_files)
     if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(setup, sys_error("join the sandbox's cgroup"));
-  copy_writable_pages();
+  copy_shared_writable_pages();
   // The interpreter's after-fork hook writes to many of its objects: after the copy, so
   // that none of those writes is a copy-on-write fault of its own.
   after_fork();

@@ -27,6 +27,7 @@
 
 #include "isolation/seccomp_policy.h"
 #include "kernel/python_start.h"
+#include "kernel/zygote_pages.h"
 #include "kernel/zygote_server.h"
 
 namespace {
@@ -96,6 +97,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: nsbox-kernel-zygote --listen-fd N --sandbox-dir DIR --ready-fd M\n");
     return 2;
   }
+  // The loader has read it (runtime/kernel_zygote_process.cc); kernels do not inherit it.
+  ::unsetenv("LD_BIND_NOW");
   // Out of the server's session: its terminal's signals are not ours.
   (void)::setsid();
   // Our arguments name the host's install directory, and a kernel's /proc/<pid>/cmdline
@@ -120,6 +123,15 @@ int main(int argc, char** argv) {
   // What the imports allocated and freed goes back to the system: every page still
   // present is copied into every kernel.
   (void)::malloc_trim(0);
+  // Then what is left pinned, so that each fork copies it into the kernel at once
+  // (kernel/zygote_pages.h); without, each kernel copies it after the fork.
+  auto pinned = nsbox::kernel::pin_present_writable_pages();
+  if (pinned)
+    std::fprintf(stderr, "nsbox-kernel-zygote: %zu KiB of pages pinned in %zu runs: each kernel gets its copy at the fork\n",
+                 pinned->bytes >> 10, pinned->runs);
+  else
+    std::fprintf(stderr, "nsbox-kernel-zygote: pages not pinned (%s): each kernel copies them after the fork\n",
+                 pinned.error().message.c_str());
   if (!single_threaded()) {
     std::fprintf(stderr, "nsbox-kernel-zygote: a thread was started while importing: cannot fork safely\n");
     return 1;

@@ -44,6 +44,10 @@ Result<std::unique_ptr<KernelZygoteProcess>> KernelZygoteProcess::start(const In
   std::string program = layout.libexec_dir + "/nsbox-kernel-zygote";
   std::vector<std::string> args = {program, "--listen-fd", "3", "--sandbox-dir", layout.sandbox_dir(), "--ready-fd", "4"};
   std::vector<std::string> env = kernel_zygote_environment();
+  // Every symbol bound at the zygote's start, once: bound lazily, each kernel would look
+  // up again, in its own copy, every function the zygote had not called yet. The zygote
+  // takes it out of its environment before Python reads it.
+  env.push_back("LD_BIND_NOW=1");
   auto argv = c_strings(args);
   auto envp = c_strings(env);
   pid_t parent = ::getpid();

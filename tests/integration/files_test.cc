@@ -487,6 +487,25 @@ TEST_CASE("the volume survives kernel restarts, resize and supervisor death, and
   CHECK(root.nsbox({"files", plain, "ls"}).exit_code == 1);
 }
 
+// Two loop devices on one image would be two filesystems on the same blocks: a second
+// attach finds the first's device. The first, of an image never attached (no lock file
+// yet), searches no device and leaves the lock file that makes the next one search.
+TEST_CASE("a second attach of an image finds the first's loop device") {
+  NSBOX_NEEDS(loop_devices());
+  TestRoot root;
+  std::string image = root.path() + "/one.img";
+  REQUIRE(nsbox::volume_image::create(image, 32ull << 20, 0, 0));
+  CHECK_FALSE(nsbox::files::exists(image + ".lock"));
+  auto first = nsbox::volume_image::attach(image);
+  REQUIRE(first);
+  CHECK(nsbox::files::exists(image + ".lock"));
+  auto second = nsbox::volume_image::attach(image);
+  REQUIRE(second);
+  CHECK(second->device == first->device);
+  std::string name = first->device.substr(first->device.rfind('/') + 1);
+  CHECK(nsbox::files::read_file("/sys/block/" + name + "/loop/backing_file").value_or("").find("one.img") != std::string::npos);
+}
+
 TEST_CASE("a named volume is shared by two running sandboxes") {
   TestRoot root;
   auto a = root.create({"--volume", "memories"});
