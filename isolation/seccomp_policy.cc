@@ -83,8 +83,12 @@ const std::vector<const char*> kAllowed = {
 const std::vector<const char*> kNotImplemented = {"clone3", "io_uring_setup", "io_uring_enter",
                                                   "io_uring_register"};
 
-constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |
-                                     CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWCGROUP;
+// clone() with any of these is refused: new namespaces, and CLONE_PARENT, which makes the
+// caller's parent the child's: for a kernel from the zygote that is the host-root zygote,
+// which a sandbox could then keep reaping its children (the third review's L2). No program
+// a sandbox runs needs it.
+constexpr uint64_t kRefusedCloneFlags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |
+                                        CLONE_NEWNET | CLONE_NEWCGROUP | CLONE_PARENT;
 
 // The call runs unless the low 32 bits of argument `arg` equal `value` (then the default,
 // EPERM, applies). The kernel truncates these int arguments to 32 bits, so a plain 64-bit
@@ -102,7 +106,7 @@ int allow_unless_low32_equals(scmp_filter_ctx ctx, int nr, unsigned arg, uint32_
 
 // Conditional calls: allowed for the arguments below, EPERM (the default) otherwise.
 int add_conditional_rules(scmp_filter_ctx ctx) {
-  int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kNamespaceFlags, 0));
+  int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, kRefusedCloneFlags, 0));
   if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(ioctl), 1, TIOCSTI);
   if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(socket), 0, AF_VSOCK);
   // personality: the values Docker allows (plain Linux, UNAME26, query), and plain Linux
@@ -229,7 +233,7 @@ std::string policy_fingerprint(std::string_view build_id) {
   mix(build_id);
   for (const char* n : kAllowed) mix(n);
   for (const char* n : kNotImplemented) mix(n);
-  mix(std::to_string(kSyscallRange) + "/" + std::to_string(kNamespaceFlags));
+  mix(std::to_string(kSyscallRange) + "/" + std::to_string(kRefusedCloneFlags));
   const scmp_version* v = seccomp_version();
   mix(std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->micro));
   char hex[17];

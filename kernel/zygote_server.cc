@@ -11,12 +11,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "generated/build_stamp.h"
 #include "isolation/sys/fd_passing.h"
 #include "isolation/sys/spawn.h"
 #include "isolation/sys/syscall.h"
@@ -30,7 +33,14 @@ namespace {
 using kernel_zygote::Reply;
 using kernel_zygote::ReplyKind;
 
-constexpr int kRequestPatienceMs = 2000;
+// A supervisor sends its request with its connect; while we wait for one that does not,
+// no kernel is reaped, and a sandbox's end waits for its kernel's reaping (its init's
+// zap_pid_ns_processes): kept short (the third review's L3).
+constexpr int kRequestPatienceMs = 200;
+
+// How often the zygote looks for a file it runs from having been replaced.
+constexpr int kStaleCheckIntervalMs = 10000;
+constexpr auto kStaleCheckInterval = std::chrono::milliseconds(kStaleCheckIntervalMs);
 
 void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", text.c_str()); }
 
@@ -103,10 +113,14 @@ class ForkServer {
     if (!reaped) return fail("signalfd(SIGCHLD)");
     for (;;) {
       pollfd p[2] = {{listen_fd_, POLLIN, 0}, {reaped.get(), POLLIN, 0}};
-      if (sys::retry_eintr([&] { return ::poll(p, 2, -1); }) < 0) return fail("poll");
+      int waited = sys::retry_eintr([&] { return ::poll(p, 2, kStaleCheckIntervalMs); });
+      if (waited < 0) return fail("poll");
+      check_stale();
+      if (stale_) return 3;
       if (p[1].revents) reap(reaped.get());
       if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) return fail("poll the listening socket");
       if (p[0].revents & POLLIN) accept_one();
+      if (stale_) return 3;
     }
   }
 
@@ -123,13 +137,38 @@ class ForkServer {
     int status = 0;
     for (pid_t pid; (pid = ::waitpid(-1, &status, WNOHANG)) > 0;) {
       auto it = kernels_.find(pid);
-      if (it == kernels_.end()) continue;
+      if (it == kernels_.end() || !(WIFEXITED(status) || WIFSIGNALED(status))) continue;  // only an end is one
       Reply reply{};
       reply.kind = ReplyKind::kExited;
       reply.pid = pid;
       reply.status = status;
       send_reply(it->second.get(), reply);  // its supervisor may be gone: MSG_NOSIGNAL, ignored
       kernels_.erase(it);
+    }
+  }
+
+  // A file we run from that was replaced since we mapped it (our binary after an install
+  // of another build, libpython or glibc after a host update): its path, or "". Every
+  // kernel would run the old code, so we end and the server starts us again.
+  static std::string replaced_file() {
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) {
+      auto path = line.find('/');
+      if (path == std::string::npos || !line.ends_with(" (deleted)")) continue;
+      std::string name = line.substr(path, line.size() - path - sizeof " (deleted)" + 1);
+      if (!name.starts_with("/memfd:") && !name.starts_with("/dev/") && !name.starts_with("/SYSV")) return name;
+    }
+    return {};
+  }
+
+  // At most every kStaleCheckInterval, between requests.
+  void check_stale() {
+    auto now = std::chrono::steady_clock::now();
+    if (now < next_stale_check_) return;
+    next_stale_check_ = now + kStaleCheckInterval;
+    if (auto file = replaced_file(); !file.empty()) {
+      say(file + " was replaced since this zygote started: ending, for the server to start it again");
+      stale_ = true;
     }
   }
 
@@ -166,6 +205,17 @@ class ForkServer {
       refuse(connection.get(), "a malformed request (header or fds)", EPROTO);
       return;
     }
+    static_assert(sizeof kBuildStamp == sizeof request.build + 1);
+    if (std::memcmp(request.build, kBuildStamp, sizeof request.build) != 0) {
+      refuse(connection.get(), "the supervisor is of another build of nsbox than the zygote (installed again while the server ran)",
+             ESTALE);
+      // Ours is the old one when our binary was replaced: we end, and the server starts
+      // the new one (runtime/kernel_zygote_process.h). A supervisor older than us (a
+      // sandbox of before the install) only gets its kernel through init.
+      next_stale_check_ = {};
+      check_stale();
+      return;
+    }
     if (kernels_.size() >= max_kernels_) {
       refuse(connection.get(), "the zygote already has " + std::to_string(kernels_.size()) + " kernels alive", EAGAIN);
       return;
@@ -195,6 +245,8 @@ class ForkServer {
   std::span<char> arguments_;
   int (*run_kernel_)(const std::string&);
   size_t max_kernels_ = kMaxZygoteKernels;
+  bool stale_ = false;  // replaced_file(): run() ends
+  std::chrono::steady_clock::time_point next_stale_check_{};
   std::map<pid_t, UniqueFd> kernels_;  // alive, with the connection of the supervisor that asked
 };
 

@@ -74,7 +74,7 @@ Result<void> check_env(const EnvList& env) {
 }
 
 bool env_read_at_process_start(std::string_view name) {
-  for (std::string_view prefix : {"PYTHON", "LD_", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "MPL", "MALLOC_", "LC_", "LANG"})
+  for (std::string_view prefix : {"PYTHON", "LD_", "GLIBC_", "OMP_", "OPENBLAS_", "MKL_", "NUMEXPR_", "MPL", "MALLOC_", "LC_", "LANG"})
     if (name.starts_with(prefix)) return true;
   return name == "TZ" || name == "HOME" || name == "PATH" || name == "TMPDIR";
 }

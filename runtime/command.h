@@ -42,7 +42,8 @@ struct CommandRequest {
 Result<void> check_env(const EnvList& env);
 
 // Whether a process reads the variable when it starts (the interpreter's PYTHON*, the
-// loader's LD_*, the locale, the time zone, HOME/PATH/TMPDIR, the BLAS thread pools'):
+// loader's LD_* and glibc's GLIBC_TUNABLES, the locale, the time zone, HOME/PATH/TMPDIR,
+// the BLAS thread pools'):
 // setting it in a process that already runs changes nothing. A warm pool's claim cannot
 // honour these (runtime/runtime.h, Runtime::claim).
 bool env_read_at_process_start(std::string_view name);

@@ -3,11 +3,16 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "isolation/sys/child_fds.h"
+#include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/command.h"
 #include "runtime/protocol/unix_socket.h"
@@ -27,9 +32,16 @@ void end(pid_t pid) {
   (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
 }
 
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + ::sigabbrev_np(WTERMSIG(status));
+  return "ended (wait status " + std::to_string(status) + ")";
+}
+
 }  // namespace
 
-Result<std::unique_ptr<KernelZygoteProcess>> KernelZygoteProcess::start(const InstallLayout& layout, const std::string& run_dir) {
+Result<std::unique_ptr<KernelZygoteProcess>> KernelZygoteProcess::start(const InstallLayout& layout, const std::string& run_dir,
+                                                                        KernelZygoteOptions options) {
   std::string socket_path = run_dir + "/kernel-zygote-" + std::to_string(::getpid()) + ".sock";
   // Made 0600 by the umask at bind: no moment when another user could connect (the
   // callers start it before any thread of theirs, so the umask is nobody else's).
@@ -37,12 +49,76 @@ Result<std::unique_ptr<KernelZygoteProcess>> KernelZygoteProcess::start(const In
   auto listened = protocol::listen_unix(socket_path, SOCK_SEQPACKET);
   ::umask(umask_before);
   UniqueFd listening = NSBOX_TRY(std::move(listened));
+  UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!stop) {
+    ::unlink(socket_path.c_str());
+    return fail(sys_error("eventfd"));
+  }
+  std::unique_ptr<KernelZygoteProcess> z(
+      new KernelZygoteProcess(layout, std::move(socket_path), std::move(listening), std::move(stop), std::move(options)));
+  std::promise<Result<void>> first;
+  auto started = first.get_future();
+  z->keeper_ = std::thread(&KernelZygoteProcess::keep, z.get(), std::move(first));
+  if (auto ok = started.get(); !ok) return fail(ok.error());  // the destructor joins the keeper
+  return z;
+}
+
+KernelZygoteProcess::KernelZygoteProcess(const InstallLayout& layout, std::string socket_path, UniqueFd listening, UniqueFd stop,
+                                         KernelZygoteOptions options)
+    : program_(layout.libexec_dir + "/nsbox-kernel-zygote"),
+      sandbox_dir_(layout.sandbox_dir()),
+      socket_path_(std::move(socket_path)),
+      listening_(std::move(listening)),
+      stop_(std::move(stop)),
+      options_(std::move(options)) {
+  if (options_.restart_delays.empty()) options_.restart_delays.push_back(std::chrono::milliseconds(0));
+}
+
+KernelZygoteProcess::~KernelZygoteProcess() {
+  uint64_t one = 1;
+  (void)::write(stop_.get(), &one, sizeof one);
+  if (keeper_.joinable()) keeper_.join();
+  ::unlink(socket_path_.c_str());
+}
+
+// The keeper thread: the zygote's parent for as long as the server runs (a zygote dies
+// with the thread that started it).
+void KernelZygoteProcess::keep(std::promise<Result<void>> first) {
+  bool first_start = true;
+  size_t quick_ends = 0;  // in a row, each within kHealthyLife of its start
+  for (;;) {
+    auto spawned = spawn();
+    if (first_start) {
+      first_start = false;
+      first.set_value(spawned ? Result<void>{} : Result<void>(fail(spawned.error())));
+      if (!spawned) return;
+    }
+    if (spawned) {
+      pid_t pid = *spawned;
+      pid_.store(pid);
+      if (starts_.fetch_add(1) > 0) log::info("kernel-zygote: started again (pid " + std::to_string(pid) + ")");
+      auto started_at = std::chrono::steady_clock::now();
+      int status = 0;
+      bool stopping = wait_for_end(pid, &status);
+      pid_.store(0);
+      if (stopping) return;
+      quick_ends = std::chrono::steady_clock::now() - started_at >= kHealthyLife ? 1 : quick_ends + 1;
+      log::warn("kernel-zygote: the zygote (pid " + std::to_string(pid) + ") " + describe(status) +
+                "; kernels start through init until it serves again");
+    } else {
+      ++quick_ends;
+      log::warn("kernel-zygote: " + spawned.error().message);
+    }
+    auto delay = options_.restart_delays[std::min(quick_ends, options_.restart_delays.size()) - 1];
+    if (refuse_until(std::chrono::steady_clock::now() + delay)) return;
+  }
+}
+
+Result<pid_t> KernelZygoteProcess::spawn() {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return fail(sys_error("pipe2"));
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);
-
-  std::string program = layout.libexec_dir + "/nsbox-kernel-zygote";
-  std::vector<std::string> args = {program, "--listen-fd", "3", "--sandbox-dir", layout.sandbox_dir(), "--ready-fd", "4"};
+  std::vector<std::string> args = {program_, "--listen-fd", "3", "--sandbox-dir", sandbox_dir_, "--ready-fd", "4"};
   std::vector<std::string> env = kernel_zygote_environment();
   // Every symbol bound at the zygote's start, once: bound lazily, each kernel would look
   // up again, in its own copy, every function the zygote had not called yet. The zygote
@@ -51,31 +127,52 @@ Result<std::unique_ptr<KernelZygoteProcess>> KernelZygoteProcess::start(const In
   auto argv = c_strings(args);
   auto envp = c_strings(env);
   pid_t parent = ::getpid();
-  pid_t pid = sys::fork_child();
+  pid_t pid = sys::fork_child();  // only async-signal-safe calls in the child: the server has threads
   if (pid == 0) {
-    sys::prepare_child(parent, {-1, STDERR_FILENO, STDERR_FILENO, listening.get(), ready_w.get()});
-    ::execve(program.c_str(), argv.data(), envp.data());
+    sys::prepare_child(parent, {-1, STDERR_FILENO, STDERR_FILENO, listening_.get(), ready_w.get()});
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   if (pid < 0) return fail(sys_error("fork the kernel zygote"));
   ready_w.reset();
-  pollfd p{ready_r.get(), POLLIN, 0};
+  pollfd p[2] = {{ready_r.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+  int n = sys::retry_eintr([&] { return ::poll(p, 2, kStartTimeoutMs); });
   char byte = 0;
-  bool answered = sys::retry_eintr([&] { return ::poll(&p, 1, kStartTimeoutMs); }) == 1;
-  if (!answered || sys::retry_eintr([&] { return ::read(ready_r.get(), &byte, 1); }) != 1 || byte != '1') {
-    end(pid);
-    ::unlink(socket_path.c_str());
-    return fail(make_error(ErrorCode::kInternal, "the kernel zygote (" + program + ") " +
-                                                     (answered ? std::string("exited before it served")
-                                                               : "did not serve within " + std::to_string(kStartTimeoutMs / 1000) + " s") +
-                                                     "; its reason is on the server's stderr"));
-  }
-  return std::unique_ptr<KernelZygoteProcess>(new KernelZygoteProcess(std::move(socket_path), pid));
+  if (n > 0 && p[0].revents && sys::retry_eintr([&] { return ::read(ready_r.get(), &byte, 1); }) == 1 && byte == '1') return pid;
+  end(pid);
+  if (n > 0 && !p[0].revents) return fail(make_error(ErrorCode::kUnavailable, "the server stopped while the kernel zygote started"));
+  return fail(make_error(ErrorCode::kInternal, "the kernel zygote (" + program_ + ") " +
+                                                   (n > 0 ? std::string("exited before it served")
+                                                          : "did not serve within " + std::to_string(kStartTimeoutMs / 1000) + " s") +
+                                                   "; its reason is on the server's stderr"));
 }
 
-KernelZygoteProcess::~KernelZygoteProcess() {
-  end(pid_);
-  ::unlink(socket_path_.c_str());
+bool KernelZygoteProcess::wait_for_end(pid_t pid, int* status) {
+  UniqueFd pidfd(sys::pidfd_open(pid, 0));
+  for (;;) {
+    pollfd p[2] = {{stop_.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
+    // Without a pidfd (Linux < 5.3) the zygote's end is looked for once a second.
+    int n = sys::retry_eintr([&] { return ::poll(p, pidfd ? 2 : 1, pidfd ? -1 : 1000); });
+    if (n > 0 && p[0].revents) {
+      end(pid);
+      return true;
+    }
+    if (sys::retry_eintr([&] { return ::waitpid(pid, status, WNOHANG); }) == pid) return false;
+    if (n < 0) ::usleep(100000);  // poll cannot fail on two valid fds; never a busy loop
+  }
+}
+
+bool KernelZygoteProcess::refuse_until(std::chrono::steady_clock::time_point until) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    pollfd p[2] = {{stop_.get(), POLLIN, 0}, {listening_.get(), POLLIN, 0}};
+    int n = sys::retry_eintr([&] { return ::poll(p, 2, static_cast<int>(std::max<long long>(left, 0))); });
+    if (n > 0 && p[0].revents) return true;
+    // A supervisor asking now is told at once (its connection closes: EOF), and starts
+    // its kernel through init.
+    if (n > 0 && p[1].revents) UniqueFd(::accept4(listening_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (left <= 0) return false;
+  }
 }
 
 }  // namespace nsbox

@@ -1,13 +1,23 @@
-// `nsbox serve --kernel-zygote`: the server's kernel zygote process (docs/kernel-zygote.md),
-// started with the server and ended with it. Its socket is handed to every supervisor
-// the server starts (SupervisorSpec::kernel_zygote); a supervisor that cannot reach it
-// starts its kernel through init, as without the flag.
+// `nsbox serve`'s kernel zygote (docs/kernel-zygote.md), started with the server and
+// kept until it stops. Its socket is handed to every supervisor the server starts
+// (SupervisorSpec::kernel_zygote); a supervisor that cannot reach it, or is refused,
+// starts its kernel through init.
+//
+// Kept: a zygote that ends is started again by a thread of this object's (which the
+// zygote dies with: PR_SET_PDEATHSIG), at once, and after 1, 2, 4... up to 60 s while it
+// keeps ending within a minute of its start. While none serves, connections to the
+// socket are closed at once, so no supervisor waits for one.
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
@@ -15,24 +25,48 @@
 
 namespace nsbox {
 
+struct KernelZygoteOptions {
+  // Before the n-th start again in a row of a zygote that ended within
+  // KernelZygoteProcess::kHealthyLife of its start (the last repeats).
+  std::vector<std::chrono::milliseconds> restart_delays = {
+      std::chrono::milliseconds(0), std::chrono::seconds(1),  std::chrono::seconds(2),  std::chrono::seconds(4),
+      std::chrono::seconds(8),      std::chrono::seconds(16), std::chrono::seconds(32), std::chrono::seconds(60)};
+};
+
 class KernelZygoteProcess {
  public:
   static constexpr int kStartTimeoutMs = 30000;
+  // A zygote that served this long before it ended is started again at once.
+  static constexpr std::chrono::seconds kHealthyLife{60};
 
   // Listens on `<run_dir>/kernel-zygote-<our pid>.sock` (mode 0600 from the bind on; the
   // zygote also checks each peer is its own user), starts nsbox-kernel-zygote and waits
   // (bounded) until it serves. Call before starting threads: it sets the umask.
-  static Result<std::unique_ptr<KernelZygoteProcess>> start(const InstallLayout& layout, const std::string& run_dir);
-  ~KernelZygoteProcess();  // kills it (its kernels live on) and removes the socket
+  static Result<std::unique_ptr<KernelZygoteProcess>> start(const InstallLayout& layout, const std::string& run_dir,
+                                                            KernelZygoteOptions options = {});
+  ~KernelZygoteProcess();  // kills the zygote (its kernels live on) and removes the socket
+
+  KernelZygoteProcess(const KernelZygoteProcess&) = delete;
+  KernelZygoteProcess& operator=(const KernelZygoteProcess&) = delete;
 
   const std::string& socket_path() const { return socket_path_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return pid_.load(); }  // the zygote serving now; 0 while none does
+  int starts() const { return starts_.load(); }
 
  private:
-  KernelZygoteProcess(std::string socket_path, pid_t pid) : socket_path_(std::move(socket_path)), pid_(pid) {}
+  KernelZygoteProcess(const InstallLayout& layout, std::string socket_path, UniqueFd listening, UniqueFd stop, KernelZygoteOptions options);
 
-  std::string socket_path_;
-  pid_t pid_;
+  void keep(std::promise<Result<void>> first);
+  Result<pid_t> spawn();
+  bool wait_for_end(pid_t pid, int* status);  // true: asked to stop (the zygote is gone then)
+  bool refuse_until(std::chrono::steady_clock::time_point until);  // true: asked to stop
+
+  std::string program_, sandbox_dir_, socket_path_;
+  UniqueFd listening_, stop_;
+  KernelZygoteOptions options_;
+  std::atomic<pid_t> pid_{0};
+  std::atomic<int> starts_{0};
+  std::thread keeper_;
 };
 
 }  // namespace nsbox

@@ -3,7 +3,7 @@
 // the zygote's socket (root's only; the zygote checks the peer is its own user). Shared
 // by kernel/ (the zygote) and runtime/supervisor/ (the asking side); records only.
 //
-//   supervisor → zygote   Request, with fds: init's pidfd, the kernel's stdout, stderr
+//   supervisor → zygote   Request (its build stamp included), with fds: init's pidfd, the kernel's stdout, stderr
 //                         and channel (its fd 3), the kernel's end of a set-up socket
 //                         pair, then the sandbox's cgroup files to write "0" to (v1
 //                         `tasks`, v2 `cgroup.procs`)
@@ -25,7 +25,7 @@
 
 namespace nsbox::kernel_zygote {
 
-constexpr uint32_t kMagic = 0x6e737a32;  // "nsz2"
+constexpr uint32_t kMagic = 0x6e737a33;  // "nsz3"
 constexpr uint32_t kFixedFds = 5;        // pidfd, stdout, stderr, channel, set-up
 constexpr uint32_t kMaxCgroupFds = 12;
 constexpr uint32_t kMaxConfigBytes = 1u << 20;
@@ -34,6 +34,10 @@ struct Request {
   uint32_t magic = kMagic;
   uint32_t cgroup_fds = 0;  // after the fixed five
   char sandbox[64] = {};    // the sandbox's id, for the zygote's log only
+  // The asking supervisor's build stamp (kBuildStamp, cmake/build_stamp.cmake): the zygote
+  // serves only its own build, so a server that outlives an install never hands out a
+  // kernel with another build's filter, protocol or Python.
+  char build[32] = {};
 };
 
 enum class ReplyKind : uint32_t { kForked = 1, kReady = 2, kFailed = 3, kExited = 4 };

@@ -191,8 +191,12 @@ Result<void> Supervisor::register_handlers() {
   ::fcntl(control, F_SETFL, ::fcntl(control, F_GETFL) | O_NONBLOCK);
   NSBOX_CHECK(loop_->add(control, EPOLLIN, [this](uint32_t) { on_init_messages(); }));
   NSBOX_CHECK(loop_->add(instance_->pidfd(), EPOLLIN, [this](uint32_t) { on_init_death(); }));
-  NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN,
-                         [this](uint32_t) { on_seccomp_violation(instance_->take_seccomp_violation()); }));
+  NSBOX_CHECK(loop_->add(instance_->seccomp_listener_fd(), EPOLLIN, [this](uint32_t events) {
+    if (events & EPOLLIN) on_seccomp_violation(instance_->take_seccomp_violation());
+    // Hung up: no process of the sandbox is left under the filter (its end): watched on,
+    // the hang-up would wake the loop for ever.
+    if (events & (EPOLLHUP | EPOLLERR)) loop_->remove(instance_->seccomp_listener_fd());
+  }));
   zygote_kernels_ = std::make_unique<ZygoteKernels>(
       *loop_, [this](Result<seccomp::Violation> v) { on_seccomp_violation(std::move(v)); },
       [this](uint64_t id, std::optional<int> code, std::optional<int> signal) {
@@ -666,10 +670,14 @@ Result<uint64_t> Supervisor::spawn_kernel(const std::vector<std::string>& argv,
   // randomisation; PYTHONPATH, LANG... of the caller's) is exec'd by init.
   // Its process group is signalled through its pidfd (Linux 6.9), never by number.
   static const bool group_signals = can_signal_process_groups(instance_->pidfd());
-  if (!spec_.kernel_zygote.empty() && !spec_.memory_merge && group_signals &&
+  if (!spec_.kernel_zygote.empty() && !spec_.memory_merge && group_signals && !zygote_timed_out_ &&
       starts_like_kernel_zygote(command_environment(sandbox_env(), {}))) {
     auto forked = fork_kernel_from_zygote(fds);
     if (forked) return forked;
+    // A kernel that did not get ready in time was stopped on its way (by the sandbox, or
+    // a host too loaded): this sandbox's kernels start through init from now on, so its
+    // supervisor is never held that long again (the third review's L1).
+    if (forked.error().code == ErrorCode::kTimeout) zygote_timed_out_ = true;
     log::limited(log::Level::kWarn, "kernel-zygote", "the kernel starts through init: " + forked.error().message);
   }
   return spawn_in_sandbox(argv, fds);

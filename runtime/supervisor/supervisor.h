@@ -152,6 +152,7 @@ class Supervisor final : private KernelHost, private PtyHost {
   std::map<pid_t, std::vector<std::string>> seccomp_kills_;
   std::unique_ptr<KernelSession> kernel_;
   std::unique_ptr<ZygoteKernels> zygote_kernels_;  // `serve --kernel-zygote`'s kernels
+  bool zygote_timed_out_ = false;                  // a zygote kernel's start timed out: init's from then on
   std::unique_ptr<PtySessions> ptys_;
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_
 };

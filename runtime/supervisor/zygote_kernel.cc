@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "generated/build_stamp.h"
 #include "isolation/sys/fd_passing.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/protocol/frame.h"
@@ -65,6 +66,8 @@ Result<void> send_request(int connection, const ZygoteKernelRequest& r) {
   kernel_zygote::Request header;
   header.cgroup_fds = static_cast<uint32_t>(r.cgroup_files.size());
   std::memcpy(header.sandbox, r.sandbox_id.data(), std::min(r.sandbox_id.size(), sizeof header.sandbox - 1));
+  static_assert(sizeof kBuildStamp == sizeof header.build + 1);
+  std::memcpy(header.build, kBuildStamp, sizeof header.build);
   std::vector<int> fds = {r.init_pidfd, r.stdout_fd, r.stderr_fd, r.channel, r.kernel_setup};
   for (const auto& f : r.cgroup_files) fds.push_back(f.get());
   if (sys::send_with_fds(connection, &header, sizeof header, fds) != sizeof header)
@@ -152,7 +155,9 @@ bool same_pid_namespace(pid_t a, int a_pidfd, pid_t b, int b_pidfd) {
 
 Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request) {
   ZygoteKernel k;
-  auto connected = protocol::connect_unix(request.socket, SOCK_SEQPACKET);
+  // Non-blocking: a zygote that does not accept (stopped, or its backlog full) is EAGAIN
+  // at once, never a supervisor held in connect() (nothing of the exchange blocks after).
+  auto connected = protocol::connect_unix(request.socket, SOCK_SEQPACKET | SOCK_NONBLOCK);
   if (!connected) return fail(std::move(connected.error()).context("reach the kernel zygote"));
   k.connection = std::move(*connected);
   // It gets init's pidfd and the cgroup's files: only a zygote of our own user may.
@@ -194,7 +199,7 @@ Result<void> ZygoteKernels::adopt(uint64_t id, ZygoteKernel kernel) {
   int listener = kernel.seccomp_listener.get(), connection = kernel.connection.get();
   kernels_[id] = std::move(kernel);
   auto watched = [&]() -> Result<void> {
-    NSBOX_CHECK(loop_.add(listener, EPOLLIN, [this, listener](uint32_t) { on_violation_(seccomp::take_violation(listener)); }));
+    NSBOX_CHECK(loop_.add(listener, EPOLLIN, [this, listener](uint32_t events) { on_listener(listener, events); }));
     return loop_.add(connection, EPOLLIN, [this, id](uint32_t) { on_report(id); });
   }();
   if (!watched) {
@@ -203,6 +208,18 @@ Result<void> ZygoteKernels::adopt(uint64_t id, ZygoteKernel kernel) {
     kernels_.erase(id);
   }
   return watched;
+}
+
+void ZygoteKernels::on_listener(int listener, uint32_t events) {
+  if (events & EPOLLIN) on_violation_(seccomp::take_violation(listener));
+  if (!(events & (EPOLLHUP | EPOLLERR))) return;
+  // No process uses the filter any more (Linux >= 5.8 says so by a hang-up): no violation
+  // can come, and a hang-up stays reported, so watched on it would wake the loop for ever
+  // (Linux >= 6.11: the receive fails at once) or block it in the receive (before).
+  for (pollfd p{listener, POLLIN, 0}; ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);)
+    on_violation_(seccomp::take_violation(listener));
+  loop_.remove(listener);
+  std::erase_if(retired_listeners_, [listener](const UniqueFd& fd) { return fd.get() == listener; });
 }
 
 void ZygoteKernels::signal(uint64_t id, int signal, bool whole_group) {
@@ -241,7 +258,8 @@ void ZygoteKernels::finish(uint64_t id, std::optional<int> status) {
   for (int fd : {k.connection.get(), k.pidfd.get()})
     if (fd >= 0) loop_.remove(fd);
   // Processes the kernel started (in sessions of their own) live on under its filter:
-  // their violations are still reported. The last few kernels' listeners stay watched.
+  // their violations are still reported, until the last of them ends (on_listener) or
+  // more kernels than kRetiredListeners have ended since (then theirs get ENOSYS).
   retired_listeners_.push_back(std::move(k.seccomp_listener));
   if (retired_listeners_.size() > kRetiredListeners) {
     loop_.remove(retired_listeners_.front().get());

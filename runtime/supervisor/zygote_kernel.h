@@ -71,16 +71,19 @@ class ZygoteKernels {
 
  private:
   void on_report(uint64_t id);
+  // A kernel's seccomp listener: its violations, and its hang-up once no process uses the
+  // filter (then it leaves the loop, and the retired list).
+  void on_listener(int listener, uint32_t events);
   // Violations still queued, then the end; the entry goes before on_exit (which may start the next).
   void finish(uint64_t id, std::optional<int> status);
 
-  static constexpr size_t kRetiredListeners = 16;
+  static constexpr size_t kRetiredListeners = 64;
 
   EventLoop& loop_;
   OnViolation on_violation_;
   OnExit on_exit_;
   std::map<uint64_t, ZygoteKernel> kernels_;
-  std::deque<UniqueFd> retired_listeners_;  // of ended kernels, still in the loop
+  std::deque<UniqueFd> retired_listeners_;  // of ended kernels whose filter still has a process
 };
 
 }  // namespace nsbox

@@ -67,6 +67,7 @@ namespace {
 // are a bad pointer or an unknown flag): EPERM here comes from the filter alone.
 const std::vector<std::string> kRefusedOnlyByTheFilter = {
     "mount", "umount2", "chroot", "unshare_user", "unshare_user_mount", "setns", "clone_newuser", "clone_newuser_newns",
+    "clone_parent",
     "ptrace", "process_vm_readv", "kcmp", "pidfd_getfd", "keyctl", "add_key", "request_key", "perf_event_open",
     "userfaultfd", "name_to_handle_at", "swapon", "settimeofday", "clock_settime", "adjtimex", "open_tree",
     "mount_setattr", "personality_rie", "socket_vsock", "socket_vsock_highbits", "ioctl_tiocsti", "ioctl_tiocsti_highbits"};

@@ -79,7 +79,7 @@ TEST_CASE("env assignments and exec requests are validated") {
 TEST_CASE("variables read when a process starts are known (a warm claim cannot honour them)") {
   for (const char* name : {"PYTHONPATH", "PYTHONHASHSEED", "LD_PRELOAD", "LD_LIBRARY_PATH", "TZ", "HOME", "PATH", "TMPDIR", "LANG",
                            "LC_ALL", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS",
-                           "MPLBACKEND", "MPLCONFIGDIR", "MALLOC_ARENA_MAX"})
+                           "MPLBACKEND", "MPLCONFIGDIR", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES"})
     CHECK(env_read_at_process_start(name));
   for (const char* name : {"API_KEY", "GREETING", "WHO", "MY_PATH", "XTZ", "DATABASE_URL", "STAGE"})
     CHECK_FALSE(env_read_at_process_start(name));

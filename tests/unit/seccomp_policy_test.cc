@@ -59,6 +59,7 @@ const std::vector<ProbedCall> kProbed = {
     {"setns", "setns", "EPERM"},
     {"clone_newuser", "clone", "EPERM"},  // clone itself is allowed without namespace flags
     {"clone_newuser_newns", "clone", "EPERM"},
+    {"clone_parent", "clone", "EPERM"},  // a zygote kernel's parent is the host-root zygote
     {"clone3", "clone3", "ENOSYS"},
     {"ptrace", "ptrace", "EPERM"},
     {"process_vm_readv", "process_vm_readv", "EPERM"},

@@ -27,6 +27,7 @@ def _add_user_site():
     del sys.path[at:]
     site.addsitedir(path)
     sys.path.extend(p for p in rest if p not in sys.path)
+    site.execusercustomize()  # as an exec'd kernel's start runs a user site's usercustomize
 
 
 def child(config_bytes):
@@ -35,7 +36,13 @@ def child(config_bytes):
     config = json.loads(config_bytes)
     os.environ.clear()
     for key, value in config.get("env", {}).items():
-        os.environ[key] = value
+        # What an exec'd kernel's environment would hold: execve passes C strings, so a
+        # value ends at its first NUL; a name it could not pass is left out.
+        value = value.split("\0", 1)[0]
+        try:
+            os.environ[key] = value
+        except ValueError:  # a NUL or '=' in the name
+            pass
     server._reseed()  # what the zygote imported with a random state is every child's
     _add_user_site()
     server.prepare(config.get("preload", ""))
