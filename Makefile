@@ -17,12 +17,15 @@ demo: build
 	@scripts/demo
 
 # Ends with the tests skipped on this host and why (tests/report_skips). Before the
-# suite: a short run of every fuzz target and part of the sanitizer build's tests (below).
+# suite: a short run of every fuzz target and part of the sanitizer build's tests (below);
+# after it, the integration tests again with every kernel from a kernel zygote (what
+# `nsbox serve` gives its sandboxes by default).
 test: build
 	@$(MAKE) --no-print-directory test-fuzz
 	@$(MAKE) --no-print-directory test-asan-short
 	@cd $(BUILD) && ctest --output-on-failure --no-tests=error; status=$$?; \
 	  $(CURDIR)/tests/report_skips . ; exit $$status
+	@$(MAKE) --no-print-directory test-kernel-zygote
 
 # The same tests in a Debian 12 VM with cgroup v2 only (the build machines are hybrid).
 # Optional: needs qemu and, the first time, the Debian archive; several minutes.
@@ -30,8 +33,9 @@ test-cgroup-v2: build
 	@scripts/install-deps --vm
 	@tests/vm/run-cgroup-v2 $(BUILD)
 
-# Every integration test with every kernel forked by a kernel zygote (`serve
-# --kernel-zygote`, docs/kernel-zygote.md); make test runs the kernel's tests so.
+# Every integration test with every kernel forked by a kernel zygote (docs/
+# kernel-zygote.md), as `nsbox serve` makes them by default; skipped, saying why, where
+# the host has no zygote (not root, Linux < 6.9). Part of make test.
 test-kernel-zygote: build
 	@cd $(BUILD) && NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 ctest -R '^(integration:|leak_check|rootless_user|fuse_mode)' --output-on-failure
 

@@ -4,7 +4,7 @@
 //   nsbox-server [--root DIR] [--socket PATH] [--listen ADDR:PORT] [--allow-remote]
 //                [--token-file PATH] [--public-url URL] [--max-upload SIZE]
 //                [--warm SIZE=N[,SIZE=N...]] [--preload MOD,MOD...|none] [--memory-merge]
-//                [--kernel-zygote]
+//                [--kernel-zygote | --no-kernel-zygote]
 //                [--shard NAME --snapshot-store URL [--peers TEMPLATE|LIST --peer-token-file PATH]]
 //                [--capacity N] [--drain-grace SECONDS]
 //   stdout: one JSON line once it serves, {"url", "socket", "token_file"} (null for what
@@ -40,15 +40,21 @@ struct ServeArgs {
   nsbox::api::ClusterFlags cluster;
   bool allow_remote = false;
   bool memory_merge = false;
-  bool kernel_zygote = false;  // kernels forked from a zygote (docs/kernel-zygote.md)
+  // Kernels forked from a zygote (docs/kernel-zygote.md): by default where the host allows
+  // it; --kernel-zygote insists (the server does not start without one), --no-... never.
+  std::optional<bool> kernel_zygote;
 };
 
 Result<ServeArgs> parse_args(int argc, char** argv) {
   ServeArgs a;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--allow-remote" || flag == "--memory-merge" || flag == "--kernel-zygote") {
-      (flag == "--allow-remote" ? a.allow_remote : flag == "--memory-merge" ? a.memory_merge : a.kernel_zygote) = true;
+    if (flag == "--allow-remote" || flag == "--memory-merge") {
+      (flag == "--allow-remote" ? a.allow_remote : a.memory_merge) = true;
+      continue;
+    }
+    if (flag == "--kernel-zygote" || flag == "--no-kernel-zygote") {
+      a.kernel_zygote = flag == "--kernel-zygote";
       continue;
     }
     std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen
@@ -66,7 +72,7 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
       return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
                                            "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
                                            "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR] "
-                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge] [--kernel-zygote] "
+                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge] [--[no-]kernel-zygote] "
                                            "[--shard NAME] [--peers TEMPLATE|S=URL,...] [--peer-token-file PATH] [--capacity N] "
                                            "[--drain-grace SECONDS]"));
     *slot = argv[++i];
@@ -103,17 +109,22 @@ int main(int argc, char** argv) {
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();
   if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());
-  // Before any thread: the zygote dies with the thread that started it (PR_SET_PDEATHSIG).
+  // Before any thread (it sets the umask for its socket's bind).
   std::unique_ptr<nsbox::KernelZygoteProcess> zygote;
-  if (args->kernel_zygote) {
-    if (::geteuid() != 0)
-      return fail_start(nsbox::make_error(ErrorCode::kUnsupported, "nsbox serve --kernel-zygote needs root: the zygote's kernels join "
-                                                                    "their sandboxes as host root before they drop every privilege",
-                                          "serve without --kernel-zygote (kernels are then started by each sandbox's init)"));
-    auto started = nsbox::KernelZygoteProcess::start(runtime->layout(), root.run_dir);
-    if (!started) return fail_start(started.error());
-    zygote = std::move(*started);
-    runtime->use_kernel_zygote(zygote->socket_path());
+  if (args->kernel_zygote.value_or(true)) {
+    bool insisted = args->kernel_zygote.has_value();
+    auto started = [&]() -> Result<std::unique_ptr<nsbox::KernelZygoteProcess>> {
+      NSBOX_CHECK(nsbox::KernelZygoteProcess::usable());
+      return nsbox::KernelZygoteProcess::start(runtime->layout(), root.run_dir);
+    }();
+    if (started) {
+      zygote = std::move(*started);
+      runtime->use_kernel_zygote(zygote->socket_path());
+    } else if (insisted) {
+      return fail_start(std::move(started.error()).with_hint("serve without --kernel-zygote (kernels are then started by each sandbox's init)"));
+    } else {
+      nsbox::log::info("kernels start through each sandbox's init: " + started.error().message);
+    }
   }
   std::string api_dir = root.data_dir + "/api";
   if (auto made = nsbox::files::ensure_private_dir(api_dir); !made) return fail_start(made.error());

@@ -40,6 +40,17 @@ std::string describe(int status) {
 
 }  // namespace
 
+Result<void> KernelZygoteProcess::usable() {
+  if (::geteuid() != 0)
+    return fail(make_error(ErrorCode::kUnsupported, "the kernel zygote needs root: its kernels join their sandboxes as host root "
+                                                    "before they drop every privilege"));
+  UniqueFd self(sys::pidfd_open(::getpid(), 0));
+  if (!self || !sys::can_signal_process_groups(self.get()))
+    return fail(make_error(ErrorCode::kUnsupported, "the kernel zygote needs pidfd_send_signal to a process group "
+                                                    "(PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9)"));
+  return {};
+}
+
 Result<std::unique_ptr<KernelZygoteProcess>> KernelZygoteProcess::start(const InstallLayout& layout, const std::string& run_dir,
                                                                         KernelZygoteOptions options) {
   std::string socket_path = run_dir + "/kernel-zygote-" + std::to_string(::getpid()) + ".sock";

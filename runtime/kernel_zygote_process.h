@@ -39,6 +39,11 @@ class KernelZygoteProcess {
   // A zygote that served this long before it ended is started again at once.
   static constexpr std::chrono::seconds kHealthyLife{60};
 
+  // Whether this host and process can use one: root (its kernels join a sandbox as host
+  // root before they drop every privilege), and a process group signalled by pidfd
+  // (Linux >= 6.9). The error says which is missing.
+  static Result<void> usable();
+
   // Listens on `<run_dir>/kernel-zygote-<our pid>.sock` (mode 0600 from the bind on; the
   // zygote also checks each peer is its own user), starts nsbox-kernel-zygote and waits
   // (bounded) until it serves. Call before starting threads: it sets the umask.

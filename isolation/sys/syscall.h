@@ -29,6 +29,16 @@ inline int pidfd_open(pid_t pid, unsigned flags) {
   return static_cast<int>(::syscall(SYS_pidfd_open, pid, flags));
 }
 
+// pidfd_send_signal's PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9): a zygote kernel's group is
+// signalled by its pidfd, never by a number (docs/kernel-zygote.md); without it kernels
+// are exec'd by init.
+constexpr unsigned kPidfdSignalProcessGroup = 1u << 2;
+// Whether this kernel knows the flag: signal 0 by `pidfd` to the group it leads (ESRCH
+// where it leads none; EINVAL where the flag is unknown).
+inline bool can_signal_process_groups(int pidfd) {
+  return ::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, kPidfdSignalProcessGroup) == 0 || errno == ESRCH;
+}
+
 inline int close_range(unsigned first, unsigned last, unsigned flags) {
   return static_cast<int>(::syscall(SYS_close_range, first, last, flags));
 }

@@ -669,7 +669,7 @@ Result<uint64_t> Supervisor::spawn_kernel(const std::vector<std::string>& argv,
   // A kernel whose start would read what the zygote's did not (merging's exec without
   // randomisation; PYTHONPATH, LANG... of the caller's) is exec'd by init.
   // Its process group is signalled through its pidfd (Linux 6.9), never by number.
-  static const bool group_signals = can_signal_process_groups(instance_->pidfd());
+  static const bool group_signals = sys::can_signal_process_groups(instance_->pidfd());
   if (!spec_.kernel_zygote.empty() && !spec_.memory_merge && group_signals && !zygote_timed_out_ &&
       starts_like_kernel_zygote(command_environment(sandbox_env(), {}))) {
     auto forked = fork_kernel_from_zygote(fds);

@@ -191,10 +191,6 @@ Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request) {
   return k;
 }
 
-bool can_signal_process_groups(int pidfd) {
-  return ::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, kPidfdSignalProcessGroup) == 0;
-}
-
 Result<void> ZygoteKernels::adopt(uint64_t id, ZygoteKernel kernel) {
   int listener = kernel.seccomp_listener.get(), connection = kernel.connection.get();
   kernels_[id] = std::move(kernel);
@@ -227,7 +223,7 @@ void ZygoteKernels::signal(uint64_t id, int signal, bool whole_group) {
   if (it == kernels_.end()) return;
   // By the pidfd, never by a number: the group is the kernel's (it leads one), and a
   // kernel already gone is not confused with whoever has its pid now.
-  (void)::syscall(SYS_pidfd_send_signal, it->second.pidfd.get(), signal, nullptr, whole_group ? kPidfdSignalProcessGroup : 0u);
+  (void)::syscall(SYS_pidfd_send_signal, it->second.pidfd.get(), signal, nullptr, whole_group ? sys::kPidfdSignalProcessGroup : 0u);
 }
 
 void ZygoteKernels::on_report(uint64_t id) {

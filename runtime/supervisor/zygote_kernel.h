@@ -47,11 +47,6 @@ struct ZygoteKernel {
 constexpr int kZygoteKernelStartTimeoutMs = 10000;
 Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request);
 
-// pidfd_send_signal's PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9): a zygote kernel's group is
-// signalled by its pidfd, never by a number. Without it kernels are exec'd by init.
-constexpr unsigned kPidfdSignalProcessGroup = 1u << 2;
-bool can_signal_process_groups(int pidfd);
-
 // The supervisor's kernels from the zygote (one at a time in practice; a restarted
 // kernel's predecessor may still be ending), by the command id the kernel session knows
 // them by: their fds in the loop, their signals, their end.

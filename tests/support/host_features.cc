@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "isolation/sys/files.h"
+#include "isolation/sys/syscall.h"
 #include "tests/support/nsbox_cli.h"
 #include "tests/support/process.h"
 
@@ -115,6 +116,18 @@ const HostFeature& fuse_device() {
     struct stat st{};
     if (::stat("/dev/fuse", &st) != 0) return absent("no /dev/fuse: " + std::string(std::strerror(errno)) + " (modprobe fuse)");
     if (!S_ISCHR(st.st_mode)) return absent("/dev/fuse is not a character device");
+    return present();
+  }();
+  return feature;
+}
+
+const HostFeature& kernel_zygote() {
+  static const HostFeature feature = [] {
+    if (::geteuid() != 0) return absent("not root: the zygote's kernels join their sandboxes as host root");
+    int self = nsbox::sys::pidfd_open(::getpid(), 0);
+    bool groups = self >= 0 && nsbox::sys::can_signal_process_groups(self);
+    if (self >= 0) ::close(self);
+    if (!groups) return absent("no pidfd_send_signal to a process group here (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9)");
     return present();
   }();
   return feature;
