@@ -111,6 +111,7 @@ int main(int argc, char** argv) {
   if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());
   // Before any thread (it sets the umask for its socket's bind).
   std::unique_ptr<nsbox::KernelZygoteProcess> zygote;
+  if (!args->kernel_zygote.value_or(true)) nsbox::log::info("kernels start through each sandbox's init: --no-kernel-zygote");
   if (args->kernel_zygote.value_or(true)) {
     bool insisted = args->kernel_zygote.has_value();
     auto started = [&]() -> Result<std::unique_ptr<nsbox::KernelZygoteProcess>> {
