@@ -18,6 +18,7 @@
 #include "api/http_errors.h"
 #include "api/request_exchange.h"
 #include "api/request_target.h"
+#include "api/worker_pool.h"
 #include "isolation/sys/log.h"
 
 namespace nsbox::api {
@@ -38,6 +39,9 @@ constexpr auto kBodyStall = 60s;
 constexpr auto kWriteStall = 30s;
 constexpr auto kHeartbeat = 15s;
 constexpr auto kStopGrace = 10s;
+// Threads kept for the next request once theirs is answered (api/worker_pool.h).
+constexpr size_t kIdleWorkers = 16;
+constexpr auto kIdleWorkerLife = std::chrono::milliseconds(30s);
 
 std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 
@@ -49,6 +53,7 @@ struct Shared {
   net::io_context& ioc;
   size_t connections = 0;
   std::atomic<size_t> in_work = 0;
+  WorkerPool workers{kIdleWorkers, kIdleWorkerLife};  // the requests' handlers run on its threads
   bool stopping = false;
   std::list<std::function<void()>> idle;       // connections waiting for a request: closed at stop
   std::list<std::function<void()>> in_flight;  // requests being answered: cancelled after the grace
@@ -209,11 +214,11 @@ class Connection {
     }
     auto stop_hook = shared_.in_flight.insert(shared_.in_flight.end(), [x] { x->stop(); });
     ++shared_.in_work;
-    std::thread([x, &shared = shared_] {
+    shared_.workers.run([x, &shared = shared_] {
       shared.service.handle(*x);
       x->worker_finished();
       --shared.in_work;
-    }).detach();
+    });
 
     bool body_read = true;
     if (upload) body_read = co_await pump_body(*upload, std::move(body_sink), *x);
