@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
   if (!runtime) return fail_start(runtime.error());
   const auto& root = runtime->store().root();
   if (auto made = runtime->store().ensure_dirs(); !made) return fail_start(made.error());
-  // Before any thread (it sets the umask for its socket's bind).
+  // Before any other thread: it sets the umask around its socket's bind (then starts its
+  // keeper thread, which only forks and execs the zygote).
   std::unique_ptr<nsbox::KernelZygoteProcess> zygote;
   if (!args->kernel_zygote.value_or(true)) nsbox::log::info("kernels start through each sandbox's init: --no-kernel-zygote");
   if (args->kernel_zygote.value_or(true)) {

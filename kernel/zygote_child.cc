@@ -120,7 +120,8 @@ std::string read_config(int setup) {
 // process of the sandbox can reach us in the window before we are not dumpable, even
 // where the id change makes us dumpable (fs.suid_dumpable = 1). The third review's M1.
 Result<void> become_sandbox_user_but_saved_ids() {
-  if (::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups(0)"));
+  // EPERM where the user namespace denies setgroups is fine only if there is no group to drop.
+  if (::setgroups(0, nullptr) != 0 && errno != EPERM) return fail(sys_error("setgroups(0)"));
   if (::getgroups(0, nullptr) != 0) return fail(make_error(ErrorCode::kInternal, "supplementary groups left after setgroups(0)"));
   if (::setresgid(userns::kSandboxGid, userns::kSandboxGid, static_cast<gid_t>(-1)) != 0) return fail(sys_error("setresgid(1000, 1000, -1)"));
   if (::setresuid(userns::kSandboxUid, userns::kSandboxUid, static_cast<uid_t>(-1)) != 0) return fail(sys_error("setresuid(1000, 1000, -1)"));
@@ -133,7 +134,9 @@ Result<void> drop_saved_ids() {
   if (::setresgid(static_cast<gid_t>(-1), static_cast<gid_t>(-1), userns::kSandboxGid) != 0) return fail(sys_error("setresgid(-1, -1, 1000)"));
   if (::setresuid(static_cast<uid_t>(-1), static_cast<uid_t>(-1), userns::kSandboxUid) != 0) return fail(sys_error("setresuid(-1, -1, 1000)"));
   uid_t r, e, saved;
-  if (::getresuid(&r, &e, &saved) != 0 || r != userns::kSandboxUid || e != r || saved != r)
+  gid_t rg, eg, savedg;
+  if (::getresuid(&r, &e, &saved) != 0 || r != userns::kSandboxUid || e != r || saved != r || ::getresgid(&rg, &eg, &savedg) != 0 ||
+      rg != userns::kSandboxGid || eg != rg || savedg != rg)
     return fail(make_error(ErrorCode::kInternal, "the kernel's ids are not all the sandbox user's"));
   return {};
 }

@@ -11,10 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,9 +36,6 @@ using kernel_zygote::ReplyKind;
 // zap_pid_ns_processes): kept short (the third review's L3).
 constexpr int kRequestPatienceMs = 200;
 
-// How often the zygote looks for a file it runs from having been replaced.
-constexpr int kStaleCheckIntervalMs = 10000;
-constexpr auto kStaleCheckInterval = std::chrono::milliseconds(kStaleCheckIntervalMs);
 
 void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", text.c_str()); }
 
@@ -113,14 +108,10 @@ class ForkServer {
     if (!reaped) return fail("signalfd(SIGCHLD)");
     for (;;) {
       pollfd p[2] = {{listen_fd_, POLLIN, 0}, {reaped.get(), POLLIN, 0}};
-      int waited = sys::retry_eintr([&] { return ::poll(p, 2, kStaleCheckIntervalMs); });
-      if (waited < 0) return fail("poll");
-      check_stale();
-      if (stale_) return 3;
+      if (sys::retry_eintr([&] { return ::poll(p, 2, -1); }) < 0) return fail("poll");
       if (p[1].revents) reap(reaped.get());
       if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) return fail("poll the listening socket");
       if (p[0].revents & POLLIN) accept_one();
-      if (stale_) return 3;
     }
   }
 
@@ -144,31 +135,6 @@ class ForkServer {
       reply.status = status;
       send_reply(it->second.get(), reply);  // its supervisor may be gone: MSG_NOSIGNAL, ignored
       kernels_.erase(it);
-    }
-  }
-
-  // A file we run from that was replaced since we mapped it (our binary after an install
-  // of another build, libpython or glibc after a host update): its path, or "". Every
-  // kernel would run the old code, so we end and the server starts us again.
-  static std::string replaced_file() {
-    std::ifstream maps("/proc/self/maps");
-    for (std::string line; std::getline(maps, line);) {
-      auto path = line.find('/');
-      if (path == std::string::npos || !line.ends_with(" (deleted)")) continue;
-      std::string name = line.substr(path, line.size() - path - sizeof " (deleted)" + 1);
-      if (!name.starts_with("/memfd:") && !name.starts_with("/dev/") && !name.starts_with("/SYSV")) return name;
-    }
-    return {};
-  }
-
-  // At most every kStaleCheckInterval, between requests.
-  void check_stale() {
-    auto now = std::chrono::steady_clock::now();
-    if (now < next_stale_check_) return;
-    next_stale_check_ = now + kStaleCheckInterval;
-    if (auto file = replaced_file(); !file.empty()) {
-      say(file + " was replaced since this zygote started: ending, for the server to start it again");
-      stale_ = true;
     }
   }
 
@@ -209,11 +175,9 @@ class ForkServer {
     if (std::memcmp(request.build, kBuildStamp, sizeof request.build) != 0) {
       refuse(connection.get(), "the supervisor is of another build of nsbox than the zygote (installed again while the server ran)",
              ESTALE);
-      // Ours is the old one when our binary was replaced: we end, and the server starts
-      // the new one (runtime/kernel_zygote_process.h). A supervisor older than us (a
-      // sandbox of before the install) only gets its kernel through init.
-      next_stale_check_ = {};
-      check_stale();
+      // Ours is the old build when our binary was replaced: the server sees that and
+      // starts the new one (runtime/kernel_zygote_process.h). A supervisor older than us
+      // (a sandbox of before the install) gets its kernels through init.
       return;
     }
     if (kernels_.size() >= max_kernels_) {
@@ -245,8 +209,7 @@ class ForkServer {
   std::span<char> arguments_;
   int (*run_kernel_)(const std::string&);
   size_t max_kernels_ = kMaxZygoteKernels;
-  bool stale_ = false;  // replaced_file(): run() ends
-  std::chrono::steady_clock::time_point next_stale_check_{};
+
   std::map<pid_t, UniqueFd> kernels_;  // alive, with the connection of the supervisor that asked
 };
 

@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
+#include <sstream>
+#include <fstream>
 
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/log.h"
@@ -30,6 +33,28 @@ std::vector<char*> c_strings(std::vector<std::string>& items) {
 void end(pid_t pid) {
   ::kill(pid, SIGKILL);
   (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
+}
+
+// A file the process `pid` runs from that was replaced since it mapped it (its binary
+// after an install of another build, libpython or glibc after a host update): its path,
+// or "". Replaced: mapped "(deleted)", and its path now names another inode (a shared
+// anonymous mapping or a file only unlinked shows "(deleted)" too, with no file there).
+// Read from here, the host's mount namespace: the zygote's own has /home, /tmp... covered.
+std::string replaced_file(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  constexpr std::string_view kDeleted = " (deleted)";
+  for (std::string line; std::getline(maps, line);) {
+    auto path = line.find(" /");
+    if (path == std::string::npos || !line.ends_with(kDeleted)) continue;
+    std::istringstream fields(line);
+    std::string range, perms, offset, device;
+    unsigned long inode = 0;
+    fields >> range >> perms >> offset >> device >> inode;
+    std::string name = line.substr(path + 1, line.size() - path - 1 - kDeleted.size());
+    struct stat now{};
+    if (::stat(name.c_str(), &now) == 0 && now.st_ino != inode) return name;
+  }
+  return {};
 }
 
 std::string describe(int status) {
@@ -106,13 +131,18 @@ void KernelZygoteProcess::keep(std::promise<Result<void>> first) {
     }
     if (spawned) {
       pid_t pid = *spawned;
+      int starts_before = starts_.fetch_add(1);  // before the pid: who sees the new pid sees its count
       pid_.store(pid);
-      if (starts_.fetch_add(1) > 0) log::info("kernel-zygote: started again (pid " + std::to_string(pid) + ")");
+      if (starts_before > 0) log::info("kernel-zygote: started again (pid " + std::to_string(pid) + ")");
       auto started_at = std::chrono::steady_clock::now();
       int status = 0;
-      bool stopping = wait_for_end(pid, &status);
+      auto ended = wait_for_end(pid, &status);
       pid_.store(0);
-      if (stopping) return;
+      if (ended == End::kStopped) return;
+      if (ended == End::kStale) {
+        quick_ends = 0;  // not its failure: started again at once
+        continue;
+      }
       quick_ends = std::chrono::steady_clock::now() - started_at >= kHealthyLife ? 1 : quick_ends + 1;
       log::warn("kernel-zygote: the zygote (pid " + std::to_string(pid) + ") " + describe(status) +
                 "; kernels start through init until it serves again");
@@ -146,29 +176,46 @@ Result<pid_t> KernelZygoteProcess::spawn() {
   }
   if (pid < 0) return fail(sys_error("fork the kernel zygote"));
   ready_w.reset();
-  pollfd p[2] = {{ready_r.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
-  int n = sys::retry_eintr([&] { return ::poll(p, 2, kStartTimeoutMs); });
-  char byte = 0;
-  if (n > 0 && p[0].revents && sys::retry_eintr([&] { return ::read(ready_r.get(), &byte, 1); }) == 1 && byte == '1') return pid;
-  end(pid);
-  if (n > 0 && !p[0].revents) return fail(make_error(ErrorCode::kUnavailable, "the server stopped while the kernel zygote started"));
-  return fail(make_error(ErrorCode::kInternal, "the kernel zygote (" + program_ + ") " +
-                                                   (n > 0 ? std::string("exited before it served")
-                                                          : "did not serve within " + std::to_string(kStartTimeoutMs / 1000) + " s") +
-                                                   "; its reason is on the server's stderr"));
+  // Until it serves, a supervisor asking is told at once (a zygote started again takes
+  // its imports' time; the first start comes before any supervisor).
+  auto give_up_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(kStartTimeoutMs);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up_at - std::chrono::steady_clock::now()).count();
+    pollfd p[3] = {{ready_r.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}, {listening_.get(), POLLIN, 0}};
+    int n = left > 0 ? sys::retry_eintr([&] { return ::poll(p, 3, static_cast<int>(left)); }) : 0;
+    if (n > 0 && !p[0].revents && !p[1].revents) {
+      refuse_one();
+      continue;
+    }
+    char byte = 0;
+    if (n > 0 && p[0].revents && sys::retry_eintr([&] { return ::read(ready_r.get(), &byte, 1); }) == 1 && byte == '1') return pid;
+    end(pid);
+    if (n > 0 && !p[0].revents) return fail(make_error(ErrorCode::kUnavailable, "the server stopped while the kernel zygote started"));
+    if (n < 0) return fail(sys_error("poll for the kernel zygote's start"));
+    return fail(make_error(ErrorCode::kInternal, "the kernel zygote (" + program_ + ") " +
+                                                     (n > 0 ? std::string("exited before it served")
+                                                            : "did not serve within " + std::to_string(kStartTimeoutMs / 1000) + " s") +
+                                                     "; its reason is on the server's stderr"));
+  }
 }
 
-bool KernelZygoteProcess::wait_for_end(pid_t pid, int* status) {
+KernelZygoteProcess::End KernelZygoteProcess::wait_for_end(pid_t pid, int* status) {
   UniqueFd pidfd(sys::pidfd_open(pid, 0));
   for (;;) {
     pollfd p[2] = {{stop_.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
-    // Without a pidfd (Linux < 5.3) the zygote's end is looked for once a second.
-    int n = sys::retry_eintr([&] { return ::poll(p, pidfd ? 2 : 1, pidfd ? -1 : 1000); });
+    // Woken at least every kStaleCheck, to look for a replaced file.
+    int n = sys::retry_eintr([&] { return ::poll(p, pidfd ? 2 : 1, static_cast<int>(kStaleCheck.count())); });
     if (n > 0 && p[0].revents) {
       end(pid);
-      return true;
+      return End::kStopped;
     }
-    if (sys::retry_eintr([&] { return ::waitpid(pid, status, WNOHANG); }) == pid) return false;
+    if (sys::retry_eintr([&] { return ::waitpid(pid, status, WNOHANG); }) == pid) return End::kEnded;
+    if (auto file = replaced_file(pid); !file.empty()) {
+      log::info("kernel-zygote: " + file + " was replaced since the zygote (pid " + std::to_string(pid) +
+                ") started: starting it again");
+      end(pid);
+      return End::kStale;
+    }
     if (n < 0) ::usleep(100000);  // poll cannot fail on two valid fds; never a busy loop
   }
 }
@@ -179,11 +226,16 @@ bool KernelZygoteProcess::refuse_until(std::chrono::steady_clock::time_point unt
     pollfd p[2] = {{stop_.get(), POLLIN, 0}, {listening_.get(), POLLIN, 0}};
     int n = sys::retry_eintr([&] { return ::poll(p, 2, static_cast<int>(std::max<long long>(left, 0))); });
     if (n > 0 && p[0].revents) return true;
-    // A supervisor asking now is told at once (its connection closes: EOF), and starts
-    // its kernel through init.
-    if (n > 0 && p[1].revents) UniqueFd(::accept4(listening_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (n > 0 && p[1].revents) refuse_one();
     if (left <= 0) return false;
   }
+}
+
+// A supervisor asking now is told at once (its connection closes: EOF), and starts its
+// kernel through init.
+void KernelZygoteProcess::refuse_one() {
+  UniqueFd refused(::accept4(listening_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!refused && (errno == EMFILE || errno == ENFILE)) ::usleep(10000);  // not a busy loop while full
 }
 
 }  // namespace nsbox

@@ -5,8 +5,12 @@
 //
 // Kept: a zygote that ends is started again by a thread of this object's (which the
 // zygote dies with: PR_SET_PDEATHSIG), at once, and after 1, 2, 4... up to 60 s while it
-// keeps ending within a minute of its start. While none serves, connections to the
-// socket are closed at once, so no supervisor waits for one.
+// keeps ending within a minute of its start. While none serves (the delay, and a new
+// zygote's start), connections to the socket are closed at once, so no supervisor waits
+// for one. A zygote one of whose files was replaced (an install of another build, a host
+// update of libpython or glibc) is ended and started again, within kStaleCheck. A zygote
+// alive but wedged is not detected: supervisors then wait out their
+// 10 s bound once each, and start their sandbox's kernels through init after.
 #pragma once
 
 #include <sys/types.h>
@@ -38,6 +42,8 @@ class KernelZygoteProcess {
   static constexpr int kStartTimeoutMs = 30000;
   // A zygote that served this long before it ended is started again at once.
   static constexpr std::chrono::seconds kHealthyLife{60};
+  // How often a serving zygote's files are compared with those on disk.
+  static constexpr std::chrono::milliseconds kStaleCheck{10000};
 
   // Whether this host and process can use one: root (its kernels join a sandbox as host
   // root before they drop every privilege), and a process group signalled by pidfd
@@ -63,8 +69,12 @@ class KernelZygoteProcess {
 
   void keep(std::promise<Result<void>> first);
   Result<pid_t> spawn();
-  bool wait_for_end(pid_t pid, int* status);  // true: asked to stop (the zygote is gone then)
+  // Until the zygote ends (kEnded, `status` its wait status), the server stops (kStopped)
+  // or a file it runs from is found replaced (kStale); it is gone in each case.
+  enum class End { kEnded, kStopped, kStale };
+  End wait_for_end(pid_t pid, int* status);
   bool refuse_until(std::chrono::steady_clock::time_point until);  // true: asked to stop
+  void refuse_one();
 
   std::string program_, sandbox_dir_, socket_path_;
   UniqueFd listening_, stop_;

@@ -155,8 +155,9 @@ bool same_pid_namespace(pid_t a, int a_pidfd, pid_t b, int b_pidfd) {
 
 Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request) {
   ZygoteKernel k;
-  // Non-blocking: a zygote that does not accept (stopped, or its backlog full) is EAGAIN
-  // at once, never a supervisor held in connect() (nothing of the exchange blocks after).
+  // Non-blocking: a zygote whose backlog is full is EAGAIN at once, never a supervisor
+  // held in connect(). One that is stopped with room in its backlog is found out by the
+  // 10 s bound below (then this sandbox's kernels start through init: supervisor.cc).
   auto connected = protocol::connect_unix(request.socket, SOCK_SEQPACKET | SOCK_NONBLOCK);
   if (!connected) return fail(std::move(connected.error()).context("reach the kernel zygote"));
   k.connection = std::move(*connected);
@@ -255,8 +256,15 @@ void ZygoteKernels::finish(uint64_t id, std::optional<int> status) {
     if (fd >= 0) loop_.remove(fd);
   // Processes the kernel started (in sessions of their own) live on under its filter:
   // their violations are still reported, until the last of them ends (on_listener) or
-  // more kernels than kRetiredListeners have ended since (then theirs get ENOSYS).
-  retired_listeners_.push_back(std::move(k.seccomp_listener));
+  // more kernels than kRetiredListeners have ended since (then theirs get ENOSYS). One
+  // that has hung up already (left the loop in on_listener) has nobody left: closed.
+  pollfd hung{k.seccomp_listener.get(), POLLIN, 0};
+  if (::poll(&hung, 1, 0) == 1 && (hung.revents & (POLLHUP | POLLERR))) {
+    loop_.remove(k.seccomp_listener.get());
+    k.seccomp_listener.reset();
+  } else {
+    retired_listeners_.push_back(std::move(k.seccomp_listener));
+  }
   if (retired_listeners_.size() > kRetiredListeners) {
     loop_.remove(retired_listeners_.front().get());
     retired_listeners_.pop_front();

@@ -489,8 +489,9 @@ TEST_CASE("the volume survives kernel restarts, resize and supervisor death, and
 
 // Two loop devices on one image would be two filesystems on the same blocks: a second
 // attach finds the first's device. The first, of an image never attached (no lock file
-// yet), searches no device and leaves the lock file that makes the next one search.
-TEST_CASE("a second attach of an image finds the first's loop device") {
+// yet), searches no device and marks the lock file, which makes the next one search; so
+// do many attaches at once of a new image (whoever made the lock file may take it last).
+TEST_CASE("a second attach of an image finds the first's loop device, also when many race for a new one") {
   NSBOX_NEEDS(loop_devices());
   TestRoot root;
   std::string image = root.path() + "/one.img";
@@ -498,10 +499,24 @@ TEST_CASE("a second attach of an image finds the first's loop device") {
   CHECK_FALSE(nsbox::files::exists(image + ".lock"));
   auto first = nsbox::volume_image::attach(image);
   REQUIRE(first);
-  CHECK(nsbox::files::exists(image + ".lock"));
+  CHECK(nsbox::files::read_file(image + ".lock").value_or("") == "a");  // marked
   auto second = nsbox::volume_image::attach(image);
   REQUIRE(second);
   CHECK(second->device == first->device);
+  std::string racing = root.path() + "/raced.img";
+  REQUIRE(nsbox::volume_image::create(racing, 32ull << 20, 0, 0));
+  std::vector<std::future<nsbox::Result<nsbox::volume_image::Attached>>> attaches;
+  for (int i = 0; i < 8; ++i)
+    attaches.push_back(std::async(std::launch::async, [&] { return nsbox::volume_image::attach(racing); }));
+  std::set<std::string> devices;
+  std::vector<nsbox::volume_image::Attached> held;  // open until all are compared
+  for (auto& a : attaches) {
+    auto got = a.get();
+    REQUIRE(got);
+    devices.insert(got->device);
+    held.push_back(std::move(*got));
+  }
+  CHECK(devices.size() == 1);
   std::string name = first->device.substr(first->device.rfind('/') + 1);
   CHECK(nsbox::files::read_file("/sys/block/" + name + "/loop/backing_file").value_or("").find("one.img") != std::string::npos);
 }

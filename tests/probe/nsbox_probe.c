@@ -83,7 +83,7 @@ static int syscalls(void) {
   report("setns", syscall(SYS_setns, -1, 0));
   report("clone_newuser", raw_clone(CLONE_NEWUSER));
   report("clone_newuser_newns", raw_clone(CLONE_NEWUSER | CLONE_NEWNS));
-  report("clone_parent", raw_clone(CLONE_PARENT));  // a sibling: our parent reaps it
+  report("clone_parent", raw_clone(CLONE_PARENT));  // where allowed, a sibling of ours: our parent's to reap
   report("clone3", syscall(SYS_clone3, BAD, 88));
   report("ptrace", syscall(SYS_ptrace, 7 /* PTRACE_CONT */, getpid(), 0, 0));  // ESRCH: not our tracee
   report("process_vm_readv", syscall(SYS_process_vm_readv, getpid(), BAD, 1, BAD, 1, 0));

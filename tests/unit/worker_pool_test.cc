@@ -36,11 +36,13 @@ TEST_CASE("worker pool: jobs that block all run at once, each on a thread of its
   std::atomic<int> finished = 0;
   for (int i = 0; i < kJobs; ++i)
     pool.run([&] {
-      std::unique_lock lock(m);
-      ++waiting;
-      cv.notify_all();
-      cv.wait_for(lock, 10s, [&] { return release; });
-      ++finished;
+      {
+        std::unique_lock lock(m);
+        ++waiting;
+        cv.notify_all();
+        cv.wait_for(lock, 10s, [&] { return release; });
+      }
+      ++finished;  // last: the test may end (and its locals go) once all have counted
     });
   {
     std::unique_lock lock(m);
@@ -59,8 +61,10 @@ TEST_CASE("worker pool: a finished thread takes the next job") {
   for (int i = 0; i < 10; ++i) {
     int before = done;
     pool.run([&] {
-      std::lock_guard lock(m);
-      threads.insert(std::this_thread::get_id());
+      {
+        std::lock_guard lock(m);
+        threads.insert(std::this_thread::get_id());
+      }
       ++done;
     });
     REQUIRE(eventually([&] { return done == before + 1 && pool.idle_threads() == 1; }));  // back waiting
