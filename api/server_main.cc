@@ -112,8 +112,9 @@ int main(int argc, char** argv) {
   // Before any other thread: it sets the umask around its socket's bind (then starts its
   // keeper thread, which only forks and execs the zygote).
   std::unique_ptr<nsbox::KernelZygoteProcess> zygote;
-  if (!args->kernel_zygote.value_or(true)) nsbox::log::info("kernels start through each sandbox's init: --no-kernel-zygote");
-  if (args->kernel_zygote.value_or(true)) {
+  if (!args->kernel_zygote.value_or(true)) {
+    nsbox::log::info("kernels start through each sandbox's init: --no-kernel-zygote");
+  } else {
     bool insisted = args->kernel_zygote.has_value();
     auto started = [&]() -> Result<std::unique_ptr<nsbox::KernelZygoteProcess>> {
       NSBOX_CHECK(nsbox::KernelZygoteProcess::usable());

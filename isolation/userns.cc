@@ -68,4 +68,24 @@ Result<void> become_sandbox_user_in_child() {
   return {};
 }
 
+Result<void> become_sandbox_user_keeping_saved_root_in_child() {
+  // EPERM where the user namespace denies setgroups is fine only if there is no group to drop.
+  if (::setgroups(0, nullptr) != 0 && errno != EPERM) return fail(sys_error("setgroups(0)"));
+  if (::getgroups(0, nullptr) != 0) return fail(make_error(ErrorCode::kInternal, "supplementary groups left after setgroups(0)"));
+  if (::setresgid(kSandboxGid, kSandboxGid, static_cast<gid_t>(-1)) != 0) return fail(sys_error("setresgid(1000, 1000, -1)"));
+  if (::setresuid(kSandboxUid, kSandboxUid, static_cast<uid_t>(-1)) != 0) return fail(sys_error("setresuid(1000, 1000, -1)"));
+  return {};
+}
+
+Result<void> drop_saved_root_in_child() {
+  if (::setresgid(static_cast<gid_t>(-1), static_cast<gid_t>(-1), kSandboxGid) != 0) return fail(sys_error("setresgid(-1, -1, 1000)"));
+  if (::setresuid(static_cast<uid_t>(-1), static_cast<uid_t>(-1), kSandboxUid) != 0) return fail(sys_error("setresuid(-1, -1, 1000)"));
+  uid_t r, e, saved;
+  gid_t rg, eg, savedg;
+  if (::getresuid(&r, &e, &saved) != 0 || r != kSandboxUid || e != r || saved != r || ::getresgid(&rg, &eg, &savedg) != 0 ||
+      rg != kSandboxGid || eg != rg || savedg != rg)
+    return fail(make_error(ErrorCode::kInternal, "its ids are not all the sandbox user's after the saved ones were set"));
+  return {};
+}
+
 }  // namespace nsbox::userns

@@ -29,4 +29,16 @@ Result<void> write_maps(pid_t child, HostIds ids);
 // every capability inside the new namespace, since no id in the switch is 0).
 Result<void> become_sandbox_user_in_child();
 
+// For a process that joins a sandbox from outside as host root (a kernel from the kernel
+// zygote, docs/kernel-zygote.md): the sandbox user's real and effective ids and no
+// supplementary group, but the saved ids left kuid/kgid 0 (unmapped in the sandbox) until
+// drop_saved_root_in_child, once its seccomp filter holds. A process may attach to another
+// (ptrace, /proc/<pid>/mem, which keeps working once opened) only if the target's real,
+// effective *and* saved ids are its own, so no process of the sandbox can reach it in
+// between, even where the id change makes it dumpable (fs.suid_dumpable = 1).
+Result<void> become_sandbox_user_keeping_saved_root_in_child();
+// Then the saved ids too (allowed without a capability: the new value is the real id;
+// dumpability does not change with them), checked: every id is the sandbox user's.
+Result<void> drop_saved_root_in_child();
+
 }  // namespace nsbox::userns

@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/rseq.h>
 #include <sys/socket.h>
@@ -113,34 +112,6 @@ std::string read_config(int setup) {
   return config;
 }
 
-// The sandbox user's real and effective ids, and no supplementary group; the saved ids
-// stay kuid/kgid 0 (unmapped in the sandbox: the overflow id there) until the filter
-// holds. A process may attach to another (ptrace, /proc/<pid>/mem, which keeps working
-// once opened) only if the target's real, effective *and* saved ids are its own, so no
-// process of the sandbox can reach us in the window before we are not dumpable, even
-// where the id change makes us dumpable (fs.suid_dumpable = 1). The third review's M1.
-Result<void> become_sandbox_user_but_saved_ids() {
-  // EPERM where the user namespace denies setgroups is fine only if there is no group to drop.
-  if (::setgroups(0, nullptr) != 0 && errno != EPERM) return fail(sys_error("setgroups(0)"));
-  if (::getgroups(0, nullptr) != 0) return fail(make_error(ErrorCode::kInternal, "supplementary groups left after setgroups(0)"));
-  if (::setresgid(userns::kSandboxGid, userns::kSandboxGid, static_cast<gid_t>(-1)) != 0) return fail(sys_error("setresgid(1000, 1000, -1)"));
-  if (::setresuid(userns::kSandboxUid, userns::kSandboxUid, static_cast<uid_t>(-1)) != 0) return fail(sys_error("setresuid(1000, 1000, -1)"));
-  return {};
-}
-
-// Once the filter holds: the saved ids too (allowed without a capability: the new value
-// is the real id). Only the saved ids change, so dumpability does not.
-Result<void> drop_saved_ids() {
-  if (::setresgid(static_cast<gid_t>(-1), static_cast<gid_t>(-1), userns::kSandboxGid) != 0) return fail(sys_error("setresgid(-1, -1, 1000)"));
-  if (::setresuid(static_cast<uid_t>(-1), static_cast<uid_t>(-1), userns::kSandboxUid) != 0) return fail(sys_error("setresuid(-1, -1, 1000)"));
-  uid_t r, e, saved;
-  gid_t rg, eg, savedg;
-  if (::getresuid(&r, &e, &saved) != 0 || r != userns::kSandboxUid || e != r || saved != r || ::getresgid(&rg, &eg, &savedg) != 0 ||
-      rg != userns::kSandboxGid || eg != rg || savedg != rg)
-    return fail(make_error(ErrorCode::kInternal, "the kernel's ids are not all the sandbox user's"));
-  return {};
-}
-
 // In the kernel, born in the sandbox's namespaces and cgroup as kuid 0 (which nothing in
 // the sandbox may signal or trace), in order: not dumpable; its rseq area registered;
 // the zygote's connection closed; the cgroup joined; the zygote's pages copied; the
@@ -178,7 +149,7 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   unblock_signals();
   ::prctl(PR_SET_NAME, "nsbox-kernel");  // as an exec'd kernel is named (ps, top)
   name_arguments_as_kernel(fds.arguments);
-  step(become_sandbox_user_but_saved_ids());
+  step(userns::become_sandbox_user_keeping_saved_root_in_child());
   // The id change set dumpable from fs.suid_dumpable (1 on some hosts): not dumpable
   // again until the filter holds.
   if (::prctl(PR_SET_DUMPABLE, 0) != 0) child_fail(setup, sys_error("prctl(PR_SET_DUMPABLE, 0)"));
@@ -190,7 +161,7 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   if (::prctl(PR_GET_DUMPABLE) != 0) child_fail(setup, make_error(ErrorCode::kInternal, "dumpable before the seccomp filter"));
   auto listener = seccomp::install(program);
   if (!listener) child_fail(setup, listener.error());
-  step(drop_saved_ids());
+  step(userns::drop_saved_root_in_child());
   kernel_zygote::Reply ready{};
   ready.kind = kernel_zygote::ReplyKind::kReady;
   if (sys::send_with_fd(setup, &ready, sizeof ready, *listener) != sizeof ready)

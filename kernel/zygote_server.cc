@@ -36,7 +36,6 @@ using kernel_zygote::ReplyKind;
 // zap_pid_ns_processes): kept short (the third review's L3).
 constexpr int kRequestPatienceMs = 200;
 
-
 void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", text.c_str()); }
 
 // The intermediate's stack (zygote_child.h: it shares our memory): its own C++ frames
@@ -209,7 +208,6 @@ class ForkServer {
   std::span<char> arguments_;
   int (*run_kernel_)(const std::string&);
   size_t max_kernels_ = kMaxZygoteKernels;
-
   std::map<pid_t, UniqueFd> kernels_;  // alive, with the connection of the supervisor that asked
 };
 

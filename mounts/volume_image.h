@@ -6,8 +6,9 @@
 // file would give two ext4 superblocks on the same blocks (corruption). So attaching
 // first looks for a loop device already backed by the image (sysfs), under a lock on the
 // image (`<image>.lock`, made by the first attach and marked by each, removed only with
-// the image: where this attach made it and nobody marked it, nothing is searched). Loop devices are attached with autoclear: they go away when their last mount
-// does, wherever that mount was (nsbox mounts volumes in private mount namespaces only).
+// the image: where this attach made it and nobody marked it, nothing is searched). Loop
+// devices are attached with autoclear: they go away when their last mount does, wherever
+// that mount was (nsbox mounts volumes in private mount namespaces only).
 #pragma once
 
 #include <sys/types.h>

@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <string_view>
-#include <sstream>
 #include <fstream>
+#include <sstream>
+#include <string_view>
 
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/log.h"
@@ -59,7 +59,10 @@ std::string replaced_file(pid_t pid) {
 
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + ::sigabbrev_np(WTERMSIG(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = ::sigabbrev_np(WTERMSIG(status));  // null for a number it does not name
+    return "killed by signal " + (name ? std::string("SIG") + name : std::to_string(WTERMSIG(status)));
+  }
   return "ended (wait status " + std::to_string(status) + ")";
 }
 
@@ -69,8 +72,7 @@ Result<void> KernelZygoteProcess::usable() {
   if (::geteuid() != 0)
     return fail(make_error(ErrorCode::kUnsupported, "the kernel zygote needs root: its kernels join their sandboxes as host root "
                                                     "before they drop every privilege"));
-  UniqueFd self(sys::pidfd_open(::getpid(), 0));
-  if (!self || !sys::can_signal_process_groups(self.get()))
+  if (!sys::can_signal_process_groups())
     return fail(make_error(ErrorCode::kUnsupported, "the kernel zygote needs pidfd_send_signal to a process group "
                                                     "(PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9)"));
   return {};

@@ -9,8 +9,8 @@
 // zygote's start), connections to the socket are closed at once, so no supervisor waits
 // for one. A zygote one of whose files was replaced (an install of another build, a host
 // update of libpython or glibc) is ended and started again, within kStaleCheck. A zygote
-// alive but wedged is not detected: supervisors then wait out their
-// 10 s bound once each, and start their sandbox's kernels through init after.
+// alive but wedged is not detected: supervisors then wait out their 10 s bound once each,
+// and start their sandbox's kernels through init after.
 #pragma once
 
 #include <sys/types.h>

@@ -38,6 +38,13 @@ constexpr unsigned kPidfdSignalProcessGroup = 1u << 2;
 inline bool can_signal_process_groups(int pidfd) {
   return ::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, kPidfdSignalProcessGroup) == 0 || errno == ESRCH;
 }
+// The same, asked of this kernel by a pidfd of our own.
+inline bool can_signal_process_groups() {
+  int self = pidfd_open(::getpid(), 0);
+  bool can = self >= 0 && can_signal_process_groups(self);
+  if (self >= 0) ::close(self);
+  return can;
+}
 
 inline int close_range(unsigned first, unsigned last, unsigned flags) {
   return static_cast<int>(::syscall(SYS_close_range, first, last, flags));

@@ -3,10 +3,10 @@
 // the zygote's socket (root's only; the zygote checks the peer is its own user). Shared
 // by kernel/ (the zygote) and runtime/supervisor/ (the asking side); records only.
 //
-//   supervisor → zygote   Request (its build stamp included), with fds: init's pidfd, the kernel's stdout, stderr
-//                         and channel (its fd 3), the kernel's end of a set-up socket
-//                         pair, then the sandbox's cgroup files to write "0" to (v1
-//                         `tasks`, v2 `cgroup.procs`)
+//   supervisor → zygote   Request (its build stamp included), with fds: init's pidfd,
+//                         the kernel's stdout, stderr and channel (its fd 3), the
+//                         kernel's end of a set-up socket pair, then the sandbox's cgroup
+//                         files to write "0" to (v1 `tasks`, v2 `cgroup.procs`)
 //   zygote side → supervisor, on the connection: kForked (the kernel's pidfd), sent by
 //                         the zygote's intermediate child once the kernel is born in the
 //                         sandbox; kFailed (a step of the zygote's side); at the kernel's

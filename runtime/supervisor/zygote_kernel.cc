@@ -213,10 +213,14 @@ void ZygoteKernels::on_listener(int listener, uint32_t events) {
   // No process uses the filter any more (Linux >= 5.8 says so by a hang-up): no violation
   // can come, and a hang-up stays reported, so watched on it would wake the loop for ever
   // (Linux >= 6.11: the receive fails at once) or block it in the receive (before).
-  for (pollfd p{listener, POLLIN, 0}; ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);)
-    on_violation_(seccomp::take_violation(listener));
+  drain_violations(listener);
   loop_.remove(listener);
   std::erase_if(retired_listeners_, [listener](const UniqueFd& fd) { return fd.get() == listener; });
+}
+
+void ZygoteKernels::drain_violations(int listener) {
+  for (pollfd p{listener, POLLIN, 0}; ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);)
+    on_violation_(seccomp::take_violation(listener));
 }
 
 void ZygoteKernels::signal(uint64_t id, int signal, bool whole_group) {
@@ -250,8 +254,7 @@ void ZygoteKernels::finish(uint64_t id, std::optional<int> status) {
   auto it = kernels_.find(id);
   ZygoteKernel k = std::move(it->second);
   kernels_.erase(it);
-  for (pollfd p{k.seccomp_listener.get(), POLLIN, 0}; ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);)
-    on_violation_(seccomp::take_violation(k.seccomp_listener.get()));
+  drain_violations(k.seccomp_listener.get());
   for (int fd : {k.connection.get(), k.pidfd.get()})
     if (fd >= 0) loop_.remove(fd);
   // Processes the kernel started (in sessions of their own) live on under its filter:

@@ -69,6 +69,7 @@ class ZygoteKernels {
   // A kernel's seccomp listener: its violations, and its hang-up once no process uses the
   // filter (then it leaves the loop, and the retired list).
   void on_listener(int listener, uint32_t events);
+  void drain_violations(int listener);  // those queued now
   // Violations still queued, then the end; the entry goes before on_exit (which may start the next).
   void finish(uint64_t id, std::optional<int> status);
 

@@ -124,10 +124,7 @@ const HostFeature& fuse_device() {
 const HostFeature& kernel_zygote() {
   static const HostFeature feature = [] {
     if (::geteuid() != 0) return absent("not root: the zygote's kernels join their sandboxes as host root");
-    int self = nsbox::sys::pidfd_open(::getpid(), 0);
-    bool groups = self >= 0 && nsbox::sys::can_signal_process_groups(self);
-    if (self >= 0) ::close(self);
-    if (!groups) return absent("no pidfd_send_signal to a process group here (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9)");
+    if (!nsbox::sys::can_signal_process_groups()) return absent("no pidfd_send_signal to a process group here (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9)");
     return present();
   }();
   return feature;

@@ -42,6 +42,7 @@ const HostFeature& mount_tools();
 // A kernel zygote can serve here (runtime/kernel_zygote_process.h, usable()): root, and a
 // process group signalled by pidfd (PIDFD_SIGNAL_PROCESS_GROUP, Linux >= 6.9).
 const HostFeature& kernel_zygote();
+
 // How this host's cgroups are mounted, read from /proc/self/mountinfo (not the way nsbox
 // detects it, statfs): "unified" (cgroup2 at /sys/fs/cgroup), "hybrid" (v1 hierarchies on
 // a tmpfs, and cgroup2 at /sys/fs/cgroup/unified), "legacy" (v1 only), or "" when
