@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -31,10 +32,9 @@ namespace {
 using kernel_zygote::Reply;
 using kernel_zygote::ReplyKind;
 
-// A supervisor sends its request with its connect; while we wait for one that does not,
-// no kernel is reaped, and a sandbox's end waits for its kernel's reaping (its init's
-// zap_pid_ns_processes): kept short (the third review's L3).
-constexpr int kRequestPatienceMs = 200;
+// A supervisor sends its request right after its connect; one that does not is not
+// waited for longer (a loaded host can take a while to schedule it).
+constexpr auto kRequestPatience = std::chrono::seconds(2);
 
 void say(const std::string& text) { std::fprintf(stderr, "nsbox-kernel-zygote: %s\n", text.c_str()); }
 
@@ -110,7 +110,7 @@ class ForkServer {
       if (sys::retry_eintr([&] { return ::poll(p, 2, -1); }) < 0) return fail("poll");
       if (p[1].revents) reap(reaped.get());
       if (p[0].revents & (POLLERR | POLLHUP | POLLNVAL)) return fail("poll the listening socket");
-      if (p[0].revents & POLLIN) accept_one();
+      if (p[0].revents & POLLIN) accept_one(reaped.get());
     }
   }
 
@@ -137,6 +137,20 @@ class ForkServer {
     }
   }
 
+  // Until the request is there, reaping the kernels that end meanwhile: a sandbox's end
+  // waits for its kernel to be reaped (its init's zap_pid_ns_processes), so a peer that
+  // is slow to ask must not hold up every sandbox's end (the third review's L3).
+  bool await_request(int connection, int reaped) {
+    auto give_up_at = std::chrono::steady_clock::now() + kRequestPatience;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up_at - std::chrono::steady_clock::now()).count();
+      pollfd p[2] = {{connection, POLLIN, 0}, {reaped, POLLIN, 0}};
+      if (left <= 0 || sys::retry_eintr([&] { return ::poll(p, 2, static_cast<int>(left)); }) <= 0) return false;
+      if (p[1].revents) reap(reaped);
+      if (p[0].revents) return true;
+    }
+  }
+
   // A pidfd, by what /proc says the fd is.
   static bool is_pidfd(int fd) {
     char target[64] = {};
@@ -145,7 +159,7 @@ class ForkServer {
     return n > 0 && std::string(target, static_cast<size_t>(n)) == "anon_inode:[pidfd]";
   }
 
-  void accept_one() {
+  void accept_one(int reaped) {
     // Non-blocking: no send of ours (a reply, the intermediate's) waits on a supervisor
     // that does not read.
     UniqueFd connection(::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
@@ -159,8 +173,7 @@ class ForkServer {
     socklen_t length = sizeof peer;
     if (::getsockopt(connection.get(), SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0 || peer.uid != ::geteuid()) return;
     // A supervisor sends its request at once; one that does not is not waited for long.
-    pollfd asked{connection.get(), POLLIN, 0};
-    if (sys::retry_eintr([&] { return ::poll(&asked, 1, kRequestPatienceMs); }) != 1) return;
+    if (!await_request(connection.get(), reaped)) return;
     kernel_zygote::Request request{};
     std::vector<UniqueFd> fds;
     ssize_t n = sys::recv_with_fds(connection.get(), &request, sizeof request, fds,

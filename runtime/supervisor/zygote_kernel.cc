@@ -155,6 +155,13 @@ bool same_pid_namespace(pid_t a, int a_pidfd, pid_t b, int b_pidfd) {
 
 Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request) {
   ZygoteKernel k;
+  // All made before the connect, so that the request follows it at once (the zygote waits
+  // for it only so long).
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair for the kernel's set-up"));
+  UniqueFd setup(pair[0]), kernel_setup(pair[1]);
+  request.kernel_setup = kernel_setup.get();
+  std::string config = NSBOX_TRY(config_record(request));
   // Non-blocking: a zygote whose backlog is full is EAGAIN at once, never a supervisor
   // held in connect(). One that is stopped with room in its backlog is found out by the
   // 10 s bound below (then this sandbox's kernels start through init: supervisor.cc).
@@ -169,11 +176,6 @@ Result<ZygoteKernel> start_zygote_kernel(ZygoteKernelRequest request) {
   if (peer.uid != ::geteuid())
     return fail(make_error(ErrorCode::kPermissionDenied, "the kernel zygote at " + request.socket + " runs as uid " +
                                                              std::to_string(peer.uid) + ", not ours"));
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return fail(sys_error("socketpair for the kernel's set-up"));
-  UniqueFd setup(pair[0]), kernel_setup(pair[1]);
-  request.kernel_setup = kernel_setup.get();
-  std::string config = NSBOX_TRY(config_record(request));
   NSBOX_CHECK(send_request(k.connection.get(), request));
   kernel_setup.reset();  // the kernel's now: EOF here if it goes
   auto ready = await_ready(k, setup.get(), config);

@@ -377,12 +377,12 @@ TEST_CASE("a zygote refuses a supervisor of another build, and one whose binary 
 
   // A request as a supervisor of another build sends it (well formed otherwise).
   auto ask = [&](const char* build) {
-    auto connection = nsbox::protocol::connect_unix(zygote.socket_path(), SOCK_SEQPACKET);
-    REQUIRE(connection);
     nsbox::kernel_zygote::Request request;
     std::memcpy(request.build, build, sizeof request.build);
     nsbox::UniqueFd pidfd(nsbox::sys::pidfd_open(::getpid(), 0)), null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
     std::vector<int> fds = {pidfd.get(), null_fd.get(), null_fd.get(), null_fd.get(), null_fd.get()};
+    auto connection = nsbox::protocol::connect_unix(zygote.socket_path(), SOCK_SEQPACKET);  // the request follows at once
+    REQUIRE(connection);
     REQUIRE(nsbox::sys::send_with_fds(connection->get(), &request, sizeof request, fds) == sizeof request);
     nsbox::kernel_zygote::Reply reply{};
     nsbox::UniqueFd none;
