@@ -126,16 +126,18 @@ void KernelZygoteProcess::keep(std::promise<Result<void>> first) {
   size_t quick_ends = 0;  // in a row, each within kHealthyLife of its start
   for (;;) {
     auto spawned = spawn();
-    if (first_start) {
+    if (spawned) {
+      int starts_before = starts_.fetch_add(1);  // before the pid: who sees the new pid sees its count
+      pid_.store(*spawned);
+      if (starts_before > 0) log::info("kernel-zygote: started again (pid " + std::to_string(*spawned) + ")");
+    }
+    if (first_start) {  // start() returns now: pid() already names the zygote
       first_start = false;
       first.set_value(spawned ? Result<void>{} : Result<void>(fail(spawned.error())));
       if (!spawned) return;
     }
     if (spawned) {
       pid_t pid = *spawned;
-      int starts_before = starts_.fetch_add(1);  // before the pid: who sees the new pid sees its count
-      pid_.store(pid);
-      if (starts_before > 0) log::info("kernel-zygote: started again (pid " + std::to_string(pid) + ")");
       auto started_at = std::chrono::steady_clock::now();
       int status = 0;
       auto ended = wait_for_end(pid, &status);

@@ -374,6 +374,7 @@ TEST_CASE("a zygote refuses a supervisor of another build, and one whose binary 
   REQUIRE(started);
   auto& zygote = **started;
   pid_t first = zygote.pid();
+  REQUIRE(first > 0);  // start() returns once the zygote serves, and names it
 
   // A request as a supervisor of another build sends it (well formed otherwise).
   auto ask = [&](const char* build) {
