@@ -25,6 +25,9 @@ constexpr auto kReadyBound = std::chrono::seconds(120);
 // The refill waits for a moment without cells this long at most, then builds anyway (at
 // the least CPU weight): a server that is never idle still gets its pool back.
 constexpr auto kYieldBound = std::chrono::seconds(5);
+// A claim is followed at once by its creator's first cell: the refill lets that cell have
+// the machine (on 2 cores, building a member beside it cost the first result ~1 ms).
+constexpr auto kClaimGrace = milliseconds(100);
 constexpr auto kRetryFirst = milliseconds(500);
 constexpr auto kRetryMax = std::chrono::seconds(30);
 
@@ -165,6 +168,7 @@ std::optional<std::string> WarmPool::take(SizeTier size) {
       if (runtime_.store().supervisor_alive(id)) taken = std::move(id);
       else dead.push_back(std::move(id));
     }
+    if (taken) last_take_ = Clock::now();
     wake_.notify_all();
   }
   for (const auto& id : dead) discard(id);
@@ -251,7 +255,11 @@ void WarmPool::fill() {
       if (stopping_) return;
       slots_[*wanted].building = true;
     }
-    for (auto until = Clock::now() + kYieldBound; busy_() && Clock::now() < until;)
+    auto just_taken = [&] {
+      std::lock_guard lock(mutex_);
+      return Clock::now() - last_take_ < kClaimGrace;
+    };
+    for (auto until = Clock::now() + kYieldBound; (busy_() || just_taken()) && Clock::now() < until;)
       if (!wait_for(milliseconds(20))) break;
     // A member is a sandbox of this machine: it waits for room under --capacity.
     bool room = false;

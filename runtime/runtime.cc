@@ -531,7 +531,7 @@ Result<CellResult> Runtime::execute(const std::string& id_or_name, const CellOpt
   set_receive_timeout(sock->get(), kRequestTimeoutMs);
   Json message = {{"op", "execute"}, {"timeout_s", cell.timeout_s}, {"output_limit", cell.output_limit},
                   {"output_dir", cell.output_dir},
-                  {"stream", static_cast<bool>(on_output) || static_cast<bool>(on_progress)}};
+                  {"stream", static_cast<bool>(on_output) || static_cast<bool>(on_progress) || static_cast<bool>(control.on_started)}};
   if (protocol::is_valid_utf8(cell.code)) message["code"] = cell.code;
   else message["code_b64"] = protocol::base64_encode(cell.code);
   NSBOX_CHECK(protocol::send_frame(sock->get(), message));

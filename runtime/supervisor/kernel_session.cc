@@ -159,7 +159,8 @@ void KernelSession::dispatch() {
   refresh_pause();
   auto timer = host_.loop().add_timer(static_cast<uint64_t>(c.request.timeout_s * 1000), [this] { on_deadline(); });
   c.timer = timer ? *timer : -1;
-  host_.send_to_client(c.client, {{"event", "started"}, {"cell", c.number}});
+  // Only a streaming caller shows it; to another it would be one more wakeup per cell.
+  if (c.request.stream) host_.send_to_client(c.client, {{"event", "started"}, {"cell", c.number}});
 }
 
 void KernelSession::on_control_event(uint32_t events) {

@@ -31,7 +31,7 @@ struct CellRequest {
   std::string code;  // bytes, as sent (the kernel decodes them)
   double timeout_s = kDefaultTimeoutS;
   size_t output_limit = OutputCapture::kDefaultInlineLimit;
-  bool stream = false;  // send output and progress events while the cell runs
+  bool stream = false;  // send "started", output and progress events while the cell runs
   std::string output_dir = kOutputDir;  // where long output spills (runtime/command.h)
 
   static Result<CellRequest> from_json(const protocol::Json& j);

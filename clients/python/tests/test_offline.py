@@ -173,3 +173,62 @@ def test_python_3_9_syntax_only() -> None:
             with open(os.path.join(PACKAGE, "nsbox", name)) as f:
                 ast.parse(f.read(), name, feature_version=(3, 9))
     assert sys.version_info >= (3, 9)
+
+
+def test_a_request_and_its_small_body_go_in_one_write() -> None:
+    """The server wakes once per request: headers and a body of up to 64 KiB in one write;
+    a larger body after the headers, whole. Against a real unix socket."""
+    import socket
+    import threading
+
+    from nsbox import _http
+
+    class Recording:
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock, self.writes = sock, []
+
+        def sendall(self, data: bytes) -> None:
+            self.writes.append(bytes(data))
+            self.sock.sendall(data)
+
+        def close(self) -> None:
+            self.sock.close()
+
+    with tempfile.TemporaryDirectory(prefix="nsbox-test-http-", dir="/tmp") as d:
+        path = os.path.join(d, "s.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(2)
+        listener.settimeout(30)
+        received = [bytearray(), bytearray()]
+
+        def serve() -> None:
+            for buffer in received:
+                peer, _ = listener.accept()
+                with peer:
+                    peer.settimeout(30)
+                    while True:
+                        chunk = peer.recv(1 << 20)
+                        if not chunk:
+                            break
+                        buffer.extend(chunk)
+
+        server = threading.Thread(target=serve)
+        server.start()
+        sent = []
+        for method, body in (("POST", b'{"code": "1"}'), ("PUT", b"x" * (200 << 10))):
+            conn = _http._UnixHTTPConnection(path, 30)
+            conn.connect()
+            recording = Recording(conn.sock)
+            conn.sock = recording  # type: ignore[assignment]
+            conn.request(method, "/v1/x", body=body, headers={"Content-Type": "application/json"})
+            conn.close()
+            sent.append((body, recording.writes))
+        server.join(30)
+        listener.close()
+        (small, small_writes), (large, large_writes) = sent
+        assert len(small_writes) == 1 and small_writes[0].startswith(b"POST /v1/x ")
+        assert small_writes[0].endswith(b"\r\n\r\n" + small)
+        assert len(large_writes) >= 2 and large_writes[0].startswith(b"PUT /v1/x ") and large_writes[0].endswith(b"\r\n\r\n")
+        assert b"".join(large_writes[1:]) == large
+        assert [bytes(b) for b in received] == [b"".join(small_writes), b"".join(large_writes)]
