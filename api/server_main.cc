@@ -54,7 +54,12 @@ Result<ServeArgs> parse_args(int argc, char** argv) {
       continue;
     }
     if (flag == "--kernel-zygote" || flag == "--no-kernel-zygote") {
-      a.kernel_zygote = flag == "--kernel-zygote";
+      bool wanted = flag == "--kernel-zygote";
+      if (a.kernel_zygote && *a.kernel_zygote != wanted)
+        return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument,
+                                             "nsbox serve: --kernel-zygote and --no-kernel-zygote contradict each other",
+                                             "give one of them (or neither: the zygote where the host allows it)"));
+      a.kernel_zygote = wanted;
       continue;
     }
     std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "isolation/sys/child_fds.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox::command_pid1 {
@@ -32,10 +33,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
   int stdio[3] = {c.stdin_fd, c.stdout_fd, c.stderr_fd};
   for (int target = 0; target < 3; ++target) ::dup2(stdio[target] >= 0 ? stdio[target] : null_fd, target);
   // A fresh signal state: the caller may ignore SIGPIPE or SIGINT; the command must not.
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  sys::default_signals();
   int err = 0;
   if (::chdir(c.cwd.c_str()) == 0) {
     auto argv = c_strings(c.argv);

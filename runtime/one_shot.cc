@@ -135,7 +135,9 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   InterruptSignals interrupts;
   const auto started = Clock::now();
   auto instance = NSBOX_TRY(SandboxInstance::start(options));
-  const uint64_t oom_before = instance->oom_kills();
+  // Its cgroup is new (one_shot_id: our pid and a random tag): any OOM kill in it is this
+  // command's, so no count is read before it runs.
+  const uint64_t oom_before = 0;
   out.write_end.reset();
   err.write_end.reset();
   if (pump) pump->release_sandbox_end();

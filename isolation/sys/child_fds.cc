@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "isolation/sys/syscall.h"
 
@@ -43,10 +44,49 @@ struct KernelSigaction {
   uint64_t mask;
 };
 
+namespace {
+
+// The hex mask after `key` ("\nSigIgn:\t0000000000001000"); false where it is not there.
+bool status_mask(const char* status, const char* key, uint64_t* mask) {
+  const char* at = std::strstr(status, key);
+  if (!at) return false;
+  at += std::strlen(key);
+  while (*at == '\t' || *at == ' ') ++at;
+  uint64_t value = 0;
+  int digits = 0;
+  for (;; ++at, ++digits) {
+    char c = *at;
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) break;
+    value = value << 4 | static_cast<uint64_t>(d);
+  }
+  *mask = value;
+  return digits > 0;
+}
+
+}  // namespace
+
+uint64_t signals_not_default() {
+  char status[4096];
+  int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ~uint64_t{0};
+  size_t length = 0;
+  for (ssize_t n; length < sizeof status - 1 && (n = ::read(fd, status + length, sizeof status - 1 - length)) > 0;)
+    length += static_cast<size_t>(n);
+  ::close(fd);
+  status[length] = '\0';
+  uint64_t ignored = 0, caught = 0;
+  if (!status_mask(status, "\nSigIgn:", &ignored) || !status_mask(status, "\nSigCgt:", &caught)) return ~uint64_t{0};
+  return ignored | caught;
+}
+
 void default_signals() {
   KernelSigaction default_action{};  // SIG_DFL, no flags, nothing masked
+  // Only those not at their default already: one read of /proc/self/status, not a
+  // syscall for each of 64 signals (on the start-up path of every command).
+  const uint64_t changed = signals_not_default();
   for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP)
+    if ((changed >> (sig - 1) & 1) && sig != SIGKILL && sig != SIGSTOP)
       (void)::syscall(SYS_rt_sigaction, sig, &default_action, nullptr, sizeof default_action.mask);
   sigset_t none;
   sigemptyset(&none);

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <span>
 
@@ -21,6 +22,9 @@ inline bool arrange_child_fds(std::initializer_list<int> sources) {
 // default, and none blocked. A signal that comes before the exec (a stop right after a
 // start) then does what it does to the program, never runs the parent's handler.
 void default_signals();
+// The signals (bit sig-1) ignored or caught now, from /proc/self/status; all of them
+// where it cannot be read. Async-signal-safe.
+uint64_t signals_not_default();
 
 // In a child between fork and exec (async-signal-safe): dies with `parent`, the pid the
 // parent had before fork (and _exits at once if that parent is already gone, which

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "isolation/sys/child_fds.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/protocol/frame.h"
 
@@ -75,10 +76,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
     (void)!::write(report_fd, &err, sizeof err);
     ::_exit(127);
   }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  sys::default_signals();
   auto argv_s = req.value("argv", std::vector<std::string>{});
   auto env_s = req.value("env", std::vector<std::string>{});
   std::string cwd = req.value("cwd", std::string("/home/user"));

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "isolation/sys/child_fds.h"
 #include "isolation/sys/spawn.h"
 #include "isolation/sys/unique_fd.h"
 
@@ -124,4 +126,30 @@ TEST_CASE("a daemon runs in its own session, adopted, with only the fds it was g
 
 TEST_CASE("a daemon whose program cannot be exec'd exits at once: the caller sees EOF, not a hang") {
   CHECK(run_daemon("echo never", "", "/nonexistent/program").empty());
+}
+
+TEST_CASE("a child's signals back to their defaults: those ignored or caught are found in /proc and reset, and none is left") {
+  // In a child of ours: what it changes is its own. Exit status 0: all as expected;
+  // otherwise the number of the first check that failed.
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    struct sigaction ignore{}, catch_it{};
+    ignore.sa_handler = SIG_IGN;
+    catch_it.sa_handler = [](int) {};
+    if (::sigaction(SIGUSR1, &ignore, nullptr) != 0 || ::sigaction(SIGUSR2, &catch_it, nullptr) != 0) ::_exit(10);
+    uint64_t before = sys::signals_not_default();
+    if (before == ~uint64_t{0}) ::_exit(1);  // /proc/self/status not read
+    if (!(before >> (SIGUSR1 - 1) & 1)) ::_exit(2);
+    if (!(before >> (SIGUSR2 - 1) & 1)) ::_exit(3);
+    sys::default_signals();
+    if (sys::signals_not_default() != 0) ::_exit(4);
+    struct sigaction now{};
+    if (::sigaction(SIGUSR1, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) ::_exit(5);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

@@ -238,11 +238,12 @@ def test_members_left_by_a_killed_server_are_removed_by_the_next() -> None:
         assert wait_until(lambda: not [m for m in members(s) if m["id"] == orphan], 60), s.log()
 
 
-def test_bad_pool_flags_stop_the_server_with_the_flag_named() -> None:
+def test_bad_pool_and_kernel_flags_stop_the_server_with_the_flag_named() -> None:
     root = make_root()
     try:
         for args, said in ((["--warm", "huge=2"], "size"), (["--warm", "standard"], "SIZE=N"),
-                           (["--warm", "standard=1", "--preload", "os;rm"], "not a module name")):
+                           (["--warm", "standard=1", "--preload", "os;rm"], "not a module name"),
+                           (["--kernel-zygote", "--no-kernel-zygote"], "contradict")):
             r = run_cli(root, "serve", "--socket", os.path.join(root, "api.sock"), *args, timeout=60)
             assert r.returncode == 2 and said in r.stderr.decode(), (args, r.stderr)
     finally:
