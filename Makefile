@@ -37,7 +37,8 @@ test-cgroup-v2: build
 # kernel-zygote.md), as `nsbox serve` makes them by default; skipped, saying why, where
 # the host has no zygote (not root, Linux < 6.9). Part of make test.
 test-kernel-zygote: build
-	@cd $(BUILD) && NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 ctest -R '^(integration:|leak_check|rootless_user|fuse_mode)' --output-on-failure
+	@cd $(BUILD) && NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 ctest -R '^(integration:|leak_check|rootless_user|fuse_mode)' --output-on-failure; \
+	  status=$$?; echo "with every kernel from a zygote:"; $(CURDIR)/tests/report_skips . ; exit $$status
 
 # Chaos (tests/chaos/run): CHAOS_ROUNDS rounds of killed host-side processes and a full
 # disk while sandboxes work; make test runs 5. Replay a failure with CHAOS_ARGS="--seed S".
