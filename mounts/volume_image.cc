@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "isolation/sys/files.h"
+#include "isolation/sys/program.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox::volume_image {
@@ -150,6 +151,10 @@ Result<Attached> attach_new(const std::string& image) {
                                                                   : " (" + last_busy + " taken by another program)")));
 }
 
+// A format of even a large image takes seconds (lazy inode tables); a hung one (a stuck
+// disk) is ended.
+constexpr double kMkfsTimeoutS = 300;
+
 // mkfs.ext4 where Debian puts it, or on PATH.
 std::string find_mkfs() {
   std::string dirs = "/usr/sbin:/sbin";
@@ -185,25 +190,25 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
   // an offline resize2fs still works without them.
   std::string owner_opt = "root_owner=" + std::to_string(owner) + ":" + std::to_string(group) +
                           ",lazy_itable_init=1,lazy_journal_init=1";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int null_fd = ::open("/dev/null", O_RDWR);
-    ::dup2(null_fd, 0);
-    ::dup2(null_fd, 1);
-    if (contents.empty())
-      ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E", owner_opt.c_str(), path.c_str(),
-              static_cast<char*>(nullptr));
-    else
-      ::execl(mkfs.c_str(), "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E", owner_opt.c_str(), "-d",
-              contents.c_str(), path.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  std::vector<std::string> argv = {mkfs, "-q", "-F", "-m", "0", "-O", "^resize_inode", "-E", owner_opt};
+  if (!contents.empty()) argv.insert(argv.end(), {"-d", contents});
+  argv.push_back(path);
+  // Its own environment (no MKE2FS_CONFIG or locale of the caller's), bounded in time,
+  // its stderr kept (the end of it) for the error.
+  auto run = sys::run_program(argv, "", {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, "", kMkfsTimeoutS, 1 << 16, 2048);
+  if (run.status != 0) {
     ::unlink(path.c_str());
-    return fail(make_error(ErrorCode::kSystem, "mkfs.ext4 " + path + " failed" +
-                                                   (mkfs.empty() ? ": mkfs.ext4 not found" : ""),
-                           "install e2fsprogs"));
+    std::string said = run.err;
+    while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+    std::replace(said.begin(), said.end(), '\n', ' ');
+    std::string why = mkfs.empty()      ? "mkfs.ext4 not found"
+                      : run.timed_out   ? "it did not finish within " + std::to_string(static_cast<int>(kMkfsTimeoutS)) + " s"
+                      : run.status < 0  ? "it could not be started: " + said
+                      : WIFEXITED(run.status) ? "exit status " + std::to_string(WEXITSTATUS(run.status)) + (said.empty() ? "" : ": " + said)
+                                              : "killed by signal " + std::to_string(WTERMSIG(run.status));
+    Error e = make_error(ErrorCode::kSystem, "mkfs.ext4 " + path + " failed: " + why);
+    if (mkfs.empty() || run.status < 0) e.hint = "install e2fsprogs";
+    return fail(std::move(e));
   }
   return {};
 }

@@ -521,6 +521,19 @@ TEST_CASE("a second attach of an image finds the first's loop device, also when 
   CHECK(nsbox::files::read_file("/sys/block/" + name + "/loop/backing_file").value_or("").find("one.img") != std::string::npos);
 }
 
+// A format that fails says why, in mkfs's words, and leaves no image behind.
+TEST_CASE("an image too small to format is refused with mkfs.ext4's reason, and nothing is left") {
+  TestRoot root;
+  std::string image = root.path() + "/tiny.img";
+  auto made = nsbox::volume_image::create(image, 4096, 0, 0);
+  REQUIRE_FALSE(made);
+  INFO(made.error().message);
+  CHECK(made.error().message.find("mkfs.ext4 " + image + " failed: exit status") != std::string::npos);
+  CHECK(made.error().message.find("space") != std::string::npos);  // "Not enough space to build proposed filesystem"
+  CHECK(made.error().hint.empty());  // e2fsprogs is there: installing it is not the answer
+  CHECK_FALSE(nsbox::files::exists(image));
+}
+
 TEST_CASE("a named volume is shared by two running sandboxes") {
   TestRoot root;
   auto a = root.create({"--volume", "memories"});
