@@ -479,7 +479,7 @@ Result<CommandResult> Runtime::exec(const std::string& id_or_name, const Command
   if (stdin_fd >= 0) pump = NSBOX_TRY(StdinPump::open(stdin_fd));
   Json message = request.to_json();
   message["op"] = "exec";
-  message["stream"] = static_cast<bool>(on_output);
+  message["stream"] = static_cast<bool>(on_output) || static_cast<bool>(control.on_started);
   std::vector<int> fds;
   if (pump) {
     message["stdin"] = true;

@@ -521,7 +521,7 @@ void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   (void)loop_->add(c.err.get(), EPOLLIN, [this, id](uint32_t) { on_output(id, false); });
   auto timer = loop_->add_timer(static_cast<uint64_t>(c.request.timeout_s * 1000), [this, id] { on_deadline(id); });
   if (timer) c.timer = *timer;
-  reply(client, {{"event", "started"}, {"exec_id", id}});
+  if (c.stream) reply(client, {{"event", "started"}, {"exec_id", id}});  // as a cell's: only to a streaming caller
 }
 
 void Supervisor::on_output(uint64_t id, bool is_stdout) {
