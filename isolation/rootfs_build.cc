@@ -41,21 +41,27 @@ Result<void> make_dirs_in_child(const std::string& path) {
   return {};
 }
 
+// `make` (true: done; false: failed, errno set) tried first, and again after the parent
+// directories of `path` only when they are missing (ENOENT): each try is a syscall on the
+// one-shot path, and the parents are usually there.
+template <typename Make>
+Result<void> make_with_parents(const std::string& path, const std::string& what, Make make) {
+  if (make()) return {};
+  if (errno != ENOENT) return fail(sys_error(what));
+  NSBOX_CHECK(make_dirs_in_child(path.substr(0, path.rfind('/'))));
+  if (!make()) return fail(sys_error(what));
+  return {};
+}
+
 // A mount point of the same type as what goes on it, unless the path is already there
 // (a file inside an earlier read-only bind, such as /etc/passwd: EEXIST comes before
-// EROFS). Created first and its parents only when missing: each try is a syscall on the
-// one-shot path, and the parents are usually there.
+// EROFS).
 Result<void> make_mount_point(const std::string& path, bool directory) {
   if (directory) return make_dirs_in_child(path);
-  auto create = [&] {
+  return make_with_parents(path, "create mount point " + path, [&] {
     int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
     return fd >= 0 ? ::close(fd) == 0 : errno == EEXIST;
-  };
-  if (create()) return {};
-  if (errno != ENOENT) return fail(sys_error("create mount point " + path));
-  NSBOX_CHECK(make_dirs_in_child(path.substr(0, path.rfind('/'))));
-  if (!create()) return fail(sys_error("create mount point " + path));
-  return {};
+  });
 }
 
 }  // namespace
@@ -100,13 +106,8 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
         return fail(sys_error("move_mount " + s.source + " to " + s.target));
       return {};
     }
-    case StepKind::kSymlink: {
-      if (::symlink(s.source.c_str(), p) == 0) return {};
-      if (errno != ENOENT) return fail(sys_error("symlink " + s.target + " -> " + s.source));
-      NSBOX_CHECK(make_dirs_in_child(path.substr(0, path.rfind('/'))));
-      if (::symlink(s.source.c_str(), p) != 0) return fail(sys_error("symlink " + s.target + " -> " + s.source));
-      return {};
-    }
+    case StepKind::kSymlink:
+      return make_with_parents(path, "symlink " + s.target + " -> " + s.source, [&] { return ::symlink(s.source.c_str(), p) == 0; });
     case StepKind::kTmpfs:
       NSBOX_CHECK(make_dirs_in_child(path));
       if (::mount("tmpfs", p, "tmpfs", mount_flags(s.attrs), s.data.c_str()) != 0)

@@ -176,6 +176,8 @@ Result<void> available() {
 }
 
 Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t group, const std::string& contents) {
+  const std::string mkfs = find_mkfs();
+  if (mkfs.empty()) return fail(make_error(ErrorCode::kNotFound, "mkfs.ext4 not found", "apt-get install e2fsprogs"));
   {
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!fd) return fail(sys_error("create volume image " + path));
@@ -184,7 +186,6 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
       return fail(sys_error("size volume image " + path));
     }
   }
-  std::string mkfs = find_mkfs();
   // No resize_inode: its reserved descriptor blocks (for growing the filesystem while
   // mounted, which nsbox never does) were 4 MiB written and half of mkfs's CPU per image;
   // an offline resize2fs still works without them.
@@ -201,14 +202,10 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
     std::string said = run.err;
     while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
     std::replace(said.begin(), said.end(), '\n', ' ');
-    std::string why = mkfs.empty()      ? "mkfs.ext4 not found"
-                      : run.timed_out   ? "it did not finish within " + std::to_string(static_cast<int>(kMkfsTimeoutS)) + " s"
-                      : run.status < 0  ? "it could not be started: " + said
-                      : WIFEXITED(run.status) ? "exit status " + std::to_string(WEXITSTATUS(run.status)) + (said.empty() ? "" : ": " + said)
-                                              : "killed by signal " + std::to_string(WTERMSIG(run.status));
-    Error e = make_error(ErrorCode::kSystem, "mkfs.ext4 " + path + " failed: " + why);
-    if (mkfs.empty() || run.status < 0) e.hint = "install e2fsprogs";
-    return fail(std::move(e));
+    std::string why = run.timed_out  ? "it did not finish within " + std::to_string(static_cast<int>(kMkfsTimeoutS)) + " s"
+                      : run.status < 0 ? "it could not be started: " + said
+                                       : sys::describe_wait_status(run.status) + (said.empty() ? "" : ": " + said);
+    return fail(make_error(ErrorCode::kSystem, mkfs + " " + path + " failed: " + why));
   }
   return {};
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "isolation/sys/program.h"
 #include "runtime/packages/package_sources.h"
 
 namespace nsbox {
@@ -190,8 +191,7 @@ CommandResult classify(const CommandEnd& end, const std::string& program, const 
       r.message = "killed by the seccomp filter: " + end.seccomp_kills.front();
     } else {
       r.reason = "signal";
-      const char* name = sigabbrev_np(*end.signal);
-      r.message = "killed by signal " + std::to_string(*end.signal) + (name ? std::string(" (SIG") + name + ")" : "");
+      r.message = "killed by " + sys::describe_signal(*end.signal);
     }
     return r;
   }

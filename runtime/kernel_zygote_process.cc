@@ -16,6 +16,7 @@
 
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/log.h"
+#include "isolation/sys/program.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/command.h"
 #include "runtime/protocol/unix_socket.h"
@@ -55,15 +56,6 @@ std::string replaced_file(pid_t pid) {
     if (::stat(name.c_str(), &now) == 0 && now.st_ino != inode) return name;
   }
   return {};
-}
-
-std::string describe(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const char* name = ::sigabbrev_np(WTERMSIG(status));  // null for a number it does not name
-    return "killed by signal " + (name ? std::string("SIG") + name : std::to_string(WTERMSIG(status)));
-  }
-  return "ended (wait status " + std::to_string(status) + ")";
 }
 
 }  // namespace
@@ -148,7 +140,7 @@ void KernelZygoteProcess::keep(std::promise<Result<void>> first) {
         continue;
       }
       quick_ends = std::chrono::steady_clock::now() - started_at >= kHealthyLife ? 1 : quick_ends + 1;
-      log::warn("kernel-zygote: the zygote (pid " + std::to_string(pid) + ") " + describe(status) +
+      log::warn("kernel-zygote: the zygote (pid " + std::to_string(pid) + ") " + sys::describe_wait_status(status) +
                 "; kernels start through init until it serves again");
     } else {
       ++quick_ends;

@@ -135,9 +135,6 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   InterruptSignals interrupts;
   const auto started = Clock::now();
   auto instance = NSBOX_TRY(SandboxInstance::start(options));
-  // Its cgroup is new (one_shot_id: our pid and a random tag): any OOM kill in it is this
-  // command's, so no count is read before it runs.
-  const uint64_t oom_before = 0;
   out.write_end.reset();
   err.write_end.reset();
   if (pump) pump->release_sandbox_end();
@@ -194,7 +191,9 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   if (pump) pump->stop();
   relay(out.read_end, true, sink);
   relay(err.read_end, false, sink);
-  end.oom_killed = instance->oom_kills() > oom_before;
+  // Its cgroup is new (one_shot_id: our pid and a random tag): any OOM kill in it is this
+  // command's, so no count was read before it ran.
+  end.oom_killed = instance->oom_kills() > 0;
   CommandResult result = classify(end, o.command.argv.front(), instance->limits(), size_tier_name(o.size), o.command.timeout_s);
   if (interrupted_by) {
     result.status = "killed";

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/syscall.h"
@@ -33,6 +34,17 @@ void reap(pid_t pid, ProgramRun& run) {
 }
 
 }  // namespace
+
+std::string describe_signal(int signal) {
+  const char* name = ::sigabbrev_np(signal);  // null for a number it does not name
+  return "signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by " + describe_signal(WTERMSIG(status));
+  return "ended (wait status " + std::to_string(status) + ")";
+}
 
 ProgramRun run_program(const std::vector<std::string>& argv, const std::string& dir, const std::vector<std::string>& env,
                        const std::string& input, double timeout_s, size_t max_out, size_t max_err) {

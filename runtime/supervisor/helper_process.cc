@@ -16,6 +16,7 @@
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
+#include "isolation/sys/program.h"
 #include "isolation/sys/secret.h"
 #include "isolation/sys/syscall.h"
 #include "mounts/bucket/external_helpers.h"
@@ -25,10 +26,7 @@ extern char** environ;
 namespace nsbox {
 namespace {
 
-std::string how_it_ended(int status) {
-  return WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                             : "exited with status " + std::to_string(WEXITSTATUS(status));
-}
+std::string how_it_ended(int status) { return (WIFSIGNALED(status) ? "was " : "") + sys::describe_wait_status(status); }
 
 // In the child (raw system calls only): each of `caps` made inheritable, then ambient.
 bool keep_ambient(const std::vector<int>& caps) {

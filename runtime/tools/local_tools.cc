@@ -55,10 +55,9 @@ ToolAnswer LocalTools::run(const std::string& name, const Json& arguments) const
   if (r.timed_out) return ToolAnswer::failed(name + ": the tool did not finish within " + std::to_string(static_cast<int>(config_.call_timeout_s)) + " s and was killed");
   if (r.out_cut) return ToolAnswer::failed(name + ": the tool printed more than 16 MiB");
   if (r.status < 0) return ToolAnswer::failed(name + ": could not run the tool: " + r.err);
-  if (WIFSIGNALED(r.status))
-    return ToolAnswer::failed(name + ": the tool was killed by signal " + std::to_string(WTERMSIG(r.status)) + ": " + tail(r.err, 2000));
-  if (WEXITSTATUS(r.status) != 0)
-    return ToolAnswer::failed(name + ": the tool exited with status " + std::to_string(WEXITSTATUS(r.status)) + ": " + tail(r.err, 2000));
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
+    return ToolAnswer::failed(name + ": the tool " + (WIFSIGNALED(r.status) ? "was " : "") + sys::describe_wait_status(r.status) +
+                              ": " + tail(r.err, 2000));
   Json result = Json::parse(r.out, nullptr, false);
   if (result.is_discarded())
     return ToolAnswer::failed(name + ": the tool's output is not JSON: " + r.out.substr(0, 200));

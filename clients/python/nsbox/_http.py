@@ -72,10 +72,6 @@ class _OneWriteConnection(http.client.HTTPConnection):
             data = bytes(data) + held
         super().send(data)
 
-    def close(self) -> None:
-        self._held = None
-        super().close()
-
 
 class _UnixHTTPConnection(_OneWriteConnection):
     """http.client over AF_UNIX: the host name is only what goes in the Host header."""
