@@ -105,7 +105,6 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
                            "nsbox create --net ..., then nsbox sh ID -- CMD"));
   NSBOX_CHECK(files::ensure_private_dir(store_.root().run_dir));
   NSBOX_CHECK(files::ensure_private_dir(store_.root().cache_dir()));
-  cgroup::remove_orphans("run-");
 
   // The sandbox gets pipes only, never our fds (docs/decisions.md: a terminal or a file
   // handed over could be read or reopened for writing).
@@ -131,7 +130,10 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   command.stderr_fd = err.write_end.get();
   // /mnt/files is a tmpfs: a one-shot sandbox keeps nothing, so it costs no disk work.
   InstanceOptions options{one_shot_id(), o.size, o.net, /*files_dir=*/"", false, {}, layout_.sandbox_dir(),
-                          store_.root().cache_dir(), /*bridge_dir=*/"", /*wheelhouse=*/"", command, /*home_dir=*/"", /*while_building=*/{}};
+                          store_.root().cache_dir(), /*bridge_dir=*/"", /*wheelhouse=*/"", command, /*home_dir=*/"",
+                          // The cgroups of runs killed before they removed theirs: swept while
+                          // the sandbox's own set-up runs, off the path to the command.
+                          /*while_building=*/[] { cgroup::remove_orphans("run-"); }};
   InterruptSignals interrupts;
   const auto started = Clock::now();
   auto instance = NSBOX_TRY(SandboxInstance::start(options));
