@@ -178,6 +178,10 @@ class ForkServer {
     std::vector<UniqueFd> fds;
     ssize_t n = sys::recv_with_fds(connection.get(), &request, sizeof request, fds,
                                    kernel_zygote::kFixedFds + kernel_zygote::kMaxCgroupFds);
+    if (n == sizeof request && request.magic == kernel_zygote::kPingMagic && fds.empty()) {
+      send_reply(connection.get(), Reply{ReplyKind::kPong});  // the server asks whether we serve
+      return;
+    }
     if (n != sizeof request || request.magic != kernel_zygote::kMagic || request.cgroup_fds > kernel_zygote::kMaxCgroupFds ||
         fds.size() != size_t{kernel_zygote::kFixedFds} + request.cgroup_fds || !is_pidfd(fds[0].get())) {
       refuse(connection.get(), "a malformed request (header or fds)", EPROTO);

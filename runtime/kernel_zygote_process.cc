@@ -19,6 +19,7 @@
 #include "isolation/sys/program.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/command.h"
+#include "runtime/protocol/kernel_zygote.h"
 #include "runtime/protocol/unix_socket.h"
 
 namespace nsbox {
@@ -56,6 +57,17 @@ std::string replaced_file(pid_t pid) {
     if (::stat(name.c_str(), &now) == 0 && now.st_ino != inode) return name;
   }
   return {};
+}
+
+// A ping (answered with kPong at once by a zygote that serves): the connection, readable
+// once answered. Fails when the zygote's backlog is full (EAGAIN): it does not accept.
+Result<UniqueFd> send_ping(const std::string& socket_path) {
+  auto connection = NSBOX_TRY(protocol::connect_unix(socket_path, SOCK_SEQPACKET | SOCK_NONBLOCK));
+  kernel_zygote::Request ping;
+  ping.magic = kernel_zygote::kPingMagic;
+  if (::send(connection.get(), &ping, sizeof ping, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ping))
+    return fail(sys_error("send a ping to the kernel zygote"));
+  return connection;
 }
 
 }  // namespace
@@ -140,8 +152,9 @@ void KernelZygoteProcess::keep(std::promise<Result<void>> first) {
         continue;
       }
       quick_ends = std::chrono::steady_clock::now() - started_at >= kHealthyLife ? 1 : quick_ends + 1;
-      log::warn("kernel-zygote: the zygote (pid " + std::to_string(pid) + ") " + sys::describe_wait_status(status) +
-                "; kernels start through init until it serves again");
+      if (ended == End::kEnded)  // a wedged one was said as it was found
+        log::warn("kernel-zygote: the zygote (pid " + std::to_string(pid) + ") " + sys::describe_wait_status(status) +
+                  "; kernels start through init until it serves again");
     } else {
       ++quick_ends;
       log::warn("kernel-zygote: " + spawned.error().message);
@@ -196,23 +209,47 @@ Result<pid_t> KernelZygoteProcess::spawn() {
 }
 
 KernelZygoteProcess::End KernelZygoteProcess::wait_for_end(pid_t pid, int* status) {
+  using Clock = std::chrono::steady_clock;
   UniqueFd pidfd(sys::pidfd_open(pid, 0));
+  UniqueFd ping;             // sent, not answered yet
+  bool unanswered = false;   // since ping_sent (a first try refused by a full backlog counts)
+  Clock::time_point ping_sent, next_check = Clock::now() + options_.check_every;
   for (;;) {
-    pollfd p[2] = {{stop_.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
-    // Woken at least every kStaleCheck, to look for a replaced file.
-    int n = sys::retry_eintr([&] { return ::poll(p, pidfd ? 2 : 1, static_cast<int>(kStaleCheck.count())); });
+    auto until = unanswered ? std::min(next_check, ping_sent + options_.wedged_after) : next_check;
+    auto wait_ms = std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count() + 1);
+    pollfd p[3] = {{stop_.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}, {ping ? ping.get() : -1, POLLIN, 0}};
+    int n = sys::retry_eintr([&] { return ::poll(p, 3, static_cast<int>(wait_ms)); });
     if (n > 0 && p[0].revents) {
       end(pid);
       return End::kStopped;
     }
     if (sys::retry_eintr([&] { return ::waitpid(pid, status, WNOHANG); }) == pid) return End::kEnded;
+    if (n > 0 && p[2].revents) {  // kPong, or any answer: it serves
+      ping.reset();
+      unanswered = false;
+    }
+    auto now = Clock::now();
+    if (unanswered && now - ping_sent >= options_.wedged_after) {
+      log::warn("kernel-zygote: the zygote (pid " + std::to_string(pid) + ") left a ping unanswered for " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - ping_sent).count()) +
+                " ms: it is ended and started again; kernels start through init until one serves");
+      end(pid);
+      return End::kWedged;
+    }
+    if (n < 0) ::usleep(100000);  // poll cannot fail on valid fds; never a busy loop
+    if (now < next_check) continue;
+    next_check = now + options_.check_every;
     if (auto file = replaced_file(pid); !file.empty()) {
       log::info("kernel-zygote: " + file + " was replaced since the zygote (pid " + std::to_string(pid) +
                 ") started: starting it again");
       end(pid);
       return End::kStale;
     }
-    if (n < 0) ::usleep(100000);  // poll cannot fail on two valid fds; never a busy loop
+    if (!ping) {
+      if (auto sent = send_ping(socket_path_)) ping = std::move(*sent);
+      if (!unanswered) ping_sent = now;
+      unanswered = true;
+    }
   }
 }
 

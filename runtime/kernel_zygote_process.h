@@ -8,9 +8,11 @@
 // keeps ending within a minute of its start. While none serves (the delay, and a new
 // zygote's start), connections to the socket are closed at once, so no supervisor waits
 // for one. A zygote one of whose files was replaced (an install of another build, a host
-// update of libpython or glibc) is ended and started again, within kStaleCheck. A zygote
-// alive but wedged is not detected: supervisors then wait out their 10 s bound once each,
-// and start their sandbox's kernels through init after.
+// update of libpython or glibc) is ended and started again, within `check_every`. A
+// zygote alive but wedged (stopped, or stuck in a call) is found by a ping on a connection
+// of our own every `check_every`: one left unanswered for `wedged_after` ends it, and it is
+// started again as one that ended is (the delays above). Until then, supervisors that ask
+// it wait out their own 10 s bound once each and start their kernels through init.
 #pragma once
 
 #include <sys/types.h>
@@ -35,6 +37,11 @@ struct KernelZygoteOptions {
   std::vector<std::chrono::milliseconds> restart_delays = {
       std::chrono::milliseconds(0), std::chrono::seconds(1),  std::chrono::seconds(2),  std::chrono::seconds(4),
       std::chrono::seconds(8),      std::chrono::seconds(16), std::chrono::seconds(32), std::chrono::seconds(60)};
+  // How often a serving zygote's files are compared with those on disk, and it is pinged.
+  std::chrono::milliseconds check_every{10000};
+  // A ping unanswered this long: the zygote is wedged. A serving zygote answers at once,
+  // but it may be in a request's wait for its supervisor (2 s at most) or short of CPU.
+  std::chrono::milliseconds wedged_after{10000};
 };
 
 class KernelZygoteProcess {
@@ -42,8 +49,6 @@ class KernelZygoteProcess {
   static constexpr int kStartTimeoutMs = 30000;
   // A zygote that served this long before it ended is started again at once.
   static constexpr std::chrono::seconds kHealthyLife{60};
-  // How often a serving zygote's files are compared with those on disk.
-  static constexpr std::chrono::milliseconds kStaleCheck{10000};
 
   // Whether this host and process can use one: root (its kernels join a sandbox as host
   // root before they drop every privilege), and a process group signalled by pidfd
@@ -69,9 +74,10 @@ class KernelZygoteProcess {
 
   void keep(std::promise<Result<void>> first);
   Result<pid_t> spawn();
-  // Until the zygote ends (kEnded, `status` its wait status), the server stops (kStopped)
-  // or a file it runs from is found replaced (kStale); it is gone in each case.
-  enum class End { kEnded, kStopped, kStale };
+  // Until the zygote ends (kEnded, `status` its wait status), the server stops (kStopped),
+  // a file it runs from is found replaced (kStale) or it leaves a ping unanswered
+  // (kWedged); it is gone in each case.
+  enum class End { kEnded, kStopped, kStale, kWedged };
   End wait_for_end(pid_t pid, int* status);
   bool refuse_until(std::chrono::steady_clock::time_point until);  // true: asked to stop
   void refuse_one();

@@ -15,6 +15,9 @@
 //                         never by the zygote: {"env": {...}, "preload": "a,b"}
 //   kernel → supervisor   on the set-up pair: kReady (fd: its seccomp listener), or
 //                         kFailed (the step, errno)
+//   server → zygote       a Request with kPingMagic and no fds, which the zygote answers
+//                         with kPong at once: how the server tells a zygote that serves
+//                         from one alive but wedged (runtime/kernel_zygote_process.h)
 //
 // The zygote never holds an environment (the caller's keys), so none can reach the next
 // sandbox's kernel by fork; and the kernel never holds the connection, so nothing it
@@ -25,7 +28,8 @@
 
 namespace nsbox::kernel_zygote {
 
-constexpr uint32_t kMagic = 0x6e737a33;  // "nsz3"
+constexpr uint32_t kMagic = 0x6e737a33;      // "nsz3"
+constexpr uint32_t kPingMagic = 0x6e737a70;  // "nszp"
 constexpr uint32_t kFixedFds = 5;        // pidfd, stdout, stderr, channel, set-up
 constexpr uint32_t kMaxCgroupFds = 12;
 constexpr uint32_t kMaxConfigBytes = 1u << 20;
@@ -40,7 +44,7 @@ struct Request {
   char build[32] = {};
 };
 
-enum class ReplyKind : uint32_t { kForked = 1, kReady = 2, kFailed = 3, kExited = 4 };
+enum class ReplyKind : uint32_t { kForked = 1, kReady = 2, kFailed = 3, kExited = 4, kPong = 5 };
 
 struct Reply {
   ReplyKind kind{};

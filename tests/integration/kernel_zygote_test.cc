@@ -354,7 +354,7 @@ TEST_CASE("a sandbox's end ends its zygote kernel, and a dead zygote is started 
 
 // A zygote serves only supervisors of its own build (the request's build stamp); and one
 // whose binary was replaced (an install while the server ran) is ended by the server
-// within 10 s (KernelZygoteProcess::kStaleCheck) and started again from the new binary.
+// within 10 s (KernelZygoteOptions::check_every) and started again from the new binary.
 TEST_CASE("a zygote refuses a supervisor of another build, and one whose binary was replaced is started again from the new") {
   NSBOX_NEEDS(kernel_zygote());
   TempDir dir("nsbox-zygote-install");
@@ -411,6 +411,51 @@ TEST_CASE("a zygote refuses a supervisor of another build, and one whose binary 
   std::string exe(4096, '\0');
   ssize_t n = ::readlink(("/proc/" + std::to_string(zygote.pid()) + "/exe").c_str(), exe.data(), exe.size());
   CHECK(exe.substr(0, n > 0 ? static_cast<size_t>(n) : 0) == binary);  // the new file, not "(deleted)"
+  started->reset();
+}
+
+// The server pings its zygote every check_every: one that answers serves on; one alive
+// but wedged (here stopped: it accepts nothing) is ended after wedged_after and started
+// again, as one that ended would be.
+TEST_CASE("a zygote that answers pings serves on, and one alive but wedged is ended and started again") {
+  NSBOX_NEEDS(kernel_zygote());
+  TempDir dir("nsbox-zygote-wedged");
+  nsbox::KernelZygoteOptions options;
+  options.check_every = std::chrono::milliseconds(100);
+  options.wedged_after = std::chrono::seconds(3);
+  auto started = start_zygote(dir.path(), options);
+  INFO((started ? "" : started.error().message));
+  REQUIRE(started);
+  auto& zygote = **started;
+  pid_t first = zygote.pid();
+  REQUIRE(first > 0);
+
+  // The zygote's answer, as the server gets it.
+  auto connection = nsbox::protocol::connect_unix(zygote.socket_path(), SOCK_SEQPACKET);
+  REQUIRE(connection);
+  nsbox::kernel_zygote::Request ping;
+  ping.magic = nsbox::kernel_zygote::kPingMagic;
+  REQUIRE(::send(connection->get(), &ping, sizeof ping, MSG_NOSIGNAL) == sizeof ping);
+  pollfd p{connection->get(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  nsbox::kernel_zygote::Reply reply{};
+  REQUIRE(::recv(connection->get(), &reply, sizeof reply, 0) == sizeof reply);
+  CHECK(reply.kind == nsbox::kernel_zygote::ReplyKind::kPong);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // ~15 pings, each answered
+  CHECK(zygote.pid() == first);
+  CHECK(zygote.starts() == 1);
+
+  REQUIRE(::kill(first, SIGSTOP) == 0);
+  bool restarted = false;
+  for (int i = 0; i < 1200 && !restarted; ++i) {  // 60 s at most
+    pid_t now = zygote.pid();
+    restarted = now != 0 && now != first;
+    if (!restarted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(restarted);
+  CHECK(zygote.starts() == 2);
+  CHECK((::kill(first, 0) == -1 && errno == ESRCH));  // the wedged one was ended and reaped
   started->reset();
 }
 
