@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps build demo test test-cgroup-v2 test-kernel-zygote chaos cluster-sim bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build
+.PHONY: deps build demo test test-cgroup-v2 bench-cgroup-v2 test-kernel-zygote chaos cluster-sim bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build
 
 deps:
 	@scripts/install-deps
@@ -32,6 +32,12 @@ test: build
 test-cgroup-v2: build
 	@scripts/install-deps --vm
 	@tests/vm/run-cgroup-v2 $(BUILD)
+
+# bench/startup in that VM: the one-shot against bwrap on cgroup v2 (a ratio only: the
+# guest runs under emulation). NSBOX_VM_BENCH_RUNS runs each (100).
+bench-cgroup-v2: build
+	@scripts/install-deps --vm
+	@NSBOX_VM_RUN=bench-startup tests/vm/run-cgroup-v2 $(BUILD)
 
 # Every integration test with every kernel forked by a kernel zygote (docs/
 # kernel-zygote.md), as `nsbox serve` makes them by default; skipped, saying why, where
