@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -124,8 +125,41 @@ TEST_CASE("a daemon runs in its own session, adopted, with only the fds it was g
   CHECK(std::find(listed.begin(), listed.end(), "2") != listed.end());  // /dev/null there
 }
 
-TEST_CASE("a daemon whose program cannot be exec'd exits at once: the caller sees EOF, not a hang") {
+TEST_CASE("a daemon whose program cannot be exec'd exits at once with status 127: the caller sees EOF, not a hang") {
   CHECK(run_daemon("echo never", "", "/nonexistent/program").empty());
+  // Its exit status, as its adopter sees it: a child of ours made subreaper adopts the
+  // daemon (a grandchild of the caller) and reaps it. Exit status 0: all as expected;
+  // otherwise the number of the first check that failed.
+  for (const char* path : {"/nonexistent/program", "/etc/passwd" /* there, not executable */}) {
+    INFO(path);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) ::_exit(1);
+      int out[2];
+      if (::pipe2(out, O_CLOEXEC) != 0) ::_exit(2);
+      char arg0[] = "program";
+      char* argv[] = {arg0, nullptr};
+      char* envp[] = {nullptr};
+      const int fds[] = {-1, out[1], -1};
+      if (sys::spawn_daemon(path, argv, envp, fds) != 0) ::_exit(3);  // 0: the failure is the daemon's
+      ::close(out[1]);
+      pollfd p{out[0], POLLIN, 0};
+      char byte;
+      if (::poll(&p, 1, 10000) != 1 || ::read(out[0], &byte, 1) != 0) ::_exit(4);  // EOF, at once
+      for (int waited_ms = 0;; waited_ms += 10) {  // the intermediate is gone already; the daemon ends
+        int status = 0;
+        pid_t ended = ::waitpid(-1, &status, WNOHANG);
+        if (ended > 0) ::_exit(WIFEXITED(status) && WEXITSTATUS(status) == 127 ? 0 : 5);
+        if (ended < 0 || waited_ms >= 10000) ::_exit(6);
+        ::usleep(10000);
+      }
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
 }
 
 TEST_CASE("a child's signals back to their defaults: those ignored or caught are found in /proc and reset, and none is left") {
