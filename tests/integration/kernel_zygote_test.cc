@@ -446,6 +446,8 @@ TEST_CASE("a zygote that answers pings serves on, and one alive but wedged is en
   CHECK(zygote.pid() == first);
   CHECK(zygote.starts() == 1);
 
+  nsbox::UniqueFd first_fd(nsbox::sys::pidfd_open(first, 0));  // that process, whatever its pid names later
+  REQUIRE(first_fd);
   REQUIRE(::kill(first, SIGSTOP) == 0);
   bool restarted = false;
   for (int i = 0; i < 1200 && !restarted; ++i) {  // 60 s at most
@@ -455,7 +457,9 @@ TEST_CASE("a zygote that answers pings serves on, and one alive but wedged is en
   }
   CHECK(restarted);
   CHECK(zygote.starts() == 2);
-  CHECK((::kill(first, 0) == -1 && errno == ESRCH));  // the wedged one was ended and reaped
+  errno = 0;
+  CHECK(::syscall(SYS_pidfd_send_signal, first_fd.get(), 0, nullptr, 0) == -1);  // the wedged one was ended
+  CHECK(errno == ESRCH);
   started->reset();
 }
 
