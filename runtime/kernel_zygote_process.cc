@@ -10,16 +10,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
-#include <string_view>
 
 #include "isolation/sys/child_fds.h"
 #include "isolation/sys/log.h"
 #include "isolation/sys/program.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/command.h"
-#include "runtime/protocol/kernel_zygote.h"
+#include "runtime/kernel_zygote_checks.h"
 #include "runtime/protocol/unix_socket.h"
 
 namespace nsbox {
@@ -35,39 +32,6 @@ std::vector<char*> c_strings(std::vector<std::string>& items) {
 void end(pid_t pid) {
   ::kill(pid, SIGKILL);
   (void)sys::retry_eintr([&] { return ::waitpid(pid, nullptr, 0); });
-}
-
-// A file the process `pid` runs from that was replaced since it mapped it (its binary
-// after an install of another build, libpython or glibc after a host update): its path,
-// or "". Replaced: mapped "(deleted)", and its path now names another inode (a shared
-// anonymous mapping or a file only unlinked shows "(deleted)" too, with no file there).
-// Read from here, the host's mount namespace: the zygote's own has /home, /tmp... covered.
-std::string replaced_file(pid_t pid) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  constexpr std::string_view kDeleted = " (deleted)";
-  for (std::string line; std::getline(maps, line);) {
-    auto path = line.find(" /");
-    if (path == std::string::npos || !line.ends_with(kDeleted)) continue;
-    std::istringstream fields(line);
-    std::string range, perms, offset, device;
-    unsigned long inode = 0;
-    fields >> range >> perms >> offset >> device >> inode;
-    std::string name = line.substr(path + 1, line.size() - path - 1 - kDeleted.size());
-    struct stat now{};
-    if (::stat(name.c_str(), &now) == 0 && now.st_ino != inode) return name;
-  }
-  return {};
-}
-
-// A ping (answered with kPong at once by a zygote that serves): the connection, readable
-// once answered. Fails when the zygote's backlog is full (EAGAIN): it does not accept.
-Result<UniqueFd> send_ping(const std::string& socket_path) {
-  auto connection = NSBOX_TRY(protocol::connect_unix(socket_path, SOCK_SEQPACKET | SOCK_NONBLOCK));
-  kernel_zygote::Request ping;
-  ping.magic = kernel_zygote::kPingMagic;
-  if (::send(connection.get(), &ping, sizeof ping, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ping))
-    return fail(sys_error("send a ping to the kernel zygote"));
-  return connection;
 }
 
 }  // namespace
@@ -239,14 +203,14 @@ KernelZygoteProcess::End KernelZygoteProcess::wait_for_end(pid_t pid, int* statu
     if (n < 0) ::usleep(100000);  // poll cannot fail on valid fds; never a busy loop
     if (now < next_check) continue;
     next_check = now + options_.check_every;
-    if (auto file = replaced_file(pid); !file.empty()) {
+    if (auto file = kernel_zygote::replaced_file(pid); !file.empty()) {
       log::info("kernel-zygote: " + file + " was replaced since the zygote (pid " + std::to_string(pid) +
                 ") started: starting it again");
       end(pid);
       return End::kStale;
     }
     if (!ping) {
-      if (auto sent = send_ping(socket_path_)) ping = std::move(*sent);
+      if (auto sent = kernel_zygote::send_ping(socket_path_)) ping = std::move(*sent);
       if (!unanswered) ping_sent = now;
       unanswered = true;
     }
