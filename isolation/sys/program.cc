@@ -42,7 +42,7 @@ std::string describe_signal(int signal) {
 
 std::string describe_wait_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "killed by " + describe_signal(WTERMSIG(status));
+  if (WIFSIGNALED(status)) return "was killed by " + describe_signal(WTERMSIG(status));
   return "ended (wait status " + std::to_string(status) + ")";
 }
 

@@ -18,13 +18,14 @@ struct ProgramRun {
   std::string err;         // the last max_err bytes of stderr
 };
 
-// argv[0] is the program's path. `env`: the whole environment ("K=V"). `dir`: its
-// working directory (empty: the caller's).
 // "signal 11 (SIGSEGV)"; the number alone where the libc names none.
 std::string describe_signal(int signal);
-// A wait status as said to a user: "exited with status 3", "killed by signal 9 (SIGKILL)".
+// How a process ended, as said after its name: "exited with status 3", "was killed by
+// signal 9 (SIGKILL)".
 std::string describe_wait_status(int status);
 
+// argv[0] is the program's path. `env`: the whole environment ("K=V"). `dir`: its
+// working directory (empty: the caller's).
 ProgramRun run_program(const std::vector<std::string>& argv, const std::string& dir, const std::vector<std::string>& env,
                        const std::string& input, double timeout_s, size_t max_out, size_t max_err);
 

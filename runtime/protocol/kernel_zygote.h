@@ -30,7 +30,7 @@ namespace nsbox::kernel_zygote {
 
 constexpr uint32_t kMagic = 0x6e737a33;      // "nsz3"
 constexpr uint32_t kPingMagic = 0x6e737a70;  // "nszp"
-constexpr uint32_t kFixedFds = 5;        // pidfd, stdout, stderr, channel, set-up
+constexpr uint32_t kFixedFds = 5;            // pidfd, stdout, stderr, channel, set-up
 constexpr uint32_t kMaxCgroupFds = 12;
 constexpr uint32_t kMaxConfigBytes = 1u << 20;
 

@@ -26,8 +26,6 @@ extern char** environ;
 namespace nsbox {
 namespace {
 
-std::string how_it_ended(int status) { return (WIFSIGNALED(status) ? "was " : "") + sys::describe_wait_status(status); }
-
 // In the child (raw system calls only): each of `caps` made inheritable, then ambient.
 bool keep_ambient(const std::vector<int>& caps) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -89,7 +87,7 @@ std::string HelperProcess::reap() {
   if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) != pid_) return "";
   pid_ = 0;  // never signalled again: its pid may be someone else's now (the pidfd stays
              // open until the object goes: an event loop may still be watching it)
-  return how_it_ended(status);
+  return sys::describe_wait_status(status);
 }
 
 bool HelperProcess::reaped_within(int timeout_ms) {

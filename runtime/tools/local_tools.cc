@@ -56,8 +56,7 @@ ToolAnswer LocalTools::run(const std::string& name, const Json& arguments) const
   if (r.out_cut) return ToolAnswer::failed(name + ": the tool printed more than 16 MiB");
   if (r.status < 0) return ToolAnswer::failed(name + ": could not run the tool: " + r.err);
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
-    return ToolAnswer::failed(name + ": the tool " + (WIFSIGNALED(r.status) ? "was " : "") + sys::describe_wait_status(r.status) +
-                              ": " + tail(r.err, 2000));
+    return ToolAnswer::failed(name + ": the tool " + sys::describe_wait_status(r.status) + ": " + tail(r.err, 2000));
   Json result = Json::parse(r.out, nullptr, false);
   if (result.is_discarded())
     return ToolAnswer::failed(name + ": the tool's output is not JSON: " + r.out.substr(0, 200));
