@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 
-.PHONY: deps build demo test test-cgroup-v2 bench-cgroup-v2 test-kernel-zygote chaos cluster-sim bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build
+.PHONY: deps build demo test test-cgroup-v2 bench-cgroup-v2 test-kernel-zygote chaos cluster-sim bench clean fuzz fuzz-build test-fuzz test-asan test-asan-short asan-build hot-order
 
 deps:
 	@scripts/install-deps
@@ -106,6 +106,14 @@ bench: build
 	@bench/network
 	@bench/snapshot
 	@bench/cluster
+
+# cmake/hot-functions.order from this build: the functions `nsbox run` reaches, in the order
+# they first run (scripts/trace-hot-functions; root). Then a build links nsbox with them
+# first. Run it when the one-shot path changed ("layout: ..." in make test says when).
+hot-order: build
+	@scripts/trace-hot-functions --out cmake/hot-functions.order \
+	  --also "run -- /bin/sh -c 'echo out; echo err >&2'" $(BUILD)/bin/nsbox run -- /bin/true
+	@cmake --build $(BUILD) -j $(JOBS) --target nsbox
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(ASAN_BUILD)
