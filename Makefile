@@ -107,13 +107,13 @@ bench: build
 	@bench/snapshot
 	@bench/cluster
 
-# cmake/hot-functions.order from this build: the functions `nsbox run` reaches, in the order
-# they first run (scripts/trace-hot-functions; root). Then a build links nsbox with them
-# first. Run it when the one-shot path changed ("layout: ..." in make test says when).
+# cmake/hot-functions.order from this build: the functions `nsbox run` and a sandbox's
+# create, sh and rm reach, in the order they first run (scripts/trace-hot-functions; root).
+# The build links nsbox and the supervisor with them first. Run it when those paths
+# changed ("layout: ..." in make test says when).
 hot-order: build
-	@scripts/trace-hot-functions --out cmake/hot-functions.order \
-	  --also "run -- /bin/sh -c 'echo out; echo err >&2'" $(BUILD)/bin/nsbox run -- /bin/true
-	@cmake --build $(BUILD) -j $(JOBS) --target nsbox
+	@scripts/trace-hot-functions --build $(BUILD) --out cmake/hot-functions.order
+	@cmake --build $(BUILD) -j $(JOBS) --target nsbox nsbox-supervisor
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(ASAN_BUILD)
