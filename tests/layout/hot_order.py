@@ -68,6 +68,13 @@ def main():
     if ordered != "ON":
         print("SKIP: nsbox was linked without ld.lld, so without its hot-function order (scripts/install-deps installs lld)")
         return 0
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            if f.read().strip() == "3":
+                print("SKIP: ptrace is off on this host (kernel.yama.ptrace_scope = 3), and the trace needs it")
+                return 0
+    except FileNotFoundError:
+        pass  # no Yama: ptrace as the kernel allows it
     with open(order_file) as f:
         listed_names = {line.strip() for line in f if line.strip()}
     programs, reached = load_tracer().trace_nsbox(build)
