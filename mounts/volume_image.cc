@@ -204,7 +204,7 @@ Result<void> create(const std::string& path, uint64_t bytes, uid_t owner, gid_t 
     std::replace(said.begin(), said.end(), '\n', ' ');
     std::string why = run.timed_out  ? "it did not finish within " + std::to_string(static_cast<int>(kMkfsTimeoutS)) + " s"
                       : run.status < 0 ? "it could not be started: " + said
-                                       : sys::describe_wait_status(run.status) + (said.empty() ? "" : ": " + said);
+                                       : "it " + sys::describe_wait_status(run.status) + (said.empty() ? "" : ": " + said);
     return fail(make_error(ErrorCode::kSystem, mkfs + " " + path + " failed: " + why));
   }
   return {};

@@ -528,7 +528,7 @@ TEST_CASE("an image too small to format is refused with mkfs.ext4's reason, and 
   auto made = nsbox::volume_image::create(image, 4096, 0, 0);
   REQUIRE_FALSE(made);
   INFO(made.error().message);
-  CHECK(made.error().message.find("mkfs.ext4 " + image + " failed: exited with status 1: ") != std::string::npos);
+  CHECK(made.error().message.find("mkfs.ext4 " + image + " failed: it exited with status 1: ") != std::string::npos);
   CHECK(made.error().message.find("space") != std::string::npos);  // "Not enough space to build proposed filesystem"
   CHECK(made.error().hint.empty());  // e2fsprogs is there: installing it is not the answer
   CHECK_FALSE(nsbox::files::exists(image));
