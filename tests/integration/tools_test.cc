@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
@@ -139,6 +140,34 @@ print(json.dumps({"ok": sum(1 for r, e in results if e is None), "order": [r["ar
   // 200 ms a call, not 50: on a loaded 2-core host a 50 ms call could end before the
   // tenth thread's was sent, and the peak read 7.
   CHECK(remote.stats()["peak_in_flight"].get<int>() >= 8);
+}
+
+TEST_CASE("a helper called between cells by a thread a cell left running is answered, and the kernel has no reader thread until a first call", "[tools]") {
+  FakeRemote remote;
+  TestRoot root;
+  auto id = root.create(remote.flags(), remote.env());
+  // Between cells the main thread reads the kernel's channel itself (kernel/python/
+  // nsbox_kernel/channel.py): it must route a reply to a call made meanwhile.
+  CHECK(cell_json(root, id, "import json, threading; print(json.dumps(threading.active_count()))") == 1);
+  auto r = root.cell(id, R"PY(import threading, time
+box = {}
+def later():
+    time.sleep(0.5)  # the cell has ended by then: the kernel waits for the next one
+    box["between"] = run_composio_tool("ECHO", {"message": "between"})
+caller = threading.Thread(target=later)
+caller.start()
+)PY");
+  REQUIRE(r["status"] == "ok");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto got = cell_json(root, id, R"PY(import json
+caller.join(30)
+now = run_composio_tool("ECHO", {"message": "during"})
+print(json.dumps({"between": box.get("between"), "during": now, "threads": threading.active_count()}))
+)PY");
+  CHECK(got["between"][0]["arguments"] == json{{"message", "between"}});
+  CHECK(got["between"][1].is_null());
+  CHECK(got["during"][0]["arguments"] == json{{"message", "during"}});
+  CHECK(got["threads"] == 2);  // the main thread and the reader started by the first call
 }
 
 TEST_CASE("invoke_llm asks an OpenAI-style endpoint with the key added outside, and its failure is a tuple", "[tools]") {

@@ -1,29 +1,38 @@
 """The kernel's side of the control socket: frames (4-byte big-endian length + JSON),
-sent from any thread, received by one reader thread that routes replies to the helper
-calls waiting for them and hands everything else to the main thread.
+sent from any thread, read by one thread at a time.
 
-Plain os.read/os.write on the inherited fd, and a deque instead of queue.Queue: the
-kernel's start-up is on the path to a sandbox's first result, and every import counts."""
+Between cells the main thread reads the socket itself: a cell or a claim's configure
+wakes the thread that runs it, with no second thread in between (on a VM whose idle
+CPUs halt, that hop and the cold thread it woke were a millisecond of a cell's latency:
+docs/performance.md, "Warm starts"). While a helper call waits for its reply and the
+main thread is running a cell, a reader thread reads for it; it is started at the first
+call, so a kernel that never calls a helper never has it. Whoever reads routes what it
+reads: replies to the calls waiting for them, everything else to the main thread.
+
+Plain os.read/os.write on the inherited fd: the kernel's start-up is on the path to a
+sandbox's first result, and every import counts."""
 import collections
 import json
 import os
 import threading
 
-from nsbox_helpers.transport import read_exact
-
 MAX_FRAME = 16 << 20
+_READ_SIZE = 1 << 16
+_GONE = {"error": "the sandbox's supervisor is gone"}
 
 
 class Channel:
     def __init__(self, fd):
         self._fd = fd
         self._send_lock = threading.Lock()
-        self._calls_lock = threading.Lock()
-        self._calls = {}  # call id -> [threading.Event, reply]
+        self._state = threading.Condition()  # guards everything below
+        self._buffer = bytearray()  # read, not yet a whole frame
+        self._reading = False  # a thread is in os.read (the one reader)
+        self._closed = False  # EOF, or a frame no supervisor sends
+        self._calls = {}  # call id -> its reply (None until it comes)
         self._next_call = 1
-        self._requests = collections.deque()  # what the main thread acts on; None at EOF
-        self._ready = threading.Condition()
-        threading.Thread(target=self._read_loop, name="nsbox-channel", daemon=True).start()
+        self._requests = collections.deque()  # what the main thread acts on
+        self._reader = None  # the thread that reads for calls during a cell
 
     def send(self, message):
         data = json.dumps(message, ensure_ascii=False, default=repr).encode("utf-8", "surrogateescape")
@@ -35,58 +44,92 @@ class Channel:
 
     def call(self, op, **fields):
         """Sends a request to the supervisor and waits for its answer. Thread-safe."""
-        event = threading.Event()
-        with self._calls_lock:
+        with self._state:
             call_id = self._next_call
             self._next_call += 1
-            self._calls[call_id] = [event, None]
-        self.send(dict(fields, op=op, call=call_id))
-        event.wait()
-        with self._calls_lock:
-            return self._calls.pop(call_id)[1]
+            self._calls[call_id] = None
+            if self._reader is None:
+                self._reader = threading.Thread(target=self._read_for_calls, name="nsbox-channel", daemon=True)
+                self._reader.start()
+        try:
+            self.send(dict(fields, op=op, call=call_id))
+            with self._state:
+                self._state.notify_all()  # the reader has a call to read for
+                while self._calls[call_id] is None and not self._closed:
+                    self._state.wait()
+                return self._calls[call_id] or _GONE
+        finally:
+            with self._state:
+                self._calls.pop(call_id, None)  # also when an interrupt ends the wait
 
     def next_request(self):
         """The next message for the main thread; None once the supervisor is gone."""
-        with self._ready:
-            while not self._requests:
-                self._ready.wait()
-            return self._requests.popleft()
-
-    def _deliver(self, message):
-        with self._ready:
-            self._requests.append(message)
-            self._ready.notify()
-
-    def _read_exact(self, n):
-        return read_exact(lambda k: os.read(self._fd, k), n)
-
-    def _read_loop(self):
-        try:
+        with self._state:
             while True:
-                header = self._read_exact(4)
-                if header is None:
-                    break
-                length = int.from_bytes(header, "big")
-                if length > MAX_FRAME:
-                    break
-                body = self._read_exact(length)
-                if body is None:
-                    break
-                message = json.loads(body)
-                call_id = message.get("call")
-                if message.get("event") == "reply" and call_id is not None:
-                    with self._calls_lock:
-                        waiting = self._calls.get(call_id)
-                        if waiting:
-                            waiting[1] = message
-                            waiting[0].set()
-                    continue
-                self._deliver(message)
-        except (OSError, ValueError):
-            pass
-        # The supervisor is gone: wake every waiting call, and the main thread.
-        with self._calls_lock:
-            for waiting in self._calls.values():
-                waiting[1] = {"error": "the sandbox's supervisor is gone"}
-                waiting[0].set()
-        self._deliver(None)
+                if self._requests:
+                    return self._requests.popleft()
+                if self._closed:
+                    return None
+                if self._reading:
+                    self._state.wait()  # the reader thread hands over what it reads
+                else:
+                    self._read_locked()
+
+    def _read_for_calls(self):
+        with self._state:
+            while not self._closed:
+                if self._reading or not any(reply is None for reply in self._calls.values()):
+                    self._state.wait()
+                else:
+                    self._read_locked()
+
+    def _read_locked(self):
+        """One read, as the only reader, then routes every whole frame it completed.
+        Called holding self._state, which is released during the read."""
+        self._reading = True
+        self._state.release()
+        data = None  # stays None when a signal's handler raises out of the read
+        try:
+            data = os.read(self._fd, max(_READ_SIZE, min(self._missing(), 1 << 20)))
+        except OSError:
+            data = b""
+        finally:
+            self._state.acquire()
+            self._reading = False
+            if data:
+                self._buffer += data
+                self._route_frames()
+            elif data is not None:
+                self._closed = True  # EOF, or the socket broke
+            self._state.notify_all()
+
+    def _missing(self):
+        """Bytes still to come of the frame at the buffer's head (0 if unknown)."""
+        if len(self._buffer) < 4:
+            return 0
+        return 4 + int.from_bytes(self._buffer[:4], "big") - len(self._buffer)
+
+    def _route_frames(self):
+        buffer, at = self._buffer, 0
+        while len(buffer) - at >= 4:
+            length = int.from_bytes(buffer[at:at + 4], "big")
+            if length > MAX_FRAME:
+                self._closed = True  # no supervisor sends one: stop listening
+                break
+            if len(buffer) - at - 4 < length:
+                break
+            try:
+                message = json.loads(bytes(buffer[at + 4:at + 4 + length]))
+            except ValueError:
+                self._closed = True
+                break
+            at += 4 + length
+            if not isinstance(message, dict):
+                continue
+            call_id = message.get("call")
+            if message.get("event") == "reply" and call_id is not None:
+                if call_id in self._calls:
+                    self._calls[call_id] = message
+                continue
+            self._requests.append(message)
+        del buffer[:at]
