@@ -91,6 +91,124 @@ class _UnixHTTPConnection(_OneWriteConnection):
         self.sock = sock
 
 
+_MAX_HEAD = 1 << 16  # an answer's status line and headers
+
+
+class _Answer:
+    """An answer read whole by _exchange: the client's own reading of HTTP/1.1, for the
+    requests whose answer is one document. http.client parses headers with the email
+    package, which was most of this client's own time per cell (docs/performance.md,
+    "Warm starts"); what streams or downloads in pieces still goes through it."""
+
+    __slots__ = ("status", "headers", "data", "will_close", "_sock", "_buf")
+
+    def __init__(self, sock: _socket.socket) -> None:
+        self._sock = sock
+        self._buf = bytearray()
+        self.headers: Dict[str, str] = {}
+        self.will_close = False
+
+    def _more(self) -> bool:
+        chunk = self._sock.recv(_BLOCK)
+        self._buf += chunk
+        return bool(chunk)
+
+    def _cut(self) -> ProtocolError:
+        return ProtocolError("the answer from nsbox was cut short: the connection closed in it")
+
+    def _take(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            if not self._more():
+                raise self._cut()
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def _line(self) -> bytes:
+        while True:
+            end = self._buf.find(b"\r\n")
+            if end >= 0:
+                return self._take(end + 2)[:-2]
+            if len(self._buf) > _MAX_HEAD:
+                raise ProtocolError("a line of the answer from nsbox is longer than 64 KiB")
+            if not self._more():
+                raise self._cut()
+
+    def read(self, method: str) -> "_Answer":
+        while True:
+            end = self._buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(self._buf) > _MAX_HEAD:
+                raise ProtocolError("the answer from nsbox has more than 64 KiB of headers")
+            if not self._more():
+                if not self._buf:  # as http.client says it: the caller may send again
+                    raise http.client.RemoteDisconnected("the server closed the connection without an answer")
+                raise self._cut()
+        lines = self._take(end + 4)[:-4].decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        code = rest[:3]
+        if version not in ("HTTP/1.1", "HTTP/1.0") or not code.isdigit() or int(code) < 200:
+            raise ProtocolError("nsbox answered with a status line it never sends: %r" % lines[0][:80])
+        self.status = int(code)
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ProtocolError("nsbox answered with a header line it never sends: %r" % line[:80])
+            self.headers[name.strip().lower()] = value.strip()
+        connection = self.headers.get("connection", "").lower()
+        self.will_close = connection == "close" or (version == "HTTP/1.0" and connection != "keep-alive")
+        if method == "HEAD" or self.status in (204, 304):
+            self.data = b""
+        elif "chunked" in self.headers.get("transfer-encoding", "").lower():
+            self.data = self._chunked()
+        elif "content-length" in self.headers:
+            try:
+                length = int(self.headers["content-length"])
+            except ValueError:
+                raise ProtocolError("nsbox answered with a Content-Length that is not a number")
+            self.data = self._take(length)
+        else:  # the body ends with the connection
+            while self._more():
+                pass
+            self.data, self.will_close = bytes(self._buf), True
+            self._buf.clear()
+        if self._buf:  # nothing follows an answer: a connection out of step is dropped
+            self.will_close = True
+        return self
+
+    def _chunked(self) -> bytes:
+        body = bytearray()
+        while True:
+            size_line = self._line().split(b";", 1)[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                raise ProtocolError("nsbox answered with a chunk size that is not a number")
+            if size == 0:
+                while self._line():  # trailers, up to the empty line
+                    pass
+                return bytes(body)
+            body += self._take(size)
+            if self._take(2) != b"\r\n":
+                raise ProtocolError("a chunk of the answer from nsbox does not end where its size says")
+
+
+def _request_head(method: str, target: str, host: str, headers: Mapping[str, str], body: Optional[bytes]) -> bytes:
+    """The request line and headers as http.client would send them, checked as it checks
+    them (no control characters in the target, no line breaks in a header)."""
+    if any(c <= " " or c == "\x7f" for c in target):
+        raise http.client.InvalidURL("the request target %r has a control character or a space" % target)
+    lines = ["%s %s HTTP/1.1" % (method, target), "Host: " + host, "Accept-Encoding: identity"]
+    for name, value in headers.items():
+        if any(c in "\r\n\0" for c in name + value) or not name or ":" in name:
+            raise ValueError("invalid header %r: it has a line break, a NUL or a colon" % name)
+        lines.append("%s: %s" % (name, value))
+    if body is not None:
+        lines.append("Content-Length: %d" % len(body))
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
 def _state_dirs() -> Tuple[str, str]:
     """(run dir, data dir) of the state root nsbox uses by default for this user."""
     root = os.environ.get("NSBOX_ROOT")
@@ -201,6 +319,7 @@ class Client:
         self.url: Optional[str] = None
         self._host = "localhost"
         self._port = 0
+        self._host_header = "localhost"
         if url is not None:
             parsed = urllib.parse.urlsplit(url)
             if parsed.scheme != "http" or not parsed.hostname:
@@ -211,6 +330,7 @@ class Client:
             self._port = parsed.port or 80
             host = "[%s]" % self._host if ":" in self._host else self._host
             self.url = "http://%s:%d" % (host, self._port)
+            self._host_header = host if self._port == 80 else "%s:%d" % (host, self._port)
         else:
             self.socket_path = socket or default_socket_path()
 
@@ -324,8 +444,34 @@ class Client:
         headers: Dict[str, str],
         timeout: float,
     ) -> Tuple[_Conn, http.client.HTTPResponse]:
-        """Sends one request and reads the status line and headers. A connection this
-        thread used before, that the server closed while idle, is replaced once."""
+        """Sends one request through http.client and reads the status line and headers."""
+        def exchange(conn: _Conn) -> http.client.HTTPResponse:
+            conn.http.request(method, target, body=body, headers=headers)
+            return conn.http.getresponse()
+        return self._exchange(exchange, body, timeout)
+
+    def _send_whole(self, method: str, target: str, body: Optional[bytes], headers: Dict[str, str],
+                    timeout: float) -> Tuple[_Conn, _Answer]:
+        """Sends one request in one write and reads its whole answer (see _Answer)."""
+        head = _request_head(method, target, self._host_header, headers, body)
+
+        def exchange(conn: _Conn) -> _Answer:
+            if conn.http.sock is None:
+                conn.http.connect()
+            sock = conn.http.sock
+            if body is not None and len(head) + len(body) <= _BLOCK:
+                sock.sendall(head + body)
+            else:
+                sock.sendall(head)
+                if body:
+                    sock.sendall(body)
+            return _Answer(sock).read(method)
+        return self._exchange(exchange, body, timeout)
+
+    def _exchange(self, exchange: Any, body: Body, timeout: float) -> Tuple[_Conn, Any]:
+        """exchange(conn) on this thread's connection, its failures said as nsbox errors. A
+        connection this thread used before, that the server closed while idle, is replaced
+        once."""
         start_pos: Optional[int] = None
         if body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
             try:
@@ -336,9 +482,7 @@ class Client:
             conn = self._take_connection(timeout)
             reused = conn.uses > 0
             try:
-                conn.http.request(method, target, body=body, headers=headers)
-                response = conn.http.getresponse()
-                return conn, response
+                return conn, exchange(conn)
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
                 conn.http.close()
                 replayable = body is None or isinstance(body, (bytes, bytearray, memoryview)) or start_pos is not None
@@ -364,17 +508,22 @@ class Client:
                 raise
         raise AssertionError("unreachable")
 
-    def _send_prepared(self, method: str, path: str, query: Optional[Mapping[str, Any]], json_body: Any, body: Body,
-                       headers: Optional[Mapping[str, str]], timeout: float) -> Tuple["_Conn", http.client.HTTPResponse]:
-        """_send with the token, a JSON body encoded (or an empty one for a body-less
-        POST, PUT or PATCH) and the query in the target."""
+    def _prepare(self, method: str, path: str, query: Optional[Mapping[str, Any]], json_body: Any, body: Body,
+                 headers: Optional[Mapping[str, str]]) -> Tuple[str, Body, Dict[str, str]]:
+        """(target, body, headers): the token added, a JSON body encoded (or an empty one
+        for a body-less POST, PUT or PATCH) and the query in the target."""
         h = self._headers(headers)
         if json_body is not None:
             body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
             h["Content-Type"] = "application/json"
         elif body is None and method in ("POST", "PUT", "PATCH"):
             body = b""
-        return self._send(method, self.target(path, query), body, h, timeout)
+        return self.target(path, query), body, h
+
+    def _send_prepared(self, method: str, path: str, query: Optional[Mapping[str, Any]], json_body: Any, body: Body,
+                       headers: Optional[Mapping[str, str]], timeout: float) -> Tuple["_Conn", http.client.HTTPResponse]:
+        target, body, h = self._prepare(method, path, query, json_body, body, headers)
+        return self._send(method, target, body, h, timeout)
 
     def request(
         self,
@@ -389,23 +538,28 @@ class Client:
     ) -> Response:
         """One request, its whole answer read; an error answer raises its exception."""
         t = self.timeout if timeout is None else timeout
-        conn, response = self._send_prepared(method, path, query, json_body, body, headers, t)
-        try:
-            data = response.read()
-        except _socket.timeout as e:
-            conn.http.close()
-            raise Timeout("nsbox at %s stopped answering (no byte for %.0f s)" % (self.where, t)) from e
-        except (OSError, http.client.HTTPException) as e:
-            conn.http.close()
-            raise ServerUnreachable("the answer from nsbox at %s was cut: %s" % (self.where, e)) from e
-        hdrs = {k.lower(): v for k, v in response.getheaders()}
-        if response.will_close:
+        target, body, h = self._prepare(method, path, query, json_body, body, headers)
+        if body is None or isinstance(body, (bytes, bytearray, memoryview)):
+            conn, answer = self._send_whole(method, target, None if body is None else bytes(body), h, t)
+            status, hdrs, data, will_close = answer.status, answer.headers, answer.data, answer.will_close
+        else:  # a file's body: http.client sends it block by block
+            conn, response = self._send(method, target, body, h, t)
+            try:
+                data = response.read()
+            except _socket.timeout as e:
+                conn.http.close()
+                raise Timeout("nsbox at %s stopped answering (no byte for %.0f s)" % (self.where, t)) from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.http.close()
+                raise ServerUnreachable("the answer from nsbox at %s was cut: %s" % (self.where, e)) from e
+            status, hdrs, will_close = response.status, {k.lower(): v for k, v in response.getheaders()}, response.will_close
+        if will_close:
             conn.http.close()
         else:
             self._give_back(conn)
-        if response.status >= 400:
-            raise error_from_response(response.status, data)
-        return Response(response.status, hdrs, data)
+        if status >= 400:
+            raise error_from_response(status, data)
+        return Response(status, hdrs, data)
 
     def json(self, method: str, path: str, **kwargs: Any) -> Any:
         """A request whose answer is a JSON document."""
