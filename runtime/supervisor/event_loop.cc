@@ -25,17 +25,21 @@ Result<void> EventLoop::add(int fd, uint32_t events, Callback cb) {
   ev.events = events;
   ev.data.u64 = pack(fd, generation);
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return fail(sys_error("epoll_ctl ADD fd " + std::to_string(fd)));
-  callbacks_[fd] = {generation, std::make_shared<Callback>(std::move(cb))};
+  callbacks_[fd] = {generation, events, std::make_shared<Callback>(std::move(cb))};
   return {};
 }
 
 Result<void> EventLoop::modify(int fd, uint32_t events) {
   auto it = callbacks_.find(fd);
   if (it == callbacks_.end()) return fail(make_error(ErrorCode::kInternal, "modify an unregistered fd"));
+  // Level-triggered, the same set again changes nothing (the kernel session sets its
+  // three fds' interest after every write to the kernel: three syscalls a cell).
+  if (events == it->second.events && !(events & (EPOLLET | EPOLLONESHOT))) return {};
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = pack(fd, it->second.generation);
   if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) return fail(sys_error("epoll_ctl MOD fd " + std::to_string(fd)));
+  it->second.events = events;
   return {};
 }
 

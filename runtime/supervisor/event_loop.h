@@ -43,6 +43,7 @@ class EventLoop {
  private:
   struct Registration {
     uint32_t generation;
+    uint32_t events;  // as last set: a modify to the same level-triggered set is no syscall
     std::shared_ptr<Callback> callback;
   };
   UniqueFd epoll_;

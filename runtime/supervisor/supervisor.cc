@@ -39,6 +39,7 @@ constexpr size_t kDrainLimit = 256u << 10;
 constexpr size_t kMaxClients = 256;
 constexpr size_t kMaxCommands = 256;
 constexpr uint64_t kAcceptRetryMs = 100;
+constexpr uint64_t kClaimWeightGraceMs = 1000;  // claim(): the default weight at the latest then
 constexpr size_t kMaxKillsPerGroup = 8;  // seccomp kills remembered for one command
 
 Json error_json(const Error& e) {
@@ -305,6 +306,8 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   // A warm pool's free member is nobody's yet: nothing runs in it before its claim.
   if (op != "claim" && op != "status" && op != "ping" && op != "shutdown")
     if (auto free = require_not_free_member(record_); !free) return reply_error(client, free.error());
+  if (weight_deferred_ && op != "claim")
+    if (auto w = restore_cpu_weight(); !w) return reply_error(client, w.error());
   if (op == "exec") return start_command(client, frame);
   if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
   if (op == "execute") {
@@ -364,7 +367,16 @@ void Supervisor::claim(Client& client, const Json& request) {
   if (auto e = request.find("env"); e != request.end() && e->is_object())
     for (const auto& [k, v] : e->items())
       if (v.is_string()) env.emplace_back(k, v.get<std::string>());
-  if (auto w = instance_->set_cpu_weight(100); !w) return reply_error(client, w.error());
+  // The CPU weight goes back to the default at the creator's first request (or within
+  // kClaimWeightGraceMs), not now: the reseed queued below then runs in the kernel while
+  // the claim's answer goes back, and a member's weight lets the server and the client
+  // take the CPU it would run on (on 2 cores the answer waited ~0.7 ms for it).
+  if (!weight_deferred_) {
+    weight_deferred_ = true;
+    (void)loop_->add_timer(kClaimWeightGraceMs, [this] {
+      if (auto w = restore_cpu_weight(); !w) log::warn("claim: " + w.error().message);
+    });
+  }
   spec_.env = env;
   spec_.pool.clear();
   kernel_->configure(env);
@@ -376,6 +388,13 @@ void Supervisor::claim(Client& client, const Json& request) {
   record_.created_at = sys::now_rfc3339();
   if (auto saved = store_.save(record_); !saved) return reply_error(client, saved.error());
   reply(client, {{"ok", true}, {"record", record_.to_json()}});
+}
+
+Result<void> Supervisor::restore_cpu_weight() {
+  if (!weight_deferred_) return {};
+  NSBOX_CHECK_CTX(instance_->set_cpu_weight(100), "give the claimed sandbox its CPU weight back");
+  weight_deferred_ = false;
+  return {};
 }
 
 // The allowlist is the proxy's state, not the sandbox's: replaced live, no restart.

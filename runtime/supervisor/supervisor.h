@@ -109,6 +109,7 @@ class Supervisor final : private KernelHost, private PtyHost {
   EnvList sandbox_env() const;  // every process's: the egress proxy's and pip's settings, then --env
   void change_allowlist(Client& client, const protocol::Json& request);
   void claim(Client& client, const protocol::Json& request);
+  Result<void> restore_cpu_weight();  // a claimed member's, at its first request (claim())
 
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
@@ -152,6 +153,7 @@ class Supervisor final : private KernelHost, private PtyHost {
   std::map<pid_t, std::vector<std::string>> seccomp_kills_;
   std::unique_ptr<KernelSession> kernel_;
   std::unique_ptr<ZygoteKernels> zygote_kernels_;  // `serve --kernel-zygote`'s kernels
+  bool weight_deferred_ = false;                   // claimed, still at the pool's CPU weight
   bool zygote_timed_out_ = false;                  // a zygote kernel's start timed out: init's from then on
   std::unique_ptr<PtySessions> ptys_;
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_

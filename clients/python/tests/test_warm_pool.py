@@ -91,6 +91,39 @@ def test_members_are_hidden_from_ls_and_wait_at_the_least_cpu_weight(warm: Serve
             print("no cgroup cpu controller for %s: its weight is not checked" % m["id"])
 
 
+def _cpu_weight(info: Dict[str, Any]) -> Any:
+    """(the cgroup's CPU weight as the kernel shows it, the default's) or None."""
+    cgroup = info["cgroup"]
+    cpu = [d for d in cgroup["dirs"] if "/cpu" in d]
+    if cgroup["driver"] == "v1" and cpu:
+        with open(os.path.join(cpu[0], "cpu.shares")) as f:
+            return f.read().strip(), "1024"
+    if cgroup["driver"] == "v2" and os.path.exists(os.path.join(cgroup["dirs"][0], "cpu.weight")):
+        with open(os.path.join(cgroup["dirs"][0], "cpu.weight")) as f:
+            return f.read().strip(), "100"
+    return None
+
+
+def test_a_claimed_sandbox_gets_the_default_cpu_weight_at_its_first_request_or_soon_after(warm: Server, client: nsbox.Client) -> None:
+    """The claim leaves the pool's weight for the reseed to run at while its answer goes
+    back; the first request, or a second without one, gives the default back."""
+    first = claim(warm, client)
+    with first:
+        if _cpu_weight(first.last_info.raw) is None:
+            print("SKIP: no cgroup cpu controller: the weight is not checked")
+            return
+        assert first.run_code("1 + 1").results == "2"
+        weight, default = _cpu_weight(first.info().raw)
+        assert weight == default
+    # No request after this claim (the create's answer has the cgroup): a bound gives
+    # the weight back.
+    idle = nsbox.Sandbox.create(client=client)
+    with idle:
+        info = idle.last_info.raw
+        assert info["create_path"] == "warm"
+        assert wait_until(lambda: _cpu_weight(info)[0] == _cpu_weight(info)[1], 30)
+
+
 def test_a_free_member_cannot_be_used_before_it_is_claimed(warm: Server, client: nsbox.Client) -> None:
     free = ready(warm)[0]["id"]
     with pytest.raises(nsbox.NsboxError) as refused:
