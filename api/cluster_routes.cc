@@ -74,9 +74,12 @@ ApiService::Admission::~Admission() {
 Result<ApiService::Admission> ApiService::admit(std::optional<SizeTier> warm) {
   if (stopping_) return fail(not_ready_error("stopping"));
   if (draining_) return fail(not_ready_error("draining"));
-  auto ids = runtime_.store().ids();
-  const uint64_t here = ids ? ids->size() : 0;
   const bool claim = warm && pool_ && pool_->serves(*warm) && free_members() > 0;
+  // Counted only where a capacity bounds them: a listing stats every sandbox's record,
+  // which a create from the pool should not pay per sandbox the server holds.
+  uint64_t here = 0;
+  if (cluster_.capacity() && !claim)
+    if (auto ids = runtime_.store().ids()) here = ids->size();
   std::lock_guard lock(admit_mutex_);
   if (cluster_.capacity() && !claim && here + creating_ >= cluster_.capacity())
     return fail(not_ready_error("full: " + std::to_string(cluster_.capacity()) + " sandboxes (--capacity)"));
