@@ -241,7 +241,9 @@ Result<Attached> attach(const std::string& image) {
 // (ext4lazyinit) that ran for ~1.5 s after each mount on the measured VM: beside a warm
 // pool's refill, it took a CPU from the claim that followed (docs/performance.md, "Warm
 // starts"). A volume is small; the allocator reads a bitmap when it first needs it.
-// Linux < 5.9 does not know the option (EINVAL): there the mount goes without it.
+// Linux < 5.9 does not know the option (EINVAL): there the mount goes without it. Only
+// for mount(2): through fsopen, ext4 before 5.17 takes any flag and refuses it only at
+// the create, so a private mount (the files API's, short-lived) goes without it.
 constexpr const char* kNoPrefetch = "no_prefetch_block_bitmaps";
 
 Result<void> mount(const std::string& image, const std::string& target) {
@@ -272,11 +274,6 @@ Result<UniqueFd> open_privately(const std::string& image) {
   };
   if (::fsconfig(context.get(), FSCONFIG_SET_STRING, "source", loop.device.c_str(), 0) != 0)
     return fail(configure_error("configure the mount of"));
-  if (::fsconfig(context.get(), FSCONFIG_SET_FLAG, kNoPrefetch, nullptr, 0) != 0) {
-    if (errno != EINVAL) return fail(configure_error("configure the mount of"));
-    char unknown[256];
-    (void)!::read(context.get(), unknown, sizeof unknown);  // its log's "unknown parameter"
-  }
   if (::fsconfig(context.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) return fail(configure_error("mount"));
   UniqueFd mount(::fsmount(context.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV));
   if (!mount) return fail(sys_error("fsmount " + image + " (" + loop.device + ")"));

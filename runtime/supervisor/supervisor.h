@@ -109,7 +109,7 @@ class Supervisor final : private KernelHost, private PtyHost {
   EnvList sandbox_env() const;  // every process's: the egress proxy's and pip's settings, then --env
   void change_allowlist(Client& client, const protocol::Json& request);
   void claim(Client& client, const protocol::Json& request);
-  Result<void> restore_cpu_weight();  // a claimed member's, at its first request (claim())
+  void restore_cpu_weight();  // a claimed member's, at its first request (claim())
 
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,

@@ -170,6 +170,26 @@ print(json.dumps({"between": box.get("between"), "during": now, "threads": threa
   CHECK(got["threads"] == 2);  // the main thread and the reader started by the first call
 }
 
+TEST_CASE("a helper called in a process the cell forked is refused at once, and the kernel's own calls go on", "[tools]") {
+  FakeRemote remote;
+  TestRoot root;
+  auto id = root.create(remote.flags(), remote.env());
+  auto got = cell_json(root, id, R"PY(import json, os
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, json.dumps(run_composio_tool("ECHO", {"message": "child"})).encode())
+    os._exit(0)
+os.close(w)
+os.waitpid(pid, 0)
+child = json.loads(os.read(r, 1 << 16))
+print(json.dumps({"child": child, "parent": run_composio_tool("ECHO", {"message": "parent"})}))
+)PY");
+  CHECK(got["child"][0].is_null());
+  CHECK(got["child"][1].get<std::string>().find("a process the cell forked") != std::string::npos);
+  CHECK(got["parent"][0]["arguments"] == json{{"message", "parent"}});
+}
+
 TEST_CASE("invoke_llm asks an OpenAI-style endpoint with the key added outside, and its failure is a tuple", "[tools]") {
   FakeRemote remote;
   TestRoot root;

@@ -22,6 +22,7 @@ import http.client
 import io
 import json
 import os
+import re
 import socket as _socket
 import threading
 import time
@@ -100,21 +101,28 @@ class _Answer:
     package, which was most of this client's own time per cell (docs/performance.md,
     "Warm starts"); what streams or downloads in pieces still goes through it."""
 
-    __slots__ = ("status", "headers", "data", "will_close", "_sock", "_buf")
+    __slots__ = ("status", "headers", "data", "will_close", "_sock", "_buf", "_answered")
 
     def __init__(self, sock: _socket.socket) -> None:
         self._sock = sock
         self._buf = bytearray()
+        self._answered = False  # a byte of the answer came: the request is never sent again
         self.headers: Dict[str, str] = {}
         self.will_close = False
 
     def _more(self) -> bool:
-        chunk = self._sock.recv(_BLOCK)
+        try:
+            chunk = self._sock.recv(_BLOCK)
+        except (ConnectionResetError, BrokenPipeError) as e:
+            if self._answered:  # not a connection closed while idle: the server had it
+                raise ServerUnreachable("the answer from nsbox was cut: %s" % e) from e
+            raise
+        self._answered = self._answered or bool(chunk)
         self._buf += chunk
         return bool(chunk)
 
-    def _cut(self) -> ProtocolError:
-        return ProtocolError("the answer from nsbox was cut short: the connection closed in it")
+    def _cut(self) -> ServerUnreachable:
+        return ServerUnreachable("the answer from nsbox was cut short: the connection closed in it")
 
     def _take(self, n: int) -> bytes:
         while len(self._buf) < n:
@@ -194,17 +202,27 @@ class _Answer:
                 raise ProtocolError("a chunk of the answer from nsbox does not end where its size says")
 
 
+_LEGAL_HEADER_NAME = re.compile(r"[^:\s][^:\r\n]*")
+_ILLEGAL_IN_TARGET = re.compile(r"[\x00-\x20\x7f]")
+
+
 def _request_head(method: str, target: str, host: str, headers: Mapping[str, str], body: Optional[bytes]) -> bytes:
     """The request line and headers as http.client would send them, checked as it checks
-    them (no control characters in the target, no line breaks in a header)."""
-    if any(c <= " " or c == "\x7f" for c in target):
-        raise http.client.InvalidURL("the request target %r has a control character or a space" % target)
-    lines = ["%s %s HTTP/1.1" % (method, target), "Host: " + host, "Accept-Encoding: identity"]
+    them (an ASCII target without control characters or spaces, no line breaks in a
+    header); Host, Accept-Encoding and Content-Length only where the caller gave none."""
+    if not target.isascii() or _ILLEGAL_IN_TARGET.search(target):
+        raise http.client.InvalidURL("the request target %r has a control character, a space or a non-ASCII character" % target)
+    given = {name.lower() for name in headers}
+    lines = ["%s %s HTTP/1.1" % (method, target)]
+    if "host" not in given:
+        lines.append("Host: " + host)
+    if "accept-encoding" not in given:
+        lines.append("Accept-Encoding: identity")
     for name, value in headers.items():
-        if any(c in "\r\n\0" for c in name + value) or not name or ":" in name:
-            raise ValueError("invalid header %r: it has a line break, a NUL or a colon" % name)
+        if not _LEGAL_HEADER_NAME.fullmatch(name) or "\0" in name or any(c in "\r\n\0" for c in value):
+            raise ValueError("invalid header %r: a line break, a NUL, a colon or a space where it cannot be" % name)
         lines.append("%s: %s" % (name, value))
-    if body is not None:
+    if body is not None and "content-length" not in given:
         lines.append("Content-Length: %d" % len(body))
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 

@@ -177,7 +177,6 @@ def test_error_answers_raise_their_exception(fake) -> None:
     (b"HTTP/1.1 100 Continue\r\n\r\n", "status line"),
     (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "header line"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n", "not a number"),
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "cut short"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabcd\r\n0\r\n\r\n", "does not end"),
     (b"HTTP/1.1 200 OK\r\nX: " + b"y" * (70 << 10), "64 KiB"),
@@ -191,6 +190,30 @@ def test_what_a_server_never_sends_is_a_protocol_error_and_the_connection_is_dro
     assert server.connections == 2
 
 
+def test_an_answer_cut_short_is_the_server_unreachable_and_the_request_is_not_sent_again(fake) -> None:
+    def reset_mid_body(peer: socket.socket, request: bytes) -> None:
+        peer.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf")
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST on close
+    reset_mid_body.closes = True  # type: ignore[attr-defined]
+    server = fake([answer(document(b"1")), reset_mid_body,
+                   answer(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", closes=True), answer(document(b"2"))])
+    c = server.client()
+    assert c.json("GET", "/a") == 1
+    with pytest.raises(nsbox.ServerUnreachable, match="cut"):
+        c.json("POST", "/v1/sandboxes/sbx-x/cells", json_body={"code": "x += 1"})  # reused connection: not replayed
+    with pytest.raises(nsbox.ServerUnreachable, match="cut short"):
+        c.json("GET", "/b")
+    assert c.json("GET", "/c") == 2
+    assert [r.split(b" ", 2)[1] for r in server.requests] == [b"/a", b"/v1/sandboxes/sbx-x/cells", b"/b", b"/c"]
+
+
+def test_headers_the_caller_gives_are_not_sent_twice(fake) -> None:
+    server = fake([answer(document(b"{}"))])
+    server.client().request("PUT", "/v1/x", body=b"12345", headers={"Content-Length": "5", "host": "elsewhere"})
+    head = server.requests[0].partition(b"\r\n\r\n")[0].lower()
+    assert head.count(b"content-length:") == 1 and head.count(b"host:") == 1 and b"host: elsewhere" in head
+
+
 def test_a_silent_server_is_a_timeout_and_bad_headers_are_refused_before_sending(fake) -> None:
     def silent(peer: socket.socket, request: bytes) -> None:
         peer.recv(1)  # until the client gives up
@@ -200,8 +223,11 @@ def test_a_silent_server_is_a_timeout_and_bad_headers_are_refused_before_sending
         c.json("GET", "/a")
     with pytest.raises(ValueError, match="line break"):
         c.request("GET", "/a", headers={"X-Evil": "a\r\nInjected: 1"})
-    with pytest.raises(Exception, match="control character"):
-        c.request("GET", "/a b")
+    for target in ("/a b", "/caf\u00e9"):
+        with pytest.raises(Exception, match="control character"):
+            c.request("GET", target)
+    with pytest.raises(ValueError, match="invalid header"):
+        c.request("GET", "/a", headers={" X-Lead": "v"})
     assert len(server.requests) == 1
 
 

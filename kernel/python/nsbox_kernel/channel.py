@@ -33,6 +33,8 @@ class Channel:
         self._next_call = 1
         self._requests = collections.deque()  # what the main thread acts on
         self._reader = None  # the thread that reads for calls during a cell
+        self._reading_thread = None  # who is in os.read now
+        self._pid = os.getpid()
 
     def send(self, message):
         data = json.dumps(message, ensure_ascii=False, default=repr).encode("utf-8", "surrogateescape")
@@ -43,15 +45,24 @@ class Channel:
                 view = view[os.write(self._fd, view):]
 
     def call(self, op, **fields):
-        """Sends a request to the supervisor and waits for its answer. Thread-safe."""
-        with self._state:
-            call_id = self._next_call
-            self._next_call += 1
-            self._calls[call_id] = None
-            if self._reader is None:
-                self._reader = threading.Thread(target=self._read_for_calls, name="nsbox-channel", daemon=True)
-                self._reader.start()
+        """Sends a request to the supervisor and waits for its answer. Thread-safe. Not
+        from a forked child (the socket is its parent's: a reader there would take the
+        parent's frames), nor from the thread that is reading (a signal handler or a
+        finalizer run while the main thread waits for its next cell: nobody else may
+        read then)."""
+        if os.getpid() != self._pid:
+            return {"result": None, "error": "helpers are not available in a process the cell forked: call them from the kernel's process"}
+        call_id = None
         try:
+            with self._state:
+                if self._reading_thread == threading.get_ident():
+                    return {"result": None, "error": "helpers cannot be called from a signal handler or a finalizer that runs between cells"}
+                call_id = self._next_call
+                self._next_call += 1
+                self._calls[call_id] = None
+                if self._reader is None:
+                    self._reader = threading.Thread(target=self._read_for_calls, name="nsbox-channel", daemon=True)
+                    self._reader.start()
             self.send(dict(fields, op=op, call=call_id))
             with self._state:
                 self._state.notify_all()  # the reader has a call to read for
@@ -59,8 +70,9 @@ class Channel:
                     self._state.wait()
                 return self._calls[call_id] or _GONE
         finally:
-            with self._state:
-                self._calls.pop(call_id, None)  # also when an interrupt ends the wait
+            if call_id is not None:
+                with self._state:
+                    self._calls.pop(call_id, None)  # also when an interrupt ends the wait
 
     def next_request(self):
         """The next message for the main thread; None once the supervisor is gone."""
@@ -87,6 +99,7 @@ class Channel:
         """One read, as the only reader, then routes every whole frame it completed.
         Called holding self._state, which is released during the read."""
         self._reading = True
+        self._reading_thread = threading.get_ident()
         self._state.release()
         data = None  # stays None when a signal's handler raises out of the read
         try:
@@ -96,6 +109,7 @@ class Channel:
         finally:
             self._state.acquire()
             self._reading = False
+            self._reading_thread = None
             if data:
                 self._buffer += data
                 self._route_frames()
