@@ -77,11 +77,12 @@ Result<ApiService::Admission> ApiService::admit(std::optional<SizeTier> warm) {
   const bool claim = warm && pool_ && pool_->serves(*warm) && free_members() > 0;
   // Counted only where a capacity bounds them: a listing stats every sandbox's record,
   // which a create from the pool should not pay per sandbox the server holds.
+  const bool bounded = cluster_.capacity() && !claim;
   uint64_t here = 0;
-  if (cluster_.capacity() && !claim)
+  if (bounded)
     if (auto ids = runtime_.store().ids()) here = ids->size();
   std::lock_guard lock(admit_mutex_);
-  if (cluster_.capacity() && !claim && here + creating_ >= cluster_.capacity())
+  if (bounded && here + creating_ >= cluster_.capacity())
     return fail(not_ready_error("full: " + std::to_string(cluster_.capacity()) + " sandboxes (--capacity)"));
   ++creating_;
   return Admission(this);

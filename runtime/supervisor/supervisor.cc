@@ -306,7 +306,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   // A warm pool's free member is nobody's yet: nothing runs in it before its claim.
   if (op != "claim" && op != "status" && op != "ping" && op != "shutdown")
     if (auto free = require_not_free_member(record_); !free) return reply_error(client, free.error());
-  if (weight_deferred_ && op != "claim") restore_cpu_weight();
+  if (op != "claim") restore_cpu_weight();  // a claimed member's first request
   if (op == "exec") return start_command(client, frame);
   if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
   if (op == "execute") {
@@ -370,10 +370,8 @@ void Supervisor::claim(Client& client, const Json& request) {
   // kClaimWeightGraceMs), not now: the reseed queued below then runs in the kernel while
   // the claim's answer goes back, and a member's weight lets the server and the client
   // take the CPU it would run on (on 2 cores the answer waited ~0.7 ms for it).
-  if (!weight_deferred_) {
-    weight_deferred_ = true;
-    (void)loop_->add_timer(kClaimWeightGraceMs, [this] { restore_cpu_weight(); });
-  }
+  weight_deferred_ = true;  // once: a claimed sandbox is no member to claim again (above)
+  (void)loop_->add_timer(kClaimWeightGraceMs, [this] { restore_cpu_weight(); });
   spec_.env = env;
   spec_.pool.clear();
   kernel_->configure(env);

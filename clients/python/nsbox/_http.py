@@ -96,15 +96,16 @@ _MAX_HEAD = 1 << 16  # an answer's status line and headers
 
 
 class _Answer:
-    """An answer read whole by _exchange: the client's own reading of HTTP/1.1, for the
+    """An answer read whole by _send_whole: the client's own reading of HTTP/1.1, for the
     requests whose answer is one document. http.client parses headers with the email
     package, which was most of this client's own time per cell (docs/performance.md,
     "Warm starts"); what streams or downloads in pieces still goes through it."""
 
-    __slots__ = ("status", "headers", "data", "will_close", "_sock", "_buf", "_answered")
+    __slots__ = ("status", "headers", "data", "will_close", "_sock", "_where", "_buf", "_answered")
 
-    def __init__(self, sock: _socket.socket) -> None:
+    def __init__(self, sock: _socket.socket, where: str) -> None:
         self._sock = sock
+        self._where = where  # the server's address, for what an error says
         self._buf = bytearray()
         self._answered = False  # a byte of the answer came: the request is never sent again
         self.headers: Dict[str, str] = {}
@@ -115,14 +116,17 @@ class _Answer:
             chunk = self._sock.recv(_BLOCK)
         except (ConnectionResetError, BrokenPipeError) as e:
             if self._answered:  # not a connection closed while idle: the server had it
-                raise ServerUnreachable("the answer from nsbox was cut: %s" % e) from e
+                raise ServerUnreachable("the answer from nsbox at %s was cut: %s" % (self._where, e)) from e
             raise
         self._answered = self._answered or bool(chunk)
         self._buf += chunk
         return bool(chunk)
 
     def _cut(self) -> ServerUnreachable:
-        return ServerUnreachable("the answer from nsbox was cut short: the connection closed in it")
+        return ServerUnreachable("the answer from nsbox at %s was cut short: the connection closed in it" % self._where)
+
+    def _bad(self, what: str) -> ProtocolError:
+        return ProtocolError("nsbox at %s answered with %s" % (self._where, what))
 
     def _take(self, n: int) -> bytes:
         while len(self._buf) < n:
@@ -138,7 +142,7 @@ class _Answer:
             if end >= 0:
                 return self._take(end + 2)[:-2]
             if len(self._buf) > _MAX_HEAD:
-                raise ProtocolError("a line of the answer from nsbox is longer than 64 KiB")
+                raise self._bad("a line longer than 64 KiB")
             if not self._more():
                 raise self._cut()
 
@@ -148,7 +152,7 @@ class _Answer:
             if end >= 0:
                 break
             if len(self._buf) > _MAX_HEAD:
-                raise ProtocolError("the answer from nsbox has more than 64 KiB of headers")
+                raise self._bad("more than 64 KiB of headers")
             if not self._more():
                 if not self._buf:  # as http.client says it: the caller may send again
                     raise http.client.RemoteDisconnected("the server closed the connection without an answer")
@@ -157,12 +161,12 @@ class _Answer:
         version, _, rest = lines[0].partition(" ")
         code = rest[:3]
         if version not in ("HTTP/1.1", "HTTP/1.0") or not code.isdigit() or int(code) < 200:
-            raise ProtocolError("nsbox answered with a status line it never sends: %r" % lines[0][:80])
+            raise self._bad("a status line it never sends: %r" % lines[0][:80])
         self.status = int(code)
         for line in lines[1:]:
             name, sep, value = line.partition(":")
             if not sep:
-                raise ProtocolError("nsbox answered with a header line it never sends: %r" % line[:80])
+                raise self._bad("a header line it never sends: %r" % line[:80])
             self.headers[name.strip().lower()] = value.strip()
         connection = self.headers.get("connection", "").lower()
         self.will_close = connection == "close" or (version == "HTTP/1.0" and connection != "keep-alive")
@@ -174,7 +178,7 @@ class _Answer:
             try:
                 length = int(self.headers["content-length"])
             except ValueError:
-                raise ProtocolError("nsbox answered with a Content-Length that is not a number")
+                raise self._bad("a Content-Length that is not a number")
             self.data = self._take(length)
         else:  # the body ends with the connection
             while self._more():
@@ -192,14 +196,14 @@ class _Answer:
             try:
                 size = int(size_line, 16)
             except ValueError:
-                raise ProtocolError("nsbox answered with a chunk size that is not a number")
+                raise self._bad("a chunk size that is not a number")
             if size == 0:
                 while self._line():  # trailers, up to the empty line
                     pass
                 return bytes(body)
             body += self._take(size)
             if self._take(2) != b"\r\n":
-                raise ProtocolError("a chunk of the answer from nsbox does not end where its size says")
+                raise self._bad("a chunk that does not end where its size says")
 
 
 _LEGAL_HEADER_NAME = re.compile(r"[^:\s][^:\r\n]*")
@@ -483,7 +487,7 @@ class Client:
                 sock.sendall(head)
                 if body:
                     sock.sendall(body)
-            return _Answer(sock).read(method)
+            return _Answer(sock, self.where).read(method)
         return self._exchange(exchange, body, timeout)
 
     def _exchange(self, exchange: Any, body: Body, timeout: float) -> Tuple[_Conn, Any]:

@@ -184,8 +184,9 @@ def test_error_answers_raise_their_exception(fake) -> None:
 def test_what_a_server_never_sends_is_a_protocol_error_and_the_connection_is_dropped(fake, raw: bytes, said: str) -> None:
     server = fake([answer(raw, closes=True), answer(document(b'"fine"'))])
     c = server.client()
-    with pytest.raises(nsbox.ProtocolError, match=said):
+    with pytest.raises(nsbox.ProtocolError, match=said) as refused:
         c.json("GET", "/a")
+    assert "nsbox at unix:" + server.path in str(refused.value)  # says which server
     assert c.json("GET", "/b") == "fine"  # on a new connection
     assert server.connections == 2
 
@@ -243,8 +244,8 @@ def test_reader_alone_on_a_socket_pair() -> None:
     a, b = socket.socketpair()
     with a, b:
         a.sendall(document(b'{"x": 1}', extra=b"Server: nsbox\r\n"))
-        got = _http._Answer(b).read("GET")
+        got = _http._Answer(b, "unix:/test").read("GET")
         assert (got.status, got.data, got.headers["server"], got.will_close) == (200, b'{"x": 1}', "nsbox", False)
         a.sendall(b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n")
-        got = _http._Answer(b).read("DELETE")
+        got = _http._Answer(b, "unix:/test").read("DELETE")
         assert (got.status, got.data) == (204, b"")

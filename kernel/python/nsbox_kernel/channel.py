@@ -27,13 +27,12 @@ class Channel:
         self._send_lock = threading.Lock()
         self._state = threading.Condition()  # guards everything below
         self._buffer = bytearray()  # read, not yet a whole frame
-        self._reading = False  # a thread is in os.read (the one reader)
         self._closed = False  # EOF, or a frame no supervisor sends
         self._calls = {}  # call id -> its reply (None until it comes)
         self._next_call = 1
         self._requests = collections.deque()  # what the main thread acts on
         self._reader = None  # the thread that reads for calls during a cell
-        self._reading_thread = None  # who is in os.read now
+        self._reading_thread = None  # the one thread in os.read, if any
         self._pid = os.getpid()
 
     def send(self, message):
@@ -82,7 +81,7 @@ class Channel:
                     return self._requests.popleft()
                 if self._closed:
                     return None
-                if self._reading:
+                if self._reading_thread is not None:
                     self._state.wait()  # the reader thread hands over what it reads
                 else:
                     self._read_locked()
@@ -90,7 +89,7 @@ class Channel:
     def _read_for_calls(self):
         with self._state:
             while not self._closed:
-                if self._reading or not any(reply is None for reply in self._calls.values()):
+                if self._reading_thread is not None or not any(reply is None for reply in self._calls.values()):
                     self._state.wait()
                 else:
                     self._read_locked()
@@ -98,7 +97,6 @@ class Channel:
     def _read_locked(self):
         """One read, as the only reader, then routes every whole frame it completed.
         Called holding self._state, which is released during the read."""
-        self._reading = True
         self._reading_thread = threading.get_ident()
         self._state.release()
         data = None  # stays None when a signal's handler raises out of the read
@@ -108,7 +106,6 @@ class Channel:
             data = b""
         finally:
             self._state.acquire()
-            self._reading = False
             self._reading_thread = None
             if data:
                 self._buffer += data
