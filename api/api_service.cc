@@ -217,8 +217,8 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
 // A sandbox made here hands out its files (upload_local_file) as this server's signed
 // links, which open here without a token until they expire.
 void ApiService::hand_links(CreateOptions& options) const {
-  options.tool_keys.link_key = signer_.key();
-  options.tool_keys.link_base_url = config_.public_url;
+  options.launch.tool_keys.link_key = signer_.key();
+  options.launch.tool_keys.link_base_url = config_.public_url;
 }
 
 // GET /v1/pool: its state; PUT /v1/pool {"sizes": {"standard": 4}}: new targets.
@@ -262,31 +262,36 @@ void ApiService::stop_pool() {
 
 namespace {
 
-// Whether a warm pool's member can serve a create: one with none of what members lack.
-// (Its tools come from the server's config, as the members' do.)
-bool poolable(const CreateOptions& o, const Json& body) {
+// Whether a warm pool's member can serve a create. A member is what a create document
+// naming only its size makes (the server's tools config included): a create whose spec
+// differs from that in nothing but its name can be one (its env goes to the claim), and
+// any other option, today's or one added later, makes the create cold.
+bool poolable(const CreateOptions& o) {
   // A member's kernel started long before the claim: variables read at a process's start
-  // would reach later commands but not it. A lazy kernel is asked not to run (memory) until
-  // a cell, and a member's runs already.
+  // would reach later commands but not it. (Nor does a member wait for a first cell to
+  // start its kernel: that is an option of the spec, compared below.)
   auto read_at_start = [](const auto& kv) { return env_read_at_process_start(kv.first); };
-  return o.mounts.empty() && o.workspace.empty() && o.volume.empty() && o.net.mode == network::Mode::kNone &&
-         !body.contains("tools") && !body.contains("packages") && !body.contains("manifest") && o.files_quota == 0 &&
-         o.home_size == 0 && o.from_snapshot.empty() && !o.lazy_kernel &&
-         std::none_of(o.env.begin(), o.env.end(), read_at_start);
+  if (!o.workspace.empty() || std::any_of(o.launch.env.begin(), o.launch.env.end(), read_at_start)) return false;
+  auto member = create_options_from_json({{"size", size_tier_name(o.spec.size)}}, process_environment(), Caller::kRemote);
+  if (!member) return false;
+  Json asked = o.spec.to_json(), made = member->spec.to_json();
+  asked.erase("name");
+  made.erase("name");
+  return asked == made;
 }
 
 }  // namespace
 
 Result<SandboxInfo> ApiService::make_sandbox(const CreateOptions& options, bool warm_ok) {
-  if (warm_ok && pool_ && pool_->serves(options.size)) {
+  if (warm_ok && pool_ && pool_->serves(options.spec.size)) {
     // Two tries at most: a failure that is the host's (disk, load) must not drain the pool.
     for (int attempt = 0; attempt < 2; ++attempt) {
-      auto id = pool_->take(options.size);
+      auto id = pool_->take(options.spec.size);
       if (!id) break;
-      auto info = runtime_.claim(*id, options.name, options.env);
+      auto info = runtime_.claim(*id, options.spec.name, options.launch.env);
       if (info) return info;
       if (info.error().code == ErrorCode::kInvalidArgument || info.error().code == ErrorCode::kAlreadyExists) {
-        pool_->give_back(options.size, *id);  // the caller's name or env: the member is untouched
+        pool_->give_back(options.spec.size, *id);  // the caller's name or env: the member is untouched
         return info;
       }
       log::warn("warm pool member " + *id + " could not be claimed: " + info.error().message);
@@ -303,18 +308,18 @@ void ApiService::create_sandbox(Exchange& x) {
   auto options = create_options_from_json(*body, process_environment(), Caller::kRemote);
   if (!options) return respond_error(x, options.error());
   hand_links(*options);
-  const bool warm_ok = poolable(*options, *body);
+  const bool warm_ok = poolable(*options);
   // Not ready (draining, full): said at once, so that a load balancer's retry finds a
   // server that is.
-  auto admitted = admit(warm_ok ? std::optional<SizeTier>(options->size) : std::nullopt);
+  auto admitted = admit(warm_ok ? std::optional<SizeTier>(options->spec.size) : std::nullopt);
   if (!admitted) {
-    for (auto& m : options->mounts) m.credentials.wipe();
+    options->launch.wipe();
     return x.respond(503, error_document(admitted.error()), {{"Retry-After", "1"}});
   }
   auto info = make_sandbox(*options, warm_ok);
-  for (auto& m : options->mounts) m.credentials.wipe();
+  options->launch.wipe();
   if (!info) return respond_error(x, info.error());
-  metrics_.observe_create(info->record.create_path == "warm",
+  metrics_.observe_create(info->record.facts.create_path == "warm",
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
 }
@@ -467,7 +472,7 @@ void ApiService::list_sandboxes(Exchange& x) {
   const bool all = x.request().query_value("all") == "true";
   Json arr = Json::array();
   for (const auto& info : *list)
-    if (all || info.record.pool.empty()) arr.push_back(info.to_json());  // the warm pool's free members only with ?all=true
+    if (all || info.record.facts.pool.empty()) arr.push_back(info.to_json());  // the warm pool's free members only with ?all=true
   x.respond(200, {{"sandboxes", arr}});
 }
 
@@ -545,9 +550,9 @@ void ApiService::route_sessions(Exchange& x, const Path& path) {
   // Every sandbox call, on the session's sandbox (made now if this is the first).
   auto sandbox = sessions_.sandbox_of(sid, [&](const Session& s) -> Result<std::string> {
     CreateOptions o;
-    o.size = s.size;
+    o.spec.size = s.size;
     hand_links(o);
-    auto admitted = NSBOX_TRY(admit(o.size));
+    auto admitted = NSBOX_TRY(admit(o.spec.size));
     auto info = NSBOX_TRY(make_sandbox(o, /*warm_ok=*/true));
     return info.record.id;
   });

@@ -1,7 +1,7 @@
 // The HTTP API's endpoints (docs/api.md): routing, and one method per endpoint. Called
 // on worker threads with one Exchange per request; everything here may block. Knows
 // nothing of HTTP's wire format (api/http_server.cc does), only of requests, JSON and the
-// client library (runtime/runtime.h).
+// client library (runtime/client/runtime.h).
 #pragma once
 
 #include <atomic>
@@ -22,7 +22,7 @@
 #include "api/peer_client.h"
 #include "api/sessions.h"
 #include "api/warm_pool.h"
-#include "runtime/runtime.h"
+#include "runtime/client/runtime.h"
 
 namespace nsbox::api {
 

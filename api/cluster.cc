@@ -5,7 +5,7 @@
 
 #include "api/access.h"
 #include "isolation/sys/files.h"
-#include "runtime/state_store.h"
+#include "runtime/core/state_store.h"
 
 namespace nsbox::api {
 namespace {

@@ -172,9 +172,9 @@ void ApiService::metrics_route(Exchange& x) {
   for (const auto& id : store.ids().value_or(std::vector<std::string>{})) {
     auto record = store.load(id);
     if (!record) continue;
-    const char* status = store.supervisor_alive(id) ? "running" : record->stopped_at.empty() ? "dead" : "stopped";
-    ++s.sandboxes[status][std::string(size_tier_name(record->size))];
-    if (record->pool.empty()) ++s.active;
+    const char* status = store.supervisor_alive(id) ? "running" : record->facts.stopped_at.empty() ? "dead" : "stopped";
+    ++s.sandboxes[status][std::string(size_tier_name(record->spec.size))];
+    if (record->facts.pool.empty()) ++s.active;
   }
   const Json pool = pool_ ? pool_->status() : Json{{"sizes", Json::object()}};
   for (const auto& [size, slot] : pool["sizes"].items()) {
@@ -255,7 +255,7 @@ void ApiService::drain() {
     }
     for (const auto& id : ids) {
       auto record = runtime_.store().load(id);
-      if (!record || !record->pool.empty()) continue;  // gone meanwhile, or another server's free member
+      if (!record || !record->facts.pool.empty()) continue;  // gone meanwhile, or another server's free member
       if (runtime_.store().supervisor_alive(id))
         if (auto stopped = runtime_.stop(id); !stopped) log::warn("drain: " + id + " could not be stopped first: " + stopped.error().message);
       auto snap = runtime_.snapshot(id, "", /*include_files=*/true);

@@ -7,7 +7,7 @@
 #include <atomic>
 
 #include "api/api_service.h"
-#include "runtime/workbench_tools.h"
+#include "runtime/client/workbench_tools.h"
 #include "api/http_errors.h"
 #include "isolation/sys/files.h"
 #include "runtime/protocol/frame.h"
@@ -226,7 +226,7 @@ void ApiService::answer_tool_call(Exchange& x, const std::string& sandbox, const
   x.respond(200, {{"accepted", true}});
 }
 
-// A hosted workbench tool's call (runtime/workbench_tools.h): its input is the body, its
+// A hosted workbench tool's call (runtime/client/workbench_tools.h): its input is the body, its
 // answer the hosted envelope, 200 whether or not the cell or command succeeded (as the
 // hosted service answers a failed execution).
 void ApiService::run_workbench_tool(Exchange& x, const std::string& sandbox, const std::string& tool) {

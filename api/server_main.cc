@@ -25,7 +25,7 @@
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "mounts/volume_image.h"
-#include "runtime/kernel_zygote_process.h"
+#include "kernel/zygote_keeper/kernel_zygote_process.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include "isolation/sys/rfc3339.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
-#include "runtime/state_store.h"
-#include "runtime/state_store.h"
+#include "runtime/core/state_store.h"
+#include "runtime/core/state_store.h"
 
 namespace nsbox::api {
 namespace {

@@ -113,7 +113,7 @@ void WarmPool::sweep_orphans(Runtime& runtime) {
   auto list = runtime.list();
   if (!list) return;
   for (const auto& info : *list) {
-    const std::string& owner = info.record.pool;
+    const std::string& owner = info.record.facts.pool;
     if (!owner.starts_with(kOwnerPrefix)) continue;  // not a member (or not a server's)
     pid_t pid = static_cast<pid_t>(std::atoi(owner.c_str() + kOwnerPrefix.size()));
     bool server_lives = pid > 0 && pid != ::getpid() && (::kill(pid, 0) == 0 || errno == EPERM);
@@ -179,7 +179,7 @@ std::optional<std::string> WarmPool::take(SizeTier size) {
 // someone started again, or claimed through another path, is left alone).
 void WarmPool::discard(const std::string& id) {
   auto record = runtime_.store().load(id);
-  if (!record || record->pool != owner_tag()) return;
+  if (!record || record->facts.pool != owner_tag()) return;
   if (auto removed = runtime_.remove(id); !removed) log::warn("could not remove warm pool member " + id + ": " + removed.error().message);
 }
 
@@ -296,8 +296,8 @@ void WarmPool::fill() {
 Result<std::string> WarmPool::build(SizeTier size) {
   CreateOptions options = NSBOX_TRY(base_(size));
   options.pool = owner_tag();
-  options.preload = config_.preload;
-  options.memory_merge = config_.memory_merge;
+  options.spec.preload = config_.preload;
+  options.spec.memory_merge = config_.memory_merge;
   auto info = NSBOX_TRY(runtime_.create(options));
   const std::string& id = info.record.id;
   auto drop = [&](Error e) -> Result<std::string> {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "api/exchange.h"
-#include "runtime/runtime.h"
+#include "runtime/client/runtime.h"
 
 namespace nsbox::api {
 

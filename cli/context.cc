@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "cli/command_table.h"
-#include "runtime/create_options.h"
+#include "runtime/client/create_options.h"
 
 namespace nsbox::cli {
 

@@ -6,7 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "runtime/runtime.h"
+#include "runtime/client/runtime.h"
 
 namespace nsbox::cli {
 
@@ -33,7 +33,7 @@ std::string absolute_path(std::string path);
 // The real path (no symlink, no `..`) of an existing directory a flag names; for a
 // file, of the directory holding it.
 Result<std::string> real_dir(const std::string& path, const std::string& flag);
-// The tool bridge's config (runtime/tools/tools_config.h) from --tools, --tools-dir,
+// The tool bridge's config (runtime/core/tools_config.h) from --tools, --tools-dir,
 // --tools-replay, --tools-record, --user-id, --llm-url, --llm-model; paths made absolute.
 nlohmann::json tools_document(const ParsedArgs& args);
 // This command's environment, with --tools-config FILE as NSBOX_TOOLS_CONFIG.

@@ -7,7 +7,7 @@
 #include "isolation/sys/unique_fd.h"
 #include "mounts/bucket/external_helpers.h"
 #include "mounts/volume_image.h"
-#include "runtime/install_layout.h"
+#include "runtime/core/install_layout.h"
 
 namespace nsbox::cli {
 

@@ -1,6 +1,9 @@
 // create, ls, inspect, stop, start, resize, rm.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <functional>
+#include <type_traits>
 #include <sstream>
 
 #include <unistd.h>
@@ -34,14 +37,30 @@ Result<nlohmann::json> env_document(const ParsedArgs& args) {
   return env;
 }
 
-// The create document (runtime/create_options.h) from the flags: one parser for the
+// The create document (runtime/client/create_options.h) from the flags: one parser for the
 // CLI, the server and the Python client. --mount flags and --manifest entries become its
 // mounts; their credentials come from this command's environment (or a mount's
 // credentials file) and go to the supervisor, never to disk.
 Result<nlohmann::json> create_document(const ParsedArgs& args) {
   nlohmann::json doc = nlohmann::json::object();
-  for (const char* flag : {"size", "name", "volume"})
-    if (args.values.count(flag)) doc[flag] = args.value(flag);
+  if (args.values.count("size")) doc["size"] = args.value("size");
+  // The spec's plain fields (runtime/core/sandbox_spec.h) from the flags of their names,
+  // '-' for '_': a switch for a boolean, digits as a number, other text as it is (a
+  // size such as 10G is the spec's to read).
+  SandboxSpec fields;
+  spec_fields(fields, [&](const char* key, auto& field, SpecFieldOrigin origin, auto...) {
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (origin != SpecFieldOrigin::kRequest || !args.has(flag)) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
+      doc[key] = true;
+    } else {
+      std::string text = args.value(flag);
+      bool digits = !text.empty() && text.size() < 20 && std::all_of(text.begin(), text.end(), ::isdigit);
+      doc[key] = digits && !std::is_same_v<std::decay_t<decltype(field)>, std::string> ? nlohmann::json(std::stoull(text))
+                                                                                         : nlohmann::json(text);
+    }
+  });
   // The policy itself is made with the packages' index (create_options.cc), which may
   // add a host that --net-allow-private names.
   if (args.values.count("net") || args.values.count("net-allow-private")) {
@@ -69,10 +88,6 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
     packages["auto_install"] = v == "on";
   }
   if (!packages.empty()) doc["packages"] = std::move(packages);
-  if (args.values.count("files-quota")) doc["files_quota"] = args.value("files-quota");
-  if (args.values.count("home-size")) doc["home_size"] = args.value("home-size");
-  if (args.values.count("from-snapshot")) doc["from_snapshot"] = args.value("from-snapshot");
-  if (args.has("lazy-kernel")) doc["lazy_kernel"] = true;
   if (args.values.count("env")) doc["env"] = NSBOX_TRY(env_document(args));
   nlohmann::json mounts = nlohmann::json::array();
   if (auto it = args.values.find("mount"); it != args.values.end())
@@ -89,7 +104,7 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
         return fail(make_error(ErrorCode::kInvalidArgument, "--manifest " + path + ": only one manifest with entries may be given"));
       doc["manifest"] = std::move(parsed);
       // Its local_file, local_dir and git_repo sources come from its own directory, or
-      // one granted (runtime/manifest.h); both by their real paths.
+      // one granted (runtime/client/manifest.h); both by their real paths.
       nlohmann::json grants = nlohmann::json::array();
       if (auto g = args.values.find("local-grant"); g != args.values.end())
         for (const auto& dir : g->second) grants.push_back(NSBOX_TRY(real_dir(dir, "--local-grant")));
@@ -153,7 +168,7 @@ int cmd_ls(const Invocation& inv) {
   if (!list) return ctx->out.error(list.error());
   // A warm pool's free members are the server's, not anybody's sandboxes yet.
   const bool all = ctx->args.has("all");
-  std::erase_if(*list, [&](const SandboxInfo& info) { return !all && !info.record.pool.empty(); });
+  std::erase_if(*list, [&](const SandboxInfo& info) { return !all && !info.record.facts.pool.empty(); });
   if (ctx->out.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& info : *list) arr.push_back(info.to_json());
@@ -170,11 +185,12 @@ int cmd_ls(const Invocation& inv) {
   };
   print();
   for (const auto& info : *list) {
-    const auto& r = info.record;
-    std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %-20s%s", r.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
+    const SandboxSpec& r = info.record.spec;
+    const SandboxFacts& f = info.record.facts;
+    std::snprintf(line, sizeof line, "%-12s %-20s %-9s %-5s %-8s %-20s%s", info.record.id.c_str(), r.name.empty() ? "-" : r.name.c_str(),
                   std::string(size_tier_name(r.size)).c_str(), std::string(network::mode_name(r.net.mode)).c_str(),
-                  std::string(status_name(info.status)).c_str(), r.created_at.c_str(),
-                  all ? (" " + (r.pool.empty() ? std::string("-") : r.pool)).c_str() : "");
+                  std::string(status_name(info.status)).c_str(), f.created_at.c_str(),
+                  all ? (" " + (f.pool.empty() ? std::string("-") : f.pool)).c_str() : "");
     print();
   }
   return 0;
@@ -198,19 +214,20 @@ int cmd_inspect(const Invocation& inv) {
     ctx->out.document(info->to_json());
     return 0;
   }
-  const auto& r = info->record;
+  const SandboxSpec& r = info->record.spec;
+  const SandboxFacts& f = info->record.facts;
   std::ostringstream s;
-  s << "id:          " << r.id << "\n"
+  s << "id:          " << info->record.id << "\n"
     << "name:        " << (r.name.empty() ? "-" : r.name) << "\n"
     << "status:      " << status_name(info->status) << "\n"
     << "size:        " << size_tier_name(r.size) << " (" << limits_text(r.size) << ")\n"
-    << "limits:      " << enforcement_name(r.enforcement) << "\n"
+    << "limits:      " << enforcement_name(f.enforcement) << "\n"
     << "network:     " << r.net.describe() << "\n"
-    << "created:     " << r.created_at << "\n"
+    << "created:     " << f.created_at << "\n"
     << "files:       /mnt/files: " << (info->volume ? info->volume->name + (info->volume->named ? " (named volume)" : "") +
                                         (info->volume->quota_bytes ? ", quota " + format_bytes(info->volume->quota_bytes) : ", no quota")
                                                                : std::string("?")) << "\n"
-    << "supervisor:  pid " << r.supervisor_pid << ", init pid " << r.init_pid;
+    << "supervisor:  pid " << f.supervisor_pid << ", init pid " << f.init_pid;
   if (info->memory_usage_bytes) s << "\nmemory used: " << (*info->memory_usage_bytes >> 20) << " MiB";
   if (info->oom_kills) s << "\noom kills:   " << info->oom_kills;
   if (!r.env_names.empty()) {
@@ -239,7 +256,7 @@ int cmd_net(const Invocation& inv) {
   auto info = ctx->runtime->set_allowlist(*id, *allow);
   if (!info) return ctx->out.error(info.error());
   if (ctx->out.json) ctx->out.document(info->to_json());
-  else ctx->out.line(info->record.id + ": " + info->record.net.describe());
+  else ctx->out.line(info->record.id + ": " + info->record.spec.net.describe());
   return 0;
 }
 
@@ -314,14 +331,16 @@ int cmd_resume(const Invocation& inv) {
   auto trusted = create_options_from_json(*doc, environment, Caller::kLocal);
   if (!trusted) return ctx->out.error(trusted.error());
   ResumeOptions options;
-  options.start.env = trusted->env;
+  options.start.env = trusted->launch.env;
   options.start.environment = std::move(environment);
-  options.start.mounts = std::move(trusted->mounts);
+  for (auto& m : trusted->spec.mounts)
+    options.start.mounts.push_back({m, trusted->launch.credentials_for(m.mount_path)});
+  trusted->launch.wipe();
   options.trusted_manifest = ctx->args.values.count("manifest") > 0;
   for (auto& e : trusted->workspace)
     if (e.ephemeral) options.ephemeral_entries.push_back(std::move(e));
-  options.ephemeral = trusted->ephemeral;
-  options.manifest_digest = trusted->manifest_digest;
+  options.ephemeral = trusted->spec.ephemeral;
+  options.manifest_digest = trusted->spec.manifest_digest;
   auto result = ctx->runtime->resume(state, options);
   for (auto& m : options.start.mounts) m.credentials.wipe();
   if (!result) return ctx->out.error(result.error());

@@ -17,7 +17,7 @@
 #include "cli/context.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/unique_fd.h"
-#include "runtime/install_layout.h"
+#include "runtime/core/install_layout.h"
 
 namespace nsbox::cli {
 

@@ -7,9 +7,9 @@
 #include "cli/context.h"
 #include "isolation/sys/program.h"
 #include "mounts/bucket/external_helpers.h"
-#include "runtime/create_options.h"
-#include "runtime/install_layout.h"
-#include "runtime/workbench_tools.h"
+#include "runtime/client/create_options.h"
+#include "runtime/core/install_layout.h"
+#include "runtime/client/workbench_tools.h"
 #include "isolation/sys/secret.h"
 
 extern char** environ;
@@ -27,8 +27,8 @@ constexpr size_t kMaxCatalogue = 64u << 20;
 Result<json> list_tools(const ParsedArgs& args) {
   // As a create would have it: the flags over the tools config file's defaults.
   CreateOptions options = NSBOX_TRY(create_options_from_json({{"tools", tools_document(args)}}, tools_environment(args), Caller::kLocal));
-  ToolsConfig& config = options.tools;
-  ToolKeys& keys = options.tool_keys;
+  ToolsConfig& config = options.spec.tools;
+  ToolKeys& keys = options.launch.tool_keys;
   if (config.backend != ToolsBackend::kComposio && config.backend != ToolsBackend::kDir)
     return fail(make_error(ErrorCode::kInvalidArgument, "nsbox tools ls needs a catalogue: --tools composio or --tools-dir DIR"));
   auto layout = NSBOX_TRY(InstallLayout::discover());

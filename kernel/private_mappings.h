@@ -1,6 +1,6 @@
 // The process's own private, writable mappings, from /proc/self/maps: what a merging
 // kernel offers to KSM (kernel/kernel_main.cc) and what a zygote's child copies at once
-// (kernel/zygote_child.cc).
+// (kernel/zygote/zygote_child.cc).
 #pragma once
 
 #include <functional>

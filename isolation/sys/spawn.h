@@ -14,7 +14,7 @@ namespace nsbox::sys {
 // caller's runs on that stack or in that memory. It has its own fd table, root, cwd and
 // namespaces. The calling thread waits until the child has exited (the caller's other
 // threads go on running: fn may make system calls only, no allocation, no lock; a
-// single-threaded caller, paused, may let it do more: kernel/zygote_server.cc) and gets
+// single-threaded caller, paused, may let it do more: kernel/zygote/zygote_server.cc) and gets
 // its wait status; -1 with errno if the clone failed.
 int vfork_call(int (*fn)(void*), void* arg, std::span<char> stack);
 

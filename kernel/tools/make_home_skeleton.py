@@ -6,7 +6,7 @@ that pip's --user installs are importable at once: nsbox_kernel/packages.py) and
 matplotlib's font list (~/.cache/matplotlib/fontlist-vNNN.json, from the build's list:
 nsbox_kernel/font_cache.py). That was six directories and a file on ext4 per sandbox.
 The home volume's template is now formatted with this tree in it (mkfs.ext4 -d, owned
-by the sandbox's user: runtime/volume_skeleton.cc), so a new home is a copy with them
+by the sandbox's user: runtime/core/volume_skeleton.cc), so a new home is a copy with them
 already there; the kernel only checks. A home made before keeps getting them from the
 kernel as before.
 

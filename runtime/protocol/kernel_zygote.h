@@ -17,7 +17,7 @@
 //                         kFailed (the step, errno)
 //   server → zygote       a Request with kPingMagic and no fds, which the zygote answers
 //                         with kPong at once: how the server tells a zygote that serves
-//                         from one alive but wedged (runtime/kernel_zygote_process.h)
+//                         from one alive but wedged (kernel/zygote_keeper/kernel_zygote_process.h)
 //
 // The zygote never holds an environment (the caller's keys), so none can reach the next
 // sandbox's kernel by fork; and the kernel never holds the connection, so nothing it

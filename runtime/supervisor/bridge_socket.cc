@@ -8,7 +8,7 @@
 
 #include "isolation/sys/log.h"
 #include "runtime/protocol/unix_socket.h"
-#include "runtime/tools/tool_call.h"
+#include "runtime/protocol/tool_call.h"
 
 namespace nsbox {
 

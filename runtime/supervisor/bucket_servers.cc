@@ -16,7 +16,7 @@
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "mounts/bucket/staging_budget.h"
-#include "runtime/protocol/supervisor_spec.h"
+#include "runtime/core/sandbox_spec.h"
 #include "runtime/supervisor/helper_mount.h"
 
 namespace nsbox {

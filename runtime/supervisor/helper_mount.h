@@ -9,7 +9,7 @@
 
 #include "isolation/sys/error.h"
 #include "mounts/bucket/external_helpers.h"
-#include "runtime/protocol/supervisor_spec.h"  // kHelperMountTimeoutMs
+#include "runtime/core/sandbox_spec.h"  // kHelperMountTimeoutMs
 #include "runtime/supervisor/helper_process.h"
 
 namespace nsbox {

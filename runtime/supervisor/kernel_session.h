@@ -20,7 +20,7 @@
 
 #include "isolation/sys/unique_fd.h"
 #include "mounts/files_volume.h"
-#include "runtime/command.h"
+#include "runtime/core/command.h"
 #include "runtime/protocol/frame.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/output_capture.h"
@@ -32,7 +32,7 @@ struct CellRequest {
   double timeout_s = kDefaultTimeoutS;
   size_t output_limit = OutputCapture::kDefaultInlineLimit;
   bool stream = false;  // send "started", output and progress events while the cell runs
-  std::string output_dir = kOutputDir;  // where long output spills (runtime/command.h)
+  std::string output_dir = kOutputDir;  // where long output spills (runtime/core/command.h)
 
   static Result<CellRequest> from_json(const protocol::Json& j);
 };

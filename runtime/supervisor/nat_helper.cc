@@ -8,7 +8,7 @@
 #include "isolation/namespace_child.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
-#include "runtime/net/address_class.h"
+#include "runtime/core/address_class.h"
 
 namespace nsbox {
 namespace {

@@ -1,5 +1,5 @@
 // The supervisor's side of a sandbox's egress proxy (`--net allow=...`, docs/network.md):
-// the proxy process (runtime/net/netproxy_main.cc) runs on the host side, a helper
+// the proxy process (runtime/netproxy/netproxy_main.cc) runs on the host side, a helper
 // process like the bucket servers and the tool bridge, and accepts on a socket listening
 // at 127.0.0.1:kProxyPort inside the sandbox's network namespace, which has no other way
 // out. The allowlist is the proxy's state: set_allow() replaces it live.
@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 
-#include "runtime/net/net_policy.h"
+#include "runtime/core/net_policy.h"
 #include "runtime/supervisor/helper_process.h"
 
 namespace nsbox {

@@ -9,7 +9,7 @@
 
 #include "isolation/sys/unique_fd.h"
 #include "mounts/files_volume.h"
-#include "runtime/command.h"
+#include "runtime/core/command.h"
 #include "runtime/protocol/frame.h"
 
 namespace nsbox {

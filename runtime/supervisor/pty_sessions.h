@@ -27,7 +27,7 @@
 
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
-#include "runtime/command.h"
+#include "runtime/core/command.h"
 #include "runtime/protocol/frame.h"
 #include "runtime/supervisor/event_loop.h"
 

@@ -50,22 +50,24 @@ Json error_json(const Error& e) {
 
 }  // namespace
 
-Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, const SupervisorSpec& spec,
+Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, SandboxRecord record, LaunchEnvelope launch,
                                                       const InstallLayout& layout) {
-  std::unique_ptr<Supervisor> self(new Supervisor(store, spec));
+  std::unique_ptr<Supervisor> self(new Supervisor(store, std::move(record), std::move(launch)));
   const StateRoot& root = store.root();
+  const std::string& id = self->record_.id;
+  const SandboxSpec& spec = self->record_.spec;
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
-  InstanceOptions options{spec.id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
-                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(spec.id) + "/bridge", spec.packages.wheelhouse, {}, {}, {}};
+  InstanceOptions options{id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
+                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(id) + "/bridge", spec.packages.wheelhouse, {}, {}, {}};
   // /home/user is in the sandbox from its first instant (the kernel's user site is there).
-  if (!spec.home.empty()) {
+  if (!self->record_.facts.home.empty()) {
     auto home = self->mount_home();
-    if (!home) return fail(std::move(home.error()).context("mount the home volume " + spec.home));
+    if (!home) return fail(std::move(home.error()).context("mount the home volume " + self->record_.facts.home));
     options.home_dir = std::move(*home);
   }
   // Listening before the sandbox is built: its directory is bound in then.
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
-  for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount.mount_path);
+  for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount_path);
   // An image volume is mounted while the sandbox is built (the two meet only at the
   // injection): a loop device and an ext4 mount off the critical path, in our own
   // process, while the sandbox's first process builds its root (decision 160).
@@ -73,7 +75,8 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   options.while_building = [&] { files_mounted = self->mount_files(volume); };
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));
   // A pool's member is built and waits at the least CPU weight: live sandboxes come first.
-  if (!spec.pool.empty()) NSBOX_CHECK_CTX(self->instance_->set_cpu_weight(1), "lower the CPU weight of a warm pool's sandbox");
+  if (!self->record_.facts.pool.empty())
+    NSBOX_CHECK_CTX(self->instance_->set_cpu_weight(1), "lower the CPU weight of a warm pool's sandbox");
   NSBOX_CHECK(self->register_handlers());
   // The kernel first: Python boots (on another core) while the volume is attached. A
   // lazy one waits for the first cell (KernelSession::submit starts a stopped kernel).
@@ -82,61 +85,67 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, c
   if (!spec.lazy_kernel) self->kernel_->start();
   self->ptys_ = std::make_unique<PtySessions>(static_cast<PtyHost&>(*self));
   NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mounted)), "attach the files volume " + volume.name);
+  NSBOX_CHECK(self->start_helpers(layout));
+  self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(id)));
+  NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
+  NSBOX_CHECK(store.save(self->record_facts_at_start()));
+  return self;
+}
+
+// The host-side processes of the sandbox: its bucket mounts' servers, its network's NAT
+// helper or egress proxy, and its tool bridge. Each is handed its secrets, which are then
+// wiped here.
+Result<void> Supervisor::start_helpers(const InstallLayout& layout) {
+  const StateRoot& root = store_.root();
+  const std::string& id = record_.id;
+  const SandboxSpec& spec = record_.spec;
   auto ids = userns::host_ids();
-  self->buckets_ = NSBOX_TRY(BucketServers::start(
-      spec.mounts, {layout.bucket_server(), root.sandbox_dir(spec.id) + "/buckets", root.data_dir + "/staging", spec.id},
-      self->instance_->init_pid(), ids.uid, ids.gid));
-  // The servers have the credentials now; we never need them again.
-  for (auto& m : self->spec_.mounts) {
-    if (!m.credentials.anonymous()) self->record_.signed_mounts.push_back(m.mount.mount_path);
+  std::vector<bucket::MountRequest> mounts;
+  for (const auto& m : spec.mounts) mounts.push_back({m, launch_.credentials_for(m.mount_path)});
+  auto buckets = BucketServers::start(mounts, {layout.bucket_server(), root.sandbox_dir(id) + "/buckets", root.data_dir + "/staging", id},
+                                      instance_->init_pid(), ids.uid, ids.gid);
+  // The servers have the credentials now (or failed): we never need them again.
+  record_.facts.signed_mounts.clear();
+  for (auto& m : mounts) {
+    if (!m.credentials.anonymous()) record_.facts.signed_mounts.push_back(m.mount.mount_path);
     m.credentials.wipe();
   }
+  for (auto& c : launch_.mount_credentials) c.credentials.wipe();
+  if (!buckets) return fail(std::move(buckets.error()));
+  buckets_ = std::move(*buckets);
   if (spec.net.mode == network::Mode::kInternet) {
-    self->nat_ = NSBOX_TRY(NatHelper::start({self->instance_->init_pid(), spec.nat_netns}));
-    NSBOX_CHECK(self->watch_exit(self->nat_.pidfd(), [s = self.get()] { s->nat_.on_exit(); }));
+    nat_ = NSBOX_TRY(NatHelper::start({instance_->init_pid(), launch_.nat_netns}));
+    NSBOX_CHECK(watch_exit(nat_.pidfd(), [this] { nat_.on_exit(); }));
   }
   if (spec.net.mode == network::Mode::kAllow) {
-    self->net_proxy_ = NSBOX_TRY(NetProxy::start({spec.id, layout.net_proxy(), root.net_denials(spec.id),
-                                                  self->instance_->init_pid(), spec.net.allow, spec.net_resolve}));
-    NSBOX_CHECK(self->watch_exit(self->net_proxy_.pidfd(), [s = self.get()] { s->net_proxy_.on_exit(); }));
+    net_proxy_ = NSBOX_TRY(NetProxy::start({id, layout.net_proxy(), root.net_denials(id), instance_->init_pid(), spec.net.allow,
+                                            launch_.net_resolve}));
+    NSBOX_CHECK(watch_exit(net_proxy_.pidfd(), [this] { net_proxy_.on_exit(); }));
   }
-  self->tools_ = std::make_unique<ToolBridge>(
-      *self->loop_, ToolBridgeSetup{spec.id, layout.tool_bridge(), root.sandbox_dir(spec.id) + "/tools.log", root.shared_dir(spec.id),
-                                    self->instance_->init_pid(), ids.uid, ids.gid, spec.tools, spec.tool_keys},
-      [s = self.get()](int client_fd, const Json& event) { s->send_to_client(client_fd, event); });
-  self->spec_.tool_keys.wipe();  // the bridge's copy is the one left
-  NSBOX_CHECK(self->bridge_socket_->serve(*self->loop_, *self->tools_));
-  for (int pidfd : self->buckets_.pidfds())
-    NSBOX_CHECK(self->watch_exit(pidfd, [s = self.get(), pidfd] { s->buckets_.on_exit(pidfd); }));
-  self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(spec.id)));
-  NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
+  tools_ = std::make_unique<ToolBridge>(
+      *loop_, ToolBridgeSetup{id, layout.tool_bridge(), root.sandbox_dir(id) + "/tools.log", root.shared_dir(id),
+                              instance_->init_pid(), ids.uid, ids.gid, spec.tools, launch_.tool_keys},
+      [this](int client_fd, const Json& event) { send_to_client(client_fd, event); });
+  launch_.tool_keys.wipe();  // the bridge's copy is the one left
+  NSBOX_CHECK(bridge_socket_->serve(*loop_, *tools_));
+  for (int pidfd : buckets_.pidfds()) NSBOX_CHECK(watch_exit(pidfd, [this, pidfd] { buckets_.on_exit(pidfd); }));
+  return {};
+}
 
-  SandboxRecord& r = self->record_;
-  r.id = spec.id;
-  r.name = spec.name;
-  r.size = spec.size;
-  r.net = spec.net;
-  r.created_at = spec.created_at.empty() ? sys::now_rfc3339() : spec.created_at;
-  r.supervisor_pid = ::getpid();
-  r.init_pid = self->instance_->init_pid();
-  r.enforcement = self->instance_->enforcement();
-  r.cgroup = self->instance_->placement();
-  for (const auto& [k, v] : spec.env) r.env_names.push_back(k);
-  r.volume = spec.volume;
-  r.home = spec.home;
-  r.ephemeral = spec.ephemeral;
-  r.manifest_digest = spec.manifest_digest;
-  r.pool = spec.pool;
-  r.create_path = spec.create_path;
-  r.preload = spec.preload;
-  r.memory_merge = spec.memory_merge;
-  r.lazy_kernel = spec.lazy_kernel;
-  for (const auto& m : spec.mounts) r.mounts.push_back(m.mount);
-  r.mount_servers = self->buckets_.pids();
-  if (spec.tools.enabled()) r.tools = spec.tools.to_json();
-  if (spec.packages.any_source() || !spec.packages.auto_install) r.packages = spec.packages.to_json();
-  NSBOX_CHECK(store.save(r));
-  return self;
+// The record as the sandbox now runs: what this start learned, and none of what a
+// previous run left (a stop's time, its pids and cgroup).
+const SandboxRecord& Supervisor::record_facts_at_start() {
+  SandboxFacts& f = record_.facts;
+  if (f.created_at.empty()) f.created_at = sys::now_rfc3339();
+  f.stopped_at.clear();
+  f.supervisor_pid = ::getpid();
+  f.init_pid = instance_->init_pid();
+  f.enforcement = instance_->enforcement();
+  f.cgroup = instance_->placement();
+  f.mount_servers = buckets_.pids();
+  record_.spec.env_names.clear();
+  for (const auto& [k, v] : launch_.env) record_.spec.env_names.push_back(k);
+  return record_;
 }
 
 // The image volume's mount (mount_files, while the sandbox was built) attached inside the
@@ -145,7 +154,7 @@ Result<void> Supervisor::attach_volume(const Volume& volume, Result<void> mounte
   auto ids = userns::host_ids();
   std::string dir = volume.path;
   if (volume.image) {
-    dir = store_.root().volume_mount(spec_.id);
+    dir = store_.root().volume_mount(record_.id);
     NSBOX_CHECK(std::move(mounted));
     // mkfs makes lost+found, owned by root (nobody, inside): not something a user made.
     ::rmdir((dir + "/lost+found").c_str());
@@ -160,7 +169,7 @@ Result<void> Supervisor::attach_volume(const Volume& volume, Result<void> mounte
 // was built, and needs nothing here.
 Result<void> Supervisor::mount_files(const Volume& volume) {
   if (!volume.image) return {};
-  std::string dir = store_.root().volume_mount(spec_.id);
+  std::string dir = store_.root().volume_mount(record_.id);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
   return volume_image::mount(volume.path, dir);
 }
@@ -169,9 +178,9 @@ Result<void> Supervisor::mount_files(const Volume& volume) {
 // mount namespace, and bound at /home/user with the rest of the root; a directory
 // (rootless) is bound as it is.
 Result<std::string> Supervisor::mount_home() {
-  auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(spec_.home));
+  auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record_.facts.home));
   if (!home.image) return home.path;
-  std::string dir = store_.root().home_mount(spec_.id);
+  std::string dir = store_.root().home_mount(record_.id);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + dir));
   NSBOX_CHECK(volume_image::mount(home.path, dir));
   ::rmdir((dir + "/lost+found").c_str());  // mkfs's, owned by root: not the user's
@@ -333,7 +342,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
     auto size = parse_size_tier(frame.message.value("size", ""));
     if (!size) return reply_error(client, size.error());
     if (auto r = instance_->resize(*size); !r) return reply_error(client, r.error());
-    record_.size = *size;
+    record_.spec.size = *size;
     if (auto r = store_.save(record_); !r) return reply_error(client, r.error());
     return reply(client, {{"ok", true}, {"record", record_.to_json()}});
   }
@@ -360,7 +369,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
 // kernel that runs, and for every command, PTY and kernel after), fresh random state, its
 // size's CPU weight. The record says it was claimed (create_path "warm").
 void Supervisor::claim(Client& client, const Json& request) {
-  if (record_.pool.empty())
+  if (record_.facts.pool.empty())
     return reply_error(client, make_error(ErrorCode::kBusy, "sandbox " + record_.id + " is not a warm pool's free member"));
   EnvList env;
   if (auto e = request.find("env"); e != request.end() && e->is_object())
@@ -372,15 +381,14 @@ void Supervisor::claim(Client& client, const Json& request) {
   // take the CPU it would run on (on 2 cores the answer waited ~0.7 ms for it).
   weight_deferred_ = true;  // once: a claimed sandbox is no member to claim again (above)
   (void)loop_->add_timer(kClaimWeightGraceMs, [this] { restore_cpu_weight(); });
-  spec_.env = env;
-  spec_.pool.clear();
+  launch_.env = env;
   kernel_->configure(env);
-  record_.name = request.value("name", "");
-  record_.env_names.clear();
-  for (const auto& [k, v] : env) record_.env_names.push_back(k);
-  record_.pool.clear();
-  record_.create_path = "warm";
-  record_.created_at = sys::now_rfc3339();
+  record_.spec.name = request.value("name", "");
+  record_.spec.env_names.clear();
+  for (const auto& [k, v] : env) record_.spec.env_names.push_back(k);
+  record_.facts.pool.clear();
+  record_.facts.create_path = "warm";
+  record_.facts.created_at = sys::now_rfc3339();
   if (auto saved = store_.save(record_); !saved) return reply_error(client, saved.error());
   reply(client, {{"ok", true}, {"record", record_.to_json()}});
 }
@@ -396,25 +404,25 @@ void Supervisor::restore_cpu_weight() {
 
 // The allowlist is the proxy's state, not the sandbox's: replaced live, no restart.
 void Supervisor::change_allowlist(Client& client, const Json& request) {
-  if (record_.net.mode != network::Mode::kAllow)
+  if (record_.spec.net.mode != network::Mode::kAllow)
     return reply_error(client, make_error(ErrorCode::kInvalidArgument,
-                                          "sandbox " + record_.id + " has --net " + std::string(network::mode_name(record_.net.mode)) +
+                                          "sandbox " + record_.id + " has --net " + std::string(network::mode_name(record_.spec.net.mode)) +
                                               ": only a sandbox made with --net allow=... has an allowlist to change",
                                           "create it with --net allow=HOST[,...] (an empty list allows nothing)"));
   auto allow = net::AllowList::from_json(request.value("allow", Json::object()));
   if (!allow) return reply_error(client, allow.error());
   if (auto set = net_proxy_.set_allow(*allow); !set) return reply_error(client, set.error());
-  record_.net.allow = std::move(*allow);
+  record_.spec.net.allow = std::move(*allow);
   if (auto saved = store_.save(record_); !saved) return reply_error(client, saved.error());
-  log::info("allowlist changed to " + record_.net.allow.describe());
+  log::info("allowlist changed to " + record_.spec.net.allow.describe());
   reply(client, {{"ok", true}, {"record", record_.to_json()}});
 }
 
 EnvList Supervisor::sandbox_env() const {
   EnvList env;
-  if (spec_.net.mode == network::Mode::kAllow) env = net::proxy_environment();
-  for (auto& kv : spec_.packages.environment()) env.push_back(std::move(kv));
-  env.insert(env.end(), spec_.env.begin(), spec_.env.end());
+  if (record_.spec.net.mode == network::Mode::kAllow) env = net::proxy_environment();
+  for (auto& kv : record_.spec.packages.environment()) env.push_back(std::move(kv));
+  env.insert(env.end(), launch_.env.begin(), launch_.env.end());
   return env;
 }
 
@@ -686,7 +694,7 @@ Result<uint64_t> Supervisor::spawn_kernel(const std::vector<std::string>& argv,
   // randomisation; PYTHONPATH, LANG... of the caller's) is exec'd by init.
   // Its process group is signalled through its pidfd (Linux 6.9), never by number.
   static const bool group_signals = sys::can_signal_process_groups(instance_->pidfd());
-  if (!spec_.kernel_zygote.empty() && !spec_.memory_merge && group_signals && !zygote_timed_out_ &&
+  if (!launch_.kernel_zygote.empty() && !record_.spec.memory_merge && group_signals && !zygote_timed_out_ &&
       starts_like_kernel_zygote(command_environment(sandbox_env(), {}))) {
     auto forked = fork_kernel_from_zygote(fds);
     if (forked) return forked;
@@ -701,7 +709,7 @@ Result<uint64_t> Supervisor::spawn_kernel(const std::vector<std::string>& argv,
 
 Result<uint64_t> Supervisor::fork_kernel_from_zygote(const std::vector<std::pair<std::string, int>>& fds) {
   ZygoteKernelRequest request;
-  request.socket = spec_.kernel_zygote;
+  request.socket = launch_.kernel_zygote;
   request.sandbox_id = record_.id;
   request.init_pidfd = instance_->pidfd();
   request.cgroup_files = NSBOX_TRY(instance_->cgroup_join_files());
@@ -711,7 +719,7 @@ Result<uint64_t> Supervisor::fork_kernel_from_zygote(const std::vector<std::pair
     if (name == "fd3") request.channel = fd;
   }
   request.env = command_environment(sandbox_env(), {});
-  for (const auto& name : spec_.preload) request.preload += (request.preload.empty() ? "" : ",") + name;
+  for (const auto& name : record_.spec.preload) request.preload += (request.preload.empty() ? "" : ",") + name;
   auto kernel = NSBOX_TRY(start_zygote_kernel(std::move(request)));
   pid_t sandbox_pid = kernel.sandbox_pid;
   uint64_t id = next_command_id_++;

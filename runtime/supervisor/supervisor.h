@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "runtime/command.h"
+#include "runtime/core/command.h"
 #include "runtime/protocol/frame.h"
-#include "runtime/protocol/supervisor_spec.h"
-#include "runtime/sandbox_instance.h"
-#include "runtime/state_store.h"
-#include "runtime/volume_store.h"
+#include "runtime/core/sandbox_spec.h"
+#include "runtime/core/sandbox_instance.h"
+#include "runtime/core/state_store.h"
+#include "runtime/core/volume_store.h"
 #include "mounts/files_volume.h"
-#include "runtime/install_layout.h"
+#include "runtime/core/install_layout.h"
 #include "runtime/supervisor/bridge_socket.h"
 #include "runtime/supervisor/bucket_servers.h"
 #include "runtime/supervisor/event_loop.h"
@@ -41,7 +41,9 @@ class Supervisor final : private KernelHost, private PtyHost {
   // Starts the sandbox, its kernel, and attaches its files volume; binds the control
   // socket; the returned record is saved. Runs in a private mount namespace (root): the
   // volume's mount is ours and the sandbox's only.
-  static Result<std::unique_ptr<Supervisor>> start(const StateStore& store, const SupervisorSpec& spec,
+  // `record` holds the spec and the facts known before the start (its id, home volume,
+  // creation time, how it was made); the rest of the facts are learned here.
+  static Result<std::unique_ptr<Supervisor>> start(const StateStore& store, SandboxRecord record, LaunchEnvelope launch,
                                                    const InstallLayout& layout);
   const SandboxRecord& record() const { return record_; }
   const std::string& fallback_reason() const { return instance_->fallback_reason(); }
@@ -76,9 +78,12 @@ class Supervisor final : private KernelHost, private PtyHost {
     bool ended = false;
   };
 
-  Supervisor(const StateStore& store, SupervisorSpec spec) : store_(store), spec_(std::move(spec)) {}
+  Supervisor(const StateStore& store, SandboxRecord record, LaunchEnvelope launch)
+      : store_(store), record_(std::move(record)), launch_(std::move(launch)) {}
 
   Result<void> register_handlers();
+  Result<void> start_helpers(const InstallLayout& layout);
+  const SandboxRecord& record_facts_at_start();
   Result<void> mount_files(const Volume& volume);
   Result<void> attach_volume(const Volume& volume, Result<void> mounted);
   Result<std::string> mount_home();
@@ -131,8 +136,8 @@ class Supervisor final : private KernelHost, private PtyHost {
   Result<uint64_t> spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, int slave) override;
 
   const StateStore& store_;
-  SupervisorSpec spec_;
-  SandboxRecord record_;
+  SandboxRecord record_;  // what is saved: the spec, and the facts as they are now
+  LaunchEnvelope launch_;  // env values; its secrets wiped once handed on
   std::unique_ptr<SandboxInstance> instance_;
   BucketServers buckets_;  // stopped before instance_ goes (members go in reverse)
   NetProxy net_proxy_;      // `--net allow=` only

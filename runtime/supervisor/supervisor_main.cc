@@ -1,7 +1,8 @@
 // nsbox-supervisor: started (detached) by `nsbox create` or the C++ API.
 //
 //   nsbox-supervisor --run-dir DIR --data-dir DIR
-//   stdin:  the SupervisorSpec as JSON (env values included; never written to disk)
+//   stdin:  {"record": the sandbox record to start (runtime/core/sandbox_record.h),
+//            "launch": its LaunchEnvelope (env values, credentials: never written to disk)}
 //   stdout: one JSON line once the sandbox is up ({"ok":true,...}) or could not be
 //           ({"ok":false,"error":{...}}), then closed
 //   stderr: the log, <run>/sandboxes/<id>/supervisor.log (isolation/sys/log.h: timestamped,
@@ -18,7 +19,7 @@
 #include <string>
 
 #include "isolation/sys/log.h"
-#include "runtime/install_layout.h"
+#include "runtime/core/install_layout.h"
 #include "runtime/supervisor/supervisor.h"
 #include "isolation/sys/secret.h"
 
@@ -61,18 +62,22 @@ int main(int argc, char** argv) {
 
   std::string input(std::istreambuf_iterator<char>(std::cin), {});
   Json j = Json::parse(input, nullptr, false);
-  if (j.is_discarded()) return fail_start(nsbox::make_error(nsbox::ErrorCode::kProtocol, "the supervisor spec on stdin is not JSON"));
-  auto spec = nsbox::SupervisorSpec::from_json(j);
-  // The spec's text and its JSON hold the mounts' credentials: only `spec` keeps them, and
-  // only until the servers have them (Supervisor::start wipes them there).
+  if (j.is_discarded() || !j.is_object())
+    return fail_start(nsbox::make_error(nsbox::ErrorCode::kProtocol, "the sandbox to start, on stdin, is not a JSON object"));
+  auto record = nsbox::SandboxRecord::from_json(j.value("record", Json()));
+  auto launch = nsbox::LaunchEnvelope::from_json(j.value("launch", Json::object()));
+  // The text and its JSON hold the mounts' credentials: only `launch` keeps them, and only
+  // until the servers have them (Supervisor::start wipes them there).
   nsbox::sys::wipe(input);
   j = Json();
-  if (!spec) return fail_start(spec.error());
+  if (!record) return fail_start(record.error());
+  if (!launch) return fail_start(launch.error());
+  const std::string id = record->id;
 
   nsbox::StateStore store(nsbox::StateRoot{run_dir, data_dir});
-  (void)nsbox::log::open_file(store.root().log_file(spec->id));  // without it, stderr stays
+  (void)nsbox::log::open_file(store.root().log_file(id));  // without it, stderr stays
   // Held for the supervisor's whole life: `nsbox` reads "alive" from this lock.
-  auto lock = store.lock_sandbox(spec->id);
+  auto lock = store.lock_sandbox(id);
   if (!lock) return fail_start(lock.error());
   auto layout = nsbox::InstallLayout::discover();
   if (!layout) return fail_start(layout.error());
@@ -81,8 +86,8 @@ int main(int argc, char** argv) {
   if (::geteuid() == 0 && (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0))
     return fail_start(nsbox::sys_error("a private mount namespace for the supervisor"));
 
-  auto supervisor = nsbox::Supervisor::start(store, *spec, *layout);
-  for (auto& m : spec->mounts) m.credentials.wipe();
+  auto supervisor = nsbox::Supervisor::start(store, std::move(*record), std::move(*launch), *layout);
+  launch->wipe();
   if (!supervisor) return fail_start(supervisor.error());
   Json ready = {{"ok", true}, {"record", (*supervisor)->record().to_json()}};
   if (!(*supervisor)->fallback_reason().empty()) ready["warning"] = (*supervisor)->fallback_reason();

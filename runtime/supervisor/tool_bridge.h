@@ -1,6 +1,6 @@
 // The supervisor's side of a sandbox's tool bridge (docs/tools.md): helper calls from the
 // kernel's channel and from the bridge socket go to the bridge process
-// (runtime/tools/toolbridge_main.cc), started on the first call, and its answers come back
+// (runtime/toolbridge/toolbridge_main.cc), started on the first call, and its answers come back
 // to whoever asked. The keys go to that process on its stdin and are then wiped here.
 //
 // What a sandbox can make the host spend here is bounded, and a flood is answered with
@@ -27,7 +27,7 @@
 #include "runtime/protocol/frame.h"
 #include "runtime/supervisor/event_loop.h"
 #include "runtime/supervisor/helper_process.h"
-#include "runtime/tools/tools_config.h"
+#include "runtime/core/tools_config.h"
 
 namespace nsbox {
 

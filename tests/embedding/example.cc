@@ -4,7 +4,7 @@
 //   g++ example.cc $(pkg-config --cflags --libs nsbox) -static -o example && ./example [ROOT]
 #include <cstdio>
 
-#include "runtime/runtime.h"
+#include "runtime/client/runtime.h"
 
 int main(int argc, char** argv) {
   nsbox::RuntimeOptions options;
@@ -13,8 +13,8 @@ int main(int argc, char** argv) {
   if (!runtime) return std::fprintf(stderr, "open: %s\n", runtime.error().message.c_str()), 1;
 
   nsbox::CreateOptions create;
-  create.size = nsbox::SizeTier::kStandard;
-  create.name = "embedded";
+  create.spec.size = nsbox::SizeTier::kStandard;
+  create.spec.name = "embedded";
   auto sandbox = runtime->create(create);
   if (!sandbox) return std::fprintf(stderr, "create: %s\n", sandbox.error().message.c_str()), 1;
   const std::string id = sandbox->record.id;

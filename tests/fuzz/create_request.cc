@@ -1,4 +1,4 @@
-// A request to create a sandbox, in its one JSON form (runtime/create_options.h): what the
+// A request to create a sandbox, in its one JSON form (runtime/client/create_options.h): what the
 // HTTP API reads from a remote caller's body (Caller::kRemote), and what the CLI and the
 // Python client write (kLocal). The input is the document; the environment is the
 // server's, with credentials of its own that a request must never be handed.
@@ -15,9 +15,9 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/create_options.h"
-#include "runtime/sandbox_fs.h"
-#include "runtime/state_store.h"
+#include "runtime/client/create_options.h"
+#include "runtime/client/sandbox_fs.h"
+#include "runtime/core/state_store.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -40,8 +40,9 @@ bool plain_relative(const std::string& path) {
 }
 
 void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, std::string_view text) {
-  if (!o.name.empty()) FUZZ_CHECK(nsbox::StateStore::validate_name(o.name).has_value());
-  for (const auto& [k, v] : o.env) FUZZ_CHECK(!k.empty() && k.find('=') == std::string::npos);
+  if (!o.spec.name.empty()) FUZZ_CHECK(nsbox::StateStore::validate_name(o.spec.name).has_value());
+  FUZZ_CHECK(o.spec.mounts.size() == o.launch.mount_credentials.size());
+  for (const auto& [k, v] : o.launch.env) FUZZ_CHECK(!k.empty() && k.find('=') == std::string::npos);
   std::set<std::string> paths;
   for (const auto& w : o.workspace) {
     FUZZ_CHECK(plain_relative(w.path));
@@ -56,8 +57,8 @@ void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, s
       FUZZ_CHECK(in_sandbox && in_sandbox->starts_with("/home/user/"));
     }
   }
-  for (size_t i = 0; i < o.mounts.size(); ++i) {
-    const auto& m = o.mounts[i].mount;
+  for (size_t i = 0; i < o.spec.mounts.size(); ++i) {
+    const auto& m = o.spec.mounts[i];
     FUZZ_CHECK(m.mount_path.size() > 1 && m.mount_path.front() == '/' && m.mount_path.back() != '/');
     FUZZ_CHECK(!m.bucket.empty());
     if (caller != nsbox::Caller::kRemote) continue;
@@ -65,7 +66,7 @@ void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, s
     if (!j.contains("mounts") || i >= j["mounts"].size()) continue;  // the manifest's, after the list's
     const Json& entry = j["mounts"][i];
     if (!entry.is_object() || !entry.contains("credentials")) continue;
-    for (const auto& secret : o.mounts[i].credentials.secrets())
+    for (const auto& secret : o.launch.credentials_for(m.mount_path).secrets())
       for (const char* server : {"SERVERSECRET", "SERVERTOKEN", "U0VSVkVSQVpVUkVLRVk=", "sv=SERVERSAS", "SERVERHMAC"})
         FUZZ_CHECK(secret != server || text.find(server) != std::string_view::npos);
   }

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "mounts/files_volume.h"
-#include "runtime/sandbox_fs.h"
+#include "runtime/client/sandbox_fs.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -12,10 +12,10 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/command.h"
-#include "runtime/state_store.h"
+#include "runtime/core/command.h"
+#include "runtime/core/state_store.h"
 #include "runtime/supervisor/kernel_session.h"
-#include "runtime/protocol/supervisor_spec.h"
+#include "runtime/core/sandbox_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -62,6 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto again = nsbox::SandboxRecord::from_json(record->to_json());
     FUZZ_CHECK(again && again->to_json() == record->to_json());
   }
-  (void)nsbox::SupervisorSpec::from_json(j);
+  if (auto launch = nsbox::LaunchEnvelope::from_json(j)) {
+    auto again = nsbox::LaunchEnvelope::from_json(launch->to_json());
+    FUZZ_CHECK(again && again->to_json() == launch->to_json());
+  }
   return 0;
 }

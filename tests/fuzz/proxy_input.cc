@@ -1,5 +1,5 @@
-// What a sandbox sends its egress proxy (runtime/net/proxy_parsers.h), and what a user or
-// an API caller gives as an allowlist (runtime/net/net_policy.h). The first byte picks
+// What a sandbox sends its egress proxy (runtime/netproxy/proxy_parsers.h), and what a user or
+// an API caller gives as an allowlist (runtime/core/net_policy.h). The first byte picks
 // the parser; the rest is its input.
 //
 // Checks: a request head that parses names a non-empty host and a port; a plain request's
@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/net/address_class.h"
-#include "runtime/net/net_policy.h"
-#include "runtime/net/proxy_parsers.h"
+#include "runtime/core/address_class.h"
+#include "runtime/core/net_policy.h"
+#include "runtime/netproxy/proxy_parsers.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

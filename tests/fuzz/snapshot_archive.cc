@@ -1,4 +1,4 @@
-// What a snapshot's archive can hold when nsbox did not write it (runtime/snapshot/
+// What a snapshot's archive can hold when nsbox did not write it (runtime/archive/
 // tree_archive.h): a restore reads it before anything is written. The first byte picks:
 //   0: the bytes as an archive, through check() (what `start --from-snapshot` runs first)
 //   1: a member name, through clean_member_name()
@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/snapshot/tree_archive.h"
+#include "runtime/archive/tree_archive.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -19,7 +19,7 @@
 #include "isolation/sys/sha256.h"
 #include "isolation/sys/unique_fd.h"
 #include "mounts/volume_image.h"
-#include "runtime/volume_store.h"
+#include "runtime/core/volume_store.h"
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
 

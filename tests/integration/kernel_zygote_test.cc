@@ -1,7 +1,7 @@
 // Kernels forked by the kernel zygote (`nsbox serve`'s by default, docs/kernel-zygote.md):
 // each must be exactly what init's exec of nsbox-kernel makes, and hold nothing of the
 // zygote's other sandboxes. The zygote runs in this test's process (the server's class,
-// runtime/kernel_zygote_process.h); NSBOX_TEST_KERNEL_ZYGOTE hands its socket to the
+// kernel/zygote_keeper/kernel_zygote_process.h); NSBOX_TEST_KERNEL_ZYGOTE hands its socket to the
 // supervisors the CLI starts. A kernel from the zygote is told apart by its parent: the
 // zygote is outside the sandbox's pid namespace, so getppid() is 0 (an exec'd kernel's
 // parent is init, 1).
@@ -32,8 +32,8 @@
 
 #include "isolation/sys/fd_passing.h"
 #include "isolation/sys/syscall.h"
-#include "runtime/install_layout.h"
-#include "runtime/kernel_zygote_process.h"
+#include "runtime/core/install_layout.h"
+#include "kernel/zygote_keeper/kernel_zygote_process.h"
 #include "runtime/protocol/kernel_zygote.h"
 #include "runtime/protocol/unix_socket.h"
 #include "tests/support/host_features.h"
@@ -320,7 +320,7 @@ TEST_CASE("a zygote kernel has a whole main stack and its own rseq area: deep C 
   CHECK(cpus["results"].get<std::string>().starts_with("(True, "));
 }
 
-// A dead zygote is started again by the server (runtime/kernel_zygote_process.h): at
+// A dead zygote is started again by the server (kernel/zygote_keeper/kernel_zygote_process.h): at
 // once the first time, then after a delay (here 120 s) while it keeps dying young, and in
 // that delay a supervisor asking is told at once and its kernel starts through init.
 TEST_CASE("a sandbox's end ends its zygote kernel, and a dead zygote is started again, kernels meanwhile through init") {

@@ -39,7 +39,7 @@ const HostFeature& fuse_device();
 // rclone and s3fs are on the PATH (the external bucket-mount strategies).
 const HostFeature& mount_tools();
 
-// A kernel zygote can serve here (runtime/kernel_zygote_process.h, usable()): root, and a
+// A kernel zygote can serve here (kernel/zygote_keeper/kernel_zygote_process.h, usable()): root, and a
 // process group signalled by pidfd (PIDFD_SIGNAL_PROCESS_GROUP, Linux >= 6.9).
 const HostFeature& kernel_zygote();
 

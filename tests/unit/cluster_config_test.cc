@@ -1,6 +1,6 @@
 // The sharded serve's pieces that need no server: shard names and the ids that carry
 // them, `nsbox serve`'s cluster flags, and the metrics' text format (api/cluster.h,
-// api/metrics.h, runtime/state_store.h).
+// api/metrics.h, runtime/core/state_store.h).
 #include <catch2/catch.hpp>
 #include <sys/stat.h>
 
@@ -11,7 +11,7 @@
 #include "api/metrics.h"
 #include "api/sessions.h"
 #include "isolation/sys/files.h"
-#include "runtime/state_store.h"
+#include "runtime/core/state_store.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "runtime/command.h"
-#include "runtime/packages/package_sources.h"
+#include "runtime/core/command.h"
+#include "runtime/core/package_sources.h"
 
 using namespace nsbox;
 

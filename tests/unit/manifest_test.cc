@@ -1,10 +1,10 @@
-// The manifest's parse (runtime/manifest.h, runtime/create_options.h): where mounts go,
+// The manifest's parse (runtime/client/manifest.h, runtime/client/create_options.h): where mounts go,
 // what a remote caller may not name, and what is refused before anything is made.
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "runtime/create_options.h"
-#include "runtime/manifest.h"
+#include "runtime/client/create_options.h"
+#include "runtime/client/manifest.h"
 #include "runtime/protocol/frame.h"
 
 using nsbox::protocol::Json;
@@ -38,9 +38,10 @@ TEST_CASE("a manifest's mount entries are placed by their key, or mount_path, re
       {}, nsbox::Caller::kRemote);
   INFO((o ? std::string() : o.error().message));
   REQUIRE(o);
-  REQUIRE(o->mounts.size() == 3);
+  REQUIRE(o->spec.mounts.size() == 3);
+  CHECK(o->launch.mount_credentials.size() == 3);
   std::map<std::string, const nsbox::bucket::BucketMount*> by_path;
-  for (const auto& r : o->mounts) by_path[r.mount.mount_path] = &r.mount;
+  for (const auto& m : o->spec.mounts) by_path[m.mount_path] = &m;
   REQUIRE(by_path.count("/home/user/data"));
   REQUIRE(by_path.count("/home/user/x/y"));
   REQUIRE(by_path.count("/mnt/az"));
@@ -81,8 +82,8 @@ TEST_CASE("a manifest's environment joins the env, which wins, and its ephemeral
                      {"entries", {{"e", {{"type", "dir"}, {"ephemeral", true}}}, {"k", {{"type", "file"}}}}}}}},
       {}, nsbox::Caller::kRemote);
   REQUIRE(o);
-  CHECK(o->env == nsbox::EnvList{{"A", "flag"}, {"B", "b"}});
-  CHECK(o->ephemeral == std::vector<std::string>{"e"});
+  CHECK(o->launch.env == nsbox::EnvList{{"A", "flag"}, {"B", "b"}});
+  CHECK(o->spec.ephemeral == std::vector<std::string>{"e"});
   for (const Json& bad : {Json{{"version", 2}}, Json{{"users", {"bob"}}}, Json{{"environment", {{"A", 1}}}},
                           Json{{"entries", {{"a", {{"type", "file"}, {"ephemeral", "yes"}}}}}}}) {
     INFO(bad.dump());

@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "runtime/net/address_class.h"
-#include "runtime/net/net_policy.h"
-#include "runtime/net/proxy_parsers.h"
-#include "runtime/packages/package_sources.h"
+#include "runtime/core/address_class.h"
+#include "runtime/core/net_policy.h"
+#include "runtime/netproxy/proxy_parsers.h"
+#include "runtime/core/package_sources.h"
 
 using namespace nsbox;
 using namespace nsbox::net;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "isolation/sys/files.h"
-#include "runtime/state_store.h"
+#include "runtime/core/state_store.h"
 
 using namespace nsbox;
 
@@ -52,7 +52,7 @@ TEST_CASE("names are validated, unique, and resolve to their sandbox") {
 
   SandboxRecord rec;
   rec.id = "sbx-aaaaaa";
-  rec.name = "etl";
+  rec.spec.name = "etl";
   REQUIRE(std::filesystem::create_directories(store.root().sandbox_dir(rec.id)));
   REQUIRE(store.save(rec));
   REQUIRE(store.reserve_name("etl", rec.id));
@@ -72,13 +72,13 @@ TEST_CASE("names are validated, unique, and resolve to their sandbox") {
 TEST_CASE("a record round-trips through JSON, and has no field an env value could go in") {
   SandboxRecord rec;
   rec.id = "sbx-abcdef";
-  rec.size = SizeTier::kXlarge;
-  rec.net = {network::Mode::kAllow, *net::AllowList::parse("pypi.org,*.example.com:8443,[::1]:9000", "pypi.org")};
-  rec.enforcement = Enforcement::kCgroupV1;
-  rec.cgroup = {"v1", {"/sys/fs/cgroup/memory/nsbox/sbx-abcdef"}, {"memory"}};
-  rec.env_names = {"API_KEY"};
-  rec.home = "sbx-abcdef";
-  rec.stopped_at = "2026-12-02T00:00:00Z";
+  rec.spec.size = SizeTier::kXlarge;
+  rec.spec.net = {network::Mode::kAllow, *net::AllowList::parse("pypi.org,*.example.com:8443,[::1]:9000", "pypi.org")};
+  rec.facts.enforcement = Enforcement::kCgroupV1;
+  rec.facts.cgroup = {"v1", {"/sys/fs/cgroup/memory/nsbox/sbx-abcdef"}, {"memory"}};
+  rec.spec.env_names = {"API_KEY"};
+  rec.facts.home = "sbx-abcdef";
+  rec.facts.stopped_at = "2026-12-02T00:00:00Z";
   auto j = rec.to_json();
   // The state file is this JSON. Its fields are the ones below and no other: a new field
   // fails here until someone decides it can hold no secret (--env values, credentials).
@@ -91,18 +91,21 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
                                         "cgroup", "env_names", "volume", "home", "stopped_at", "mounts", "signed_mounts", "ephemeral", "manifest_digest", "mount_servers", "tools",
                                         "packages",
                                         // the warm pool's: a server's tag, "warm"/"cold", module names, a flag
-                                        "pool", "create_path", "preload", "memory_merge", "lazy_kernel"});
+                                        "pool", "create_path", "preload", "memory_merge", "lazy_kernel",
+                                        // sizes and a snapshot's id or name, as asked at create
+                                        "files_quota", "home_size", "from_snapshot"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);
-  CHECK(back->size == SizeTier::kXlarge);
-  CHECK(back->home == "sbx-abcdef");
-  CHECK(back->stopped_at == "2026-12-02T00:00:00Z");
-  CHECK(back->net.mode == network::Mode::kAllow);
-  CHECK(back->net.to_json() == rec.net.to_json());
-  CHECK(back->net.allow.match("files.example.com", 8443) != nullptr);
-  CHECK(back->cgroup.dirs == rec.cgroup.dirs);
-  CHECK(back->env_names == rec.env_names);
+  CHECK(back->spec.size == SizeTier::kXlarge);
+  CHECK(back->facts.home == "sbx-abcdef");
+  CHECK(back->facts.stopped_at == "2026-12-02T00:00:00Z");
+  CHECK(back->spec.net.mode == network::Mode::kAllow);
+  CHECK(back->spec.net.to_json() == rec.spec.net.to_json());
+  CHECK(back->spec.net.allow.match("files.example.com", 8443) != nullptr);
+  CHECK(back->facts.cgroup.dirs == rec.facts.cgroup.dirs);
+  CHECK(back->spec.env_names == rec.spec.env_names);
+  CHECK(back->to_json() == j);
   CHECK_FALSE(SandboxRecord::from_json({{"id", "x"}}));
 }
 

@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "runtime/create_options.h"
-#include "runtime/tools/local_tools.h"
-#include "runtime/tools/tape.h"
-#include "runtime/tools/tool_router.h"
-#include "runtime/tools/tools_config.h"
+#include "runtime/client/create_options.h"
+#include "runtime/toolbridge/local_tools.h"
+#include "runtime/toolbridge/tape.h"
+#include "runtime/toolbridge/tool_router.h"
+#include "runtime/core/tools_config.h"
 
 using namespace nsbox;
 using nlohmann::json;

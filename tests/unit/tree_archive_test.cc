@@ -1,8 +1,8 @@
 // Snapshot members' names and symlink targets, checked before anything is unpacked
-// (runtime/snapshot/tree_archive.h).
+// (runtime/archive/tree_archive.h).
 #include <catch2/catch.hpp>
 
-#include "runtime/snapshot/tree_archive.h"
+#include "runtime/archive/tree_archive.h"
 
 using namespace nsbox::snapshot;
 

@@ -1,4 +1,4 @@
-"""A kernel forked by the kernel zygote (kernel/zygote_main.cc, docs/kernel-zygote.md):
+"""A kernel forked by the kernel zygote (kernel/zygote/zygote_main.cc, docs/kernel-zygote.md):
 it is already the sandbox's (namespaces, user, cgroup, seccomp filter) when child() runs.
 What an exec'd kernel gets at its start comes now, from its supervisor, read by this
 kernel after the fork: the environment and the preload list. The zygote never held them."""
@@ -32,7 +32,7 @@ def _add_user_site():
 
 def child(config_bytes):
     """`config_bytes`: the supervisor's record, read by the C++ half before the filter."""
-    gc.enable()  # the zygote's objects stay frozen out of its collections (kernel/zygote_main.cc)
+    gc.enable()  # the zygote's objects stay frozen out of its collections (kernel/zygote/zygote_main.cc)
     config = json.loads(config_bytes)
     os.environ.clear()
     for key, value in config.get("env", {}).items():

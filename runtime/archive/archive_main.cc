@@ -1,0 +1,167 @@
+// nsbox-archive: packs a volume's tree into a snapshot archive, or unpacks one into a
+// volume, for the nsbox command and the server (runtime/client/snapshot_store.h). A
+// program of its own so that libarchive stays out of the static nsbox and supervisor,
+// and so that unpacking runs as the sandbox user, holding nothing of the caller's.
+//
+//   nsbox-archive pack   (--image IMG | --dir DIR) --out FILE [--skip REL]... [limits]
+//   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [--replace] [limits]
+//   nsbox-archive check  --archive FILE [limits]     (every member, nothing written)
+//   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
+//                        (pack's report, the archive written nowhere: a live fingerprint)
+//   nsbox-archive extract --archive FILE --dir DIR [--format tar|zip] [limits]
+//                        (a caller's archive into a directory: `fs:extract`, run *inside*
+//                        the sandbox, as its user, in its namespaces: Runtime::extract)
+//   limits: --max-members N --max-bytes N
+//
+// On success one JSON line on stdout: {"members", "bytes", "skipped", "left_out", "sha256"}. On
+// failure the error on stderr, and the exit status says its kind: 2 a refused member, 3 a
+// limit, 1 anything else (never read from the message, which holds names the sandbox chose).
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "isolation/sys/files.h"
+#include "mounts/volume_image.h"
+#include "runtime/archive/tree_archive.h"
+
+namespace {
+
+using namespace nsbox;
+
+int failed(const Error& e) {
+  std::fprintf(stderr, "%s\n", e.message.c_str());
+  if (!e.hint.empty()) std::fprintf(stderr, "hint: %s\n", e.hint.c_str());
+  return e.code == ErrorCode::kInvalidArgument ? 2 : e.code == ErrorCode::kLimitExceeded ? 3 : 1;
+}
+
+
+struct Args {
+  std::string mode;
+  std::map<std::string, std::string> values;
+  std::set<std::string> skip;
+  bool replace = false;
+};
+
+Result<Args> parse(int argc, char** argv) {
+  Args a;
+  if (argc < 2) return fail(make_error(ErrorCode::kInvalidArgument, "usage: nsbox-archive pack|unpack ..."));
+  a.mode = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--replace") {
+      a.replace = true;
+      continue;
+    }
+    if (i + 1 >= argc || !flag.starts_with("--")) return fail(make_error(ErrorCode::kInvalidArgument, "bad argument '" + flag + "'"));
+    std::string value = argv[++i];
+    if (flag == "--skip") a.skip.insert(value);
+    else a.values[flag.substr(2)] = value;
+  }
+  return a;
+}
+
+Result<uint64_t> number(const Args& a, const std::string& key, uint64_t fallback) {
+  auto it = a.values.find(key);
+  if (it == a.values.end()) return fallback;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0') return fail(make_error(ErrorCode::kInvalidArgument, "--" + key + " takes a number"));
+  return static_cast<uint64_t>(v);
+}
+
+// The volume's root: an image mounted privately (a detached mount, nobody else's), or
+// a directory (rootless).
+Result<UniqueFd> open_root(const Args& a) {
+  if (auto it = a.values.find("image"); it != a.values.end()) return volume_image::open_privately(it->second);
+  if (auto it = a.values.find("dir"); it != a.values.end()) {
+    UniqueFd fd(::open(it->second.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return fail(sys_error("open " + it->second));
+    return fd;
+  }
+  return fail(make_error(ErrorCode::kInvalidArgument, "--image or --dir is needed"));
+}
+
+Result<UniqueFd> open_archive(const Args& a) {
+  if (!a.values.count("archive")) return fail(make_error(ErrorCode::kInternal, a.mode + " needs --archive FILE"));
+  const std::string& path = a.values.at("archive");
+  UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!in) return fail(sys_error("open " + path));
+  return in;
+}
+
+// Everything in the root goes (as the sandbox user): a restore replaces the workspace.
+Result<void> empty_root(int root_fd) {
+  for (const auto& name : NSBOX_TRY(files::list_dir_at(root_fd, "the volume"))) NSBOX_CHECK(files::remove_tree_at(root_fd, name, name));
+  return {};
+}
+
+Result<snapshot::ArchiveSummary> run(const Args& a) {
+  snapshot::ArchiveLimits limits{NSBOX_TRY(number(a, "max-members", 100000)), NSBOX_TRY(number(a, "max-bytes", 4ull << 30))};
+  if (a.mode == "check") {
+    UniqueFd in = NSBOX_TRY(open_archive(a));
+    return snapshot::check(in.get(), limits);
+  }
+  UniqueFd root = NSBOX_TRY(open_root(a));
+  if (a.mode == "pack") {
+    if (!a.values.count("out")) return fail(make_error(ErrorCode::kInvalidArgument, "pack needs --out FILE"));
+    const std::string& path = a.values.at("out");
+    UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!out) return fail(sys_error("create " + path));
+    auto summary = NSBOX_TRY(snapshot::pack(root.get(), out.get(), a.skip, limits));
+    if (::fsync(out.get()) != 0) return fail(sys_error("fsync " + path));
+    return summary;
+  }
+  if (a.mode == "digest") {
+    UniqueFd out(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    if (!out) return fail(sys_error("open /dev/null"));
+    return snapshot::pack(root.get(), out.get(), a.skip, limits);
+  }
+  if (a.mode == "unpack" || a.mode == "extract") {
+    snapshot::ArchiveSource source;
+    if (a.mode == "extract") {
+      std::string format = a.values.count("format") ? a.values.at("format") : "tar";
+      if (format != "tar" && format != "zip") return fail(make_error(ErrorCode::kInvalidArgument, "--format takes tar or zip, not '" + format + "'"));
+      source = {format == "zip", "the archive", "archive_limits' max_members raises the limit", "archive_limits' max_bytes raises the limit"};
+    }
+    UniqueFd in = NSBOX_TRY(open_archive(a));
+    uid_t uid = static_cast<uid_t>(NSBOX_TRY(number(a, "uid", ::getuid())));
+    gid_t gid = static_cast<gid_t>(NSBOX_TRY(number(a, "gid", ::getgid())));
+    // From here on, the sandbox user's rights only: what the archive makes is theirs, and
+    // nothing it names can reach what they could not.
+    if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups"));
+    if (::setresgid(gid, gid, gid) != 0) return fail(sys_error("setresgid " + std::to_string(gid)));
+    if (::setresuid(uid, uid, uid) != 0) return fail(sys_error("setresuid " + std::to_string(uid)));
+    // Every member checked before the workspace is touched: a refused archive leaves it
+    // as it was, even with --replace.
+    NSBOX_CHECK(snapshot::check(in.get(), limits, source));
+    if (a.replace) NSBOX_CHECK(empty_root(root.get()));
+    if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
+    ::umask(022);
+    return snapshot::unpack(in.get(), limits, source);
+  }
+  return fail(make_error(ErrorCode::kInvalidArgument, "unknown mode '" + a.mode + "'"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = parse(argc, argv);
+  if (!args) return failed(args.error());
+  auto summary = run(*args);
+  if (!summary) return failed(summary.error());
+  nlohmann::json j = {{"members", summary->members}, {"bytes", summary->bytes}, {"skipped", summary->skipped}, {"left_out", summary->left_out},
+                    {"sha256", summary->sha256}};
+  // Names the sandbox chose need not be UTF-8.
+  std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  return 0;
+}
