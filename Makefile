@@ -59,7 +59,7 @@ CLUSTER_ROUNDS ?= 20
 cluster-sim: build
 	@NSBOX_TEST_PEERS=required tests/cluster/run --rounds $(CLUSTER_ROUNDS) --nsbox $(BUILD)/bin/nsbox $(CLUSTER_ARGS)
 
-# Fuzzing and sanitizers (docs/decisions.md, 88-90), each in a build directory of its own.
+# Fuzzing and sanitizers (docs/design.md, "Build and tests"), each in a build directory of its own.
 # make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS (crashes are kept in
 # build-fuzz/fuzz/crashes); make test runs each for FUZZ_TEST_SECONDS. make test-asan: the
 # whole suite built with ASan + UBSan (g++), less ASAN_EXCLUDE (a CTest regex).
@@ -88,7 +88,7 @@ asan-build: deps
 test-asan: asan-build
 	@tests/fuzz/test-asan $(ASAN_BUILD) $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
 
-# What make test runs of the sanitizer build (docs/decisions.md, 90): the unit tests, and
+# What make test runs of the sanitizer build (docs/design.md, "Build and tests"): the unit tests, and
 # the Python client's suite and a short chaos run against sanitized host programs (nsbox
 # serve, supervisors, bucket servers). The integration tests' binary is left to
 # make test-asan: building and running it under ASan costs ~10 more minutes.

@@ -1,4 +1,4 @@
-// HTTP/1.1 for the API, on Boost.Beast (docs/decisions.md: the choice and its numbers).
+// HTTP/1.1 for the API, on Boost.Beast (docs/design.md, "Server"; docs/http-library.md: the choice and its numbers).
 // The only code that sees Beast or Asio (it costs a minute of compiling): one I/O thread
 // serves every connection; each request is answered by ApiService on a thread of its
 // own, through an Exchange; events, files and bodies cross between them bounded.

@@ -160,7 +160,7 @@ const std::vector<CommandHelp>& command_table() {
         kSnapshotStore,
         {"warm", "SIZE=N[,SIZE=N...]", "keep N ready sandboxes of each size; creates they can serve claim one (docs/semantics.md, \"Warm pool\")"},
         {"preload", "MOD,MOD...|none", "what the warm sandboxes' kernels import before they are ready (default numpy,pandas,matplotlib)"},
-        {"memory-merge", nullptr, "offer the warm kernels' preloaded heap to KSM (off by default: docs/decisions.md, \"Memory merging\")"},
+        {"memory-merge", nullptr, "offer the warm kernels' preloaded heap to KSM (off by default: docs/design.md, \"Memory merging\")"},
         {"kernel-zygote", nullptr, "fork kernels from a preinitialised interpreter, or do not start (the default where the host allows it: root, Linux >= 6.9; docs/kernel-zygote.md)"},
         {"no-kernel-zygote", nullptr, "start each sandbox's kernel through its init (an interpreter started per sandbox)"},
         {"shard", "NAME", "this server's shard among several ([a-z0-9]{1,16}): ids become sbx-NAME-...; needs --snapshot-store (docs/scale-out.md)"},

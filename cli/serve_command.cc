@@ -1,5 +1,5 @@
 // serve: the HTTP API. The server is its own program (libexec/nsbox/nsbox-server,
-// docs/decisions.md): `nsbox serve` execs it, so the pid that prints the ready line and
+// docs/design.md, "Server"): `nsbox serve` execs it, so the pid that prints the ready line and
 // gets SIGTERM is the server's. drain: that SIGTERM, sent by the server's pid file, and
 // the wait for the server to end (a sharded server drains first: docs/semantics.md).
 #include <limits.h>

@@ -78,7 +78,8 @@ Check check_apparmor() {
   if (v == "0") return {"AppArmor userns restriction", Level::kOk, "off", ""};
   return {"AppArmor userns restriction", rootless() ? Level::kFail : Level::kOk,
           "kernel.apparmor_restrict_unprivileged_userns=1 (namespaces made without privilege get no capabilities)",
-          rootless() ? "add an AppArmor profile granting `userns` to nsbox (see docs/decisions.md), or "
+          rootless() ? "add an AppArmor profile granting `userns` to nsbox's programs (as /etc/apparmor.d has for other "
+                       "container tools), or "
                        "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
                      : ""};
 }

@@ -111,7 +111,7 @@ int add_conditional_rules(scmp_filter_ctx ctx) {
   if (rc == 0) rc = allow_unless_low32_equals(ctx, SCMP_SYS(socket), 0, AF_VSOCK);
   // personality: the values Docker allows (plain Linux, UNAME26, query), and plain Linux
   // without address-space randomisation (ADDR_NO_RANDOMIZE, 0x40000: a process's own
-  // layout; nsbox-kernel uses it for memory merging, docs/decisions.md).
+  // layout; nsbox-kernel uses it for memory merging, docs/design.md).
   for (uint64_t persona : {0x0ull, 0x8ull, 0x20000ull, 0x20008ull, 0x40000ull, 0xffffffffull})
     if (rc == 0)
       rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,

@@ -11,7 +11,7 @@
 //                   (KSM). Kernels that import the same modules the same way then hold
 //                   mostly equal pages, but only with the same layout: the process runs
 //                   without address-space randomisation (re-exec'd so) and with a fixed
-//                   str hash seed. docs/decisions.md, "Memory merging".
+//                   str hash seed. docs/design.md, "Memory merging".
 //   fd N (3):       frames with the supervisor: cells in, results, progress and helper
 //                   calls out (docs/protocol.md)
 //   stdout, stderr: the running cell's output, read by the supervisor

@@ -1,6 +1,6 @@
 // SHA-256, for the checksums the files API reports: Debian's nettle, which picks the
-// CPU's SHA extensions at run time and links statically into the CLI (docs/decisions.md,
-// 87). Keys and signatures use OpenSSL, in the programs that link it.
+// CPU's SHA extensions at run time and links statically into the CLI (docs/design.md,
+// "Files and volumes"). Keys and signatures use OpenSSL, in the programs that link it.
 #pragma once
 
 #include <nettle/sha2.h>

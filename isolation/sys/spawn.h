@@ -2,7 +2,7 @@
 // without copying its address space: clone(CLONE_VM | CLONE_VFORK) on stacks of its own,
 // as posix_spawn does. fork() would copy the caller's page tables twice (a daemon is a
 // grandchild), tear both copies down again, and leave every page the caller writes next
-// to be copied on write (docs/performance.md, "Cold creates, fourth pass"; decision 158).
+// to be copied on write (docs/performance.md, "Cold creates, fourth pass"; docs/design.md, "Processes").
 #pragma once
 
 #include <span>

@@ -135,7 +135,7 @@ std::string become_sandbox_kernel(const ChildFds& fds, const seccomp::Program& p
   // The cgroup first, so that what we copy is charged to the sandbox (the intermediate
   // stays out of it: the sandbox's limits must not slow the zygote's side). The pages
   // the fork copied (the zygote's pinned ones: kernel/zygote/zygote_pages.h) are the zygote's
-  // cgroup's (decision 162).
+  // cgroup's (docs/design.md, "Kernel zygote").
   for (int file : fds.cgroup_files)
     if (sys::retry_eintr([&] { return ::write(file, "0", 1); }) != 1) child_fail(setup, sys_error("join the sandbox's cgroup"));
   copy_shared_writable_pages();

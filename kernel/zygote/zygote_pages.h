@@ -1,5 +1,5 @@
 // How a zygote kernel comes to own the zygote's pages (docs/kernel-zygote.md, "The
-// zygote's pages"; decisions 157 and 162). A fork shares every writable page
+// zygote's pages"; docs/design.md, "Kernel zygote"). A fork shares every writable page
 // copy-on-write, and a kernel writes nearly all of the interpreter's (reference counts):
 // one fault, copy and TLB flush per page, the largest cost of a zygote kernel's start.
 // Two remedies, the second taken only where the first left pages shared:

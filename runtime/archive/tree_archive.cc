@@ -60,7 +60,7 @@ Error over_limit(const std::string& what, uint64_t limit) {
 // into 1 MiB chunks (whatever blocks libarchive hands over), each chunk's SHA-256 is taken
 // by whichever thread is free, and the digest is the SHA-256 of those digests in order (a
 // hash list: as collision-resistant as SHA-256 of the stream, and not bound to one core,
-// which on two cores was what made a snapshot slower than tar: docs/decisions.md, 130).
+// which on two cores was what made a snapshot slower than tar: docs/design.md, "Snapshots").
 // At most kQueue chunks wait: memory stays bounded whatever the workspace's size.
 class BackgroundHash {
  public:

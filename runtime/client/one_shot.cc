@@ -106,7 +106,7 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   NSBOX_CHECK(files::ensure_private_dir(store_.root().run_dir));
   NSBOX_CHECK(files::ensure_private_dir(store_.root().cache_dir()));
 
-  // The sandbox gets pipes only, never our fds (docs/decisions.md: a terminal or a file
+  // The sandbox gets pipes only, never our fds (docs/design.md, "The one-shot `nsbox run`": a terminal or a file
   // handed over could be read or reopened for writing).
   // A reader of our output that has gone (EPIPE: SIGPIPE is ignored here, as callers that
   // ignore it pass on) ends the run as a signal would: otherwise the command would run on,

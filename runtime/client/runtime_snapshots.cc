@@ -142,7 +142,7 @@ Result<Json> Runtime::state(const std::string& id_or_name) const {
 Result<ResumeResult> Runtime::resume(const Json& state, const ResumeOptions& options) {
   // A state is the caller's file (perhaps kept by an agent framework for days): every
   // field is checked for its type, and what it could use against the host is not taken
-  // from it (decision 132).
+  // from it (docs/design.md, "Manifests and resume").
   try {
     return resume_checked(state, options);
   } catch (const Json::exception& e) {

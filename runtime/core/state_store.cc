@@ -120,7 +120,7 @@ Result<SandboxRecord> StateStore::load(const std::string& id) const {
   return SandboxRecord::from_json(j);
 }
 
-// Records live in the run directory, which a reboot forgets (docs/decisions.md 118): the
+// Records live in the run directory, which a reboot forgets (docs/design.md, "Persistence"): the
 // rename keeps readers from a half-written record; an fsync would buy nothing (1-2 ms
 // per create, claim and stop where the run directory is on a disk).
 Result<void> StateStore::save(const SandboxRecord& record) const {

@@ -93,7 +93,7 @@ Result<uint64_t> VolumeStore::default_quota(uint64_t preferred) const {
 
 // mkfs costs a process and 7-30 ms of CPU per image; copying the size's template (its
 // ~0.25 MiB of metadata, synced) 0.7 ms of CPU and ~1.6 ms in all, which is why create
-// formats inline, with no spare image made ahead by a child (decision 155). The
+// formats inline, with no spare image made ahead by a child (docs/design.md, "Volumes"). The
 // template is made by mkfs the first time a size is asked for.
 Result<void> VolumeStore::format(const std::string& image, uint64_t bytes) const {
   auto ids = userns::host_ids();

@@ -70,7 +70,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount_path);
   // An image volume is mounted while the sandbox is built (the two meet only at the
   // injection): a loop device and an ext4 mount off the critical path, in our own
-  // process, while the sandbox's first process builds its root (decision 160).
+  // process, while the sandbox's first process builds its root (docs/design.md, "Volumes").
   Result<void> files_mounted = fail(make_error(ErrorCode::kInternal, "the files volume was not mounted"));
   options.while_building = [&] { files_mounted = self->mount_files(volume); };
   self->instance_ = NSBOX_TRY(SandboxInstance::start(options));

@@ -1,5 +1,5 @@
 # Included by the top-level CMakeLists.txt in the sanitizer builds (NSBOX_SANITIZE,
-# NSBOX_FUZZ), once every target exists. docs/decisions.md, 88 and 89, say why.
+# NSBOX_FUZZ), once every target exists. docs/design.md, "Build and tests", says why.
 
 # What runs inside the sandbox is built as a release builds it: nsbox-init static and
 # unsanitized, nsbox-kernel unsanitized. ASan reserves terabytes of shadow memory at start,
@@ -13,7 +13,7 @@ add_library(nsbox_protocol_unsanitized STATIC ${nsbox_sys_sources} ${nsbox_proto
 target_include_directories(nsbox_protocol_unsanitized PUBLIC ${CMAKE_SOURCE_DIR})
 target_link_libraries(nsbox_protocol_unsanitized PUBLIC nlohmann_json::nlohmann_json)
 set_property(TARGET nsbox-init PROPERTY LINK_LIBRARIES nsbox_protocol_unsanitized -static)
-# nsbox-archive runs inside sandboxes too (fs:extract, decision 133): built the same way,
+# nsbox-archive runs inside sandboxes too (fs:extract, docs/design.md "Snapshots"): built the same way,
 # from its own unsanitized copy of what it links. Its archive code stays under the
 # sanitizers in the unit tests and the snapshot_archive fuzz target.
 get_target_property(nsbox_archive_sources nsbox_archive SOURCES)

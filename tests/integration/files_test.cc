@@ -328,7 +328,7 @@ TEST_CASE("many sandboxes created at once each get their own loop devices") {
 }
 
 // mkfs costs a process per image; a volume is a copy of its size's template, formatted
-// once (decision 155). Each copy is its own filesystem, the template is never attached, a
+// once (docs/design.md, "Volumes"). Each copy is its own filesystem, the template is never attached, a
 // dead maker's half-made template goes, and a store seeing many sizes keeps at most 16.
 TEST_CASE("volumes are copies of one formatted template per size: each its own filesystem, at most 16 kept") {
   NSBOX_NEEDS(loop_devices());
@@ -550,7 +550,7 @@ TEST_CASE("a named volume is shared by two running sandboxes") {
   CHECK(root.nsbox({"volume", "rm", "memories"}).exit_code == 0);
 }
 
-// The files volume is mounted while the sandbox is built (decision 160): a volume that
+// The files volume is mounted while the sandbox is built (docs/design.md, "Volumes"): a volume that
 // cannot be mounted fails the create, saying which image and why, and leaves nothing.
 TEST_CASE("a files volume that cannot be mounted fails the create, naming the image") {
   NSBOX_NEEDS(loop_devices());

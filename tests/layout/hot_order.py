@@ -1,6 +1,6 @@
 #!/usr/bin/python3.11
 """The paths cmake/hot-functions.order lists sit together at the front of nsbox's and the
-supervisor's text (docs/decisions.md 172).
+supervisor's text (docs/design.md, "Build and tests").
 
 Traces what `make hot-order` traces (scripts/trace-hot-functions --build: `nsbox run`, then
 create, sh and rm) and checks, for each of the two programs against its symbols, that

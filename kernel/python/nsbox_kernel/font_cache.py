@@ -1,6 +1,6 @@
 """matplotlib's font list from the build (/opt/nsbox/matplotlib, kernel/tools/make_font_cache.py)
 into a home that has none, so that a sandbox's first pyplot import does not scan every
-font (0.4-0.7 s). A new home has it already (the home skeleton, decision 161): this is
+font (0.4-0.7 s). A new home has it already (the home skeleton, docs/design.md "Volumes"): this is
 for homes made before, and costs a new one only the check. A user's own list, or
 MPLCONFIGDIR, is never touched."""
 import os
