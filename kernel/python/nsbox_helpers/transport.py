@@ -2,29 +2,17 @@
 (installed by nsbox_kernel); in any other process, the bridge's socket at
 /run/nsbox/bridge.sock, one connection per process shared by its threads.
 
-Frames are a 4-byte big-endian length and UTF-8 JSON, as on every nsbox socket:
+Frames as on every nsbox socket (frames.py):
   -> {"call": N, "helper": "run_tool", "args": {...}}
   <- {"call": N, "result": ..., "error": null | "..."}"""
-import json
 import os
 import threading
 
+from . import frames
+
 SOCKET_PATH = "/run/nsbox/bridge.sock"
-MAX_FRAME = 16 << 20
 
 _installed = None  # the kernel's: a callable(helper, args) -> reply dict
-
-
-def read_exact(read, n):
-    """n bytes from read(max) calls, or None at EOF before them."""
-    chunks = []
-    while n:
-        chunk = read(min(n, 1 << 20))
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
 
 
 def install(call):
@@ -73,10 +61,9 @@ class _SocketConnection:
             call_id = self._next
             self._next += 1
             self._calls[call_id] = [event, None]
-        data = json.dumps({"call": call_id, "helper": helper, "args": args},
-                          ensure_ascii=False, default=repr).encode("utf-8", "surrogateescape")
+        frame = frames.encode({"call": call_id, "helper": helper, "args": args})
         with self._send_lock:
-            self._sock.sendall(len(data).to_bytes(4, "big") + data)
+            self._sock.sendall(frame)
         event.wait()
         with self._calls_lock:
             return self._calls.pop(call_id)[1]
@@ -85,12 +72,9 @@ class _SocketConnection:
         reason = "the tool bridge closed the connection"
         try:
             while True:
-                header = read_exact(self._sock.recv, 4)
-                length = int.from_bytes(header, "big") if header else None
-                body = read_exact(self._sock.recv, length) if length is not None and length <= MAX_FRAME else None
-                if body is None:
+                reply = frames.read(self._sock.recv)
+                if reply is None:
                     break
-                reply = json.loads(body)
                 with self._calls_lock:
                     waiting = self._calls.get(reply.get("call"))
                     if waiting:

@@ -10,13 +10,14 @@ call, so a kernel that never calls a helper never has it. Whoever reads routes w
 reads: replies to the calls waiting for them, everything else to the main thread.
 
 Plain os.read/os.write on the inherited fd: the kernel's start-up is on the path to a
-sandbox's first result, and every import counts."""
+sandbox's first result, and every import counts. Frames are made and cut by
+nsbox_helpers.frames, as on the tool bridge's socket."""
 import collections
-import json
 import os
 import threading
 
-MAX_FRAME = 16 << 20
+from nsbox_helpers import frames
+
 _READ_SIZE = 1 << 16
 _GONE = {"error": "the sandbox's supervisor is gone"}
 
@@ -26,7 +27,7 @@ class Channel:
         self._fd = fd
         self._send_lock = threading.Lock()
         self._state = threading.Condition()  # guards everything below
-        self._buffer = bytearray()  # read, not yet a whole frame
+        self._frames = frames.FrameBuffer()  # read, not yet a whole frame
         self._closed = False  # EOF, or a frame no supervisor sends
         self._calls = {}  # call id -> its reply (None until it comes)
         self._next_call = 1
@@ -36,8 +37,7 @@ class Channel:
         self._pid = os.getpid()
 
     def send(self, message):
-        data = json.dumps(message, ensure_ascii=False, default=repr).encode("utf-8", "surrogateescape")
-        frame = len(data).to_bytes(4, "big") + data
+        frame = frames.encode(message)
         with self._send_lock:
             view = memoryview(frame)
             while view:
@@ -101,46 +101,29 @@ class Channel:
         self._state.release()
         data = None  # stays None when a signal's handler raises out of the read
         try:
-            data = os.read(self._fd, max(_READ_SIZE, min(self._missing(), 1 << 20)))
+            data = os.read(self._fd, max(_READ_SIZE, min(self._frames.missing(), 1 << 20)))
         except OSError:
             data = b""
         finally:
             self._state.acquire()
             self._reading_thread = None
             if data:
-                self._buffer += data
+                self._frames.add(data)
                 self._route_frames()
             elif data is not None:
                 self._closed = True  # EOF, or the socket broke
             self._state.notify_all()
 
-    def _missing(self):
-        """Bytes still to come of the frame at the buffer's head (0 if unknown)."""
-        if len(self._buffer) < 4:
-            return 0
-        return 4 + int.from_bytes(self._buffer[:4], "big") - len(self._buffer)
-
     def _route_frames(self):
-        buffer, at = self._buffer, 0
-        while len(buffer) - at >= 4:
-            length = int.from_bytes(buffer[at:at + 4], "big")
-            if length > MAX_FRAME:
-                self._closed = True  # no supervisor sends one: stop listening
-                break
-            if len(buffer) - at - 4 < length:
-                break
-            try:
-                message = json.loads(bytes(buffer[at + 4:at + 4 + length]))
-            except ValueError:
-                self._closed = True
-                break
-            at += 4 + length
-            if not isinstance(message, dict):
-                continue
-            call_id = message.get("call")
-            if message.get("event") == "reply" and call_id is not None:
-                if call_id in self._calls:
-                    self._calls[call_id] = message
-                continue
-            self._requests.append(message)
-        del buffer[:at]
+        try:
+            for message in self._frames.messages():
+                if not isinstance(message, dict):
+                    continue
+                call_id = message.get("call")
+                if message.get("event") == "reply" and call_id is not None:
+                    if call_id in self._calls:
+                        self._calls[call_id] = message
+                    continue
+                self._requests.append(message)
+        except ValueError:
+            self._closed = True  # a frame no supervisor sends: stop listening

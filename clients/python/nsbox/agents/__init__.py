@@ -23,7 +23,7 @@ What differs from the SDK's own backends (docs/embedding.md has the whole mappin
   ``client.delete(session)`` removes it;
 - one user (``user``), no PTY yet (``supports_pty()`` asks the server), no snapshots yet.
 """
-from .client import NsboxSandboxClient, NsboxSandboxClientOptions, NsboxSandboxSessionState
+from .client import NsboxSandboxClient
 from .entries import Dir, EnvEntry, File, SandboxPathGrant
 from .errors import (
     ConfigurationError,
@@ -51,6 +51,7 @@ from .manifest import Manifest
 from .mounts import AzureBlobMount, GCSMount, R2Mount, S3Mount
 from .session import NsboxSandboxSession
 from .snapshots import NoopSnapshotSpec, NsboxSnapshotSpec
+from .state import NsboxSandboxClientOptions, NsboxSandboxSessionState
 from .types import WORKSPACE_ROOT, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate
 
 __all__ = [

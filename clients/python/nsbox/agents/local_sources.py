@@ -19,6 +19,7 @@ import tempfile
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from .entries import Dir, GitRepo, LocalDir, LocalFile
+from .entry_base import _mode_of
 from .errors import (GitCloneError, GitMissingInImageError, GitSubpathError, InvalidManifestPathError,
                      LocalDirReadError, LocalFileReadError)
 from .types import WORKSPACE_ROOT
@@ -267,7 +268,5 @@ def _redact(text: str) -> str:
 
 
 def _mode(entry: Any, default: int) -> int:
-    from .entries import _mode_of
-
     m = _mode_of(getattr(entry, "permissions", None))
     return default if m is None else m

@@ -7,7 +7,8 @@ import posixpath
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .entries import Dir, EnvEntry, GitRepo, LocalDir, LocalFile, SandboxPathGrant, _coerce_entry, _group_name
+from .entries import Dir, EnvEntry, GitRepo, LocalDir, LocalFile, SandboxPathGrant, _coerce_entry
+from .entry_base import _group_name
 from .errors import ConfigurationError, ErrorCode, InvalidManifestPathError, SandboxConfigError
 from .mounts import _Mount
 from .types import WORKSPACE_ROOT, _SANDBOX_USER

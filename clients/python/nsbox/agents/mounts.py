@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
-from .entries import _Entry
+from .entry_base import _Entry
 from .errors import MountConfigError
 from .types import _ROOT
 

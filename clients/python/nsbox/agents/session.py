@@ -6,7 +6,7 @@ import io
 import posixpath
 import stat as _stat
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional, Union
+from typing import Any, Callable, List, Mapping, Optional, Union
 
 from ..errors import AlreadyExists, NotFound, NsboxError, PermissionDenied
 from ..sandbox import Sandbox
@@ -25,10 +25,8 @@ from .errors import (
     WorkspaceStartError,
 )
 from .manifest import _DRIVE, _resolve_env
+from .state import NsboxSandboxSessionState
 from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate, _run
-
-if TYPE_CHECKING:
-    from .client import NsboxSandboxClient, NsboxSandboxSessionState
 
 
 # --------------------------------------------------------------------------------------
@@ -76,8 +74,9 @@ class NsboxSandboxSession:
     it and closes it (``stop`` then ``shutdown``); the sandbox itself goes with
     ``client.delete(session)``."""
 
-    def __init__(self, client: NsboxSandboxClient, sandbox: Sandbox, state: NsboxSandboxSessionState) -> None:
-        self._sdk_client = client
+    def __init__(self, sandbox: Sandbox, state: NsboxSandboxSessionState, *,
+                 server_features: Callable[[], Mapping[str, Any]]) -> None:
+        self._server_features = server_features  # the client's GET /v1/info, cached there
         self.sandbox = sandbox
         self.state = state
         self._started = False
@@ -176,7 +175,7 @@ class NsboxSandboxSession:
 
     def supports_pty(self) -> bool:
         """The server's ``features.pty`` (GET /v1/info)."""
-        return bool(self._sdk_client._server_features().get("pty", False))
+        return bool(self._server_features().get("pty", False))
 
     # The SDK's window: 250 ms to 30 s.
     @staticmethod
