@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "cli/command_table.h"
 #include "cli/context.h"
 #include "isolation/sys/files.h"
 #include "mounts/volume_image.h"
@@ -37,6 +38,25 @@ Result<nlohmann::json> env_document(const ParsedArgs& args) {
   return env;
 }
 
+// A create flag's value as its spec field takes it: a boolean's switch is true; digits
+// are a number for a numeric field; other text goes as it is (a size such as 10G is the
+// spec's to read, and to refuse).
+nlohmann::json field_value(const FlagHelp& flag, const ParsedArgs& args) {
+  nlohmann::json value = args.value(flag.name);
+  SandboxSpec probe;
+  spec_fields(probe, [&](const char* key, auto& field, SpecFieldOrigin, auto...) {
+    using T = std::decay_t<decltype(field)>;
+    if (std::string_view(key) != flag.field) return;
+    if constexpr (std::is_same_v<T, bool>) {
+      value = true;
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      std::string text = args.value(flag.name);
+      if (!text.empty() && text.size() < 20 && std::all_of(text.begin(), text.end(), ::isdigit)) value = std::stoull(text);
+    }
+  });
+  return value;
+}
+
 // The create document (runtime/client/create_options.h) from the flags: one parser for the
 // CLI, the server and the Python client. --mount flags and --manifest entries become its
 // mounts; their credentials come from this command's environment (or a mount's
@@ -44,23 +64,9 @@ Result<nlohmann::json> env_document(const ParsedArgs& args) {
 Result<nlohmann::json> create_document(const ParsedArgs& args) {
   nlohmann::json doc = nlohmann::json::object();
   if (args.values.count("size")) doc["size"] = args.value("size");
-  // The spec's plain fields (runtime/core/sandbox_spec.h) from the flags of their names,
-  // '-' for '_': a switch for a boolean, digits as a number, other text as it is (a
-  // size such as 10G is the spec's to read).
-  SandboxSpec fields;
-  spec_fields(fields, [&](const char* key, auto& field, SpecFieldOrigin origin, auto...) {
-    std::string flag = key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    if (origin != SpecFieldOrigin::kRequest || !args.has(flag)) return;
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>) {
-      doc[key] = true;
-    } else {
-      std::string text = args.value(flag);
-      bool digits = !text.empty() && text.size() < 20 && std::all_of(text.begin(), text.end(), ::isdigit);
-      doc[key] = digits && !std::is_same_v<std::decay_t<decltype(field)>, std::string> ? nlohmann::json(std::stoull(text))
-                                                                                         : nlohmann::json(text);
-    }
-  });
+  // The flags that set the spec's plain fields (their `field` in the flag table).
+  for (const FlagHelp& flag : find_command("create")->flags)
+    if (flag.field && args.has(flag.name)) doc[flag.field] = field_value(flag, args);
   // The policy itself is made with the packages' index (create_options.cc), which may
   // add a host that --net-allow-private names.
   if (args.values.count("net") || args.values.count("net-allow-private")) {

@@ -18,6 +18,7 @@
 #include "isolation/sys/syscall.h"
 #include "runtime/protocol/unix_socket.h"
 #include "runtime/client/stdin_pump.h"
+#include "runtime/core/sandbox_removal.h"
 #include "runtime/core/sandbox_spec.h"
 #include "runtime/client/supervisor_process.h"
 #include "runtime/client/workspace_sources.h"
@@ -93,18 +94,6 @@ Error cancelled_error(const std::string& id) {
   return make_error(ErrorCode::kUnavailable, "the wait for sandbox " + id + " was cancelled");
 }
 
-
-// <data>/staging/<id>-N: rclone's or s3fs's cache for mount N. The supervisor removes it
-// when it stops; one that was killed leaves it. And <data>/shared/<id>: the files the
-// sandbox handed out with upload_local_file.
-Result<void> remove_mount_caches(const StateRoot& root, const std::string& id) {
-  if (std::string shared = root.shared_dir(id); files::exists(shared)) NSBOX_CHECK(files::remove_tree(shared));
-  std::string staging = root.data_dir + "/staging";
-  if (!files::exists(staging)) return {};
-  for (const auto& name : NSBOX_TRY(files::list_dir(staging)))
-    if (name.starts_with(id + "-")) NSBOX_CHECK(files::remove_tree(staging + "/" + name));
-  return {};
-}
 
 void set_receive_timeout(int fd, int timeout_ms) {
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -640,21 +629,7 @@ Result<void> Runtime::remove(const std::string& id_or_name, bool keep_files) con
   auto lock = NSBOX_TRY(store_.lock_sandbox(id));
   auto record = store_.load(id);
   if (record) NSBOX_CHECK(clean_after_supervisor(*record));
-  if (record && !record->spec.volume.empty()) {
-    VolumeStore volumes(store_.root());
-    if (auto volume = volumes.load(record->spec.volume); volume && !volume->named) {
-      if (keep_files) NSBOX_CHECK(volumes.keep(*volume));
-      else NSBOX_CHECK_CTX(volumes.remove(*volume), "remove the files volume of " + id);
-    }
-  }
-  if (record && !record->facts.home.empty()) {
-    VolumeStore homes(store_.root(), VolumeKind::kHome);
-    if (auto home = homes.load(record->facts.home)) NSBOX_CHECK_CTX(homes.remove(*home), "remove the home volume of " + id);
-  }
-  if (!record) NSBOX_CHECK_CTX(remove_mount_caches(store_.root(), id), "remove the bucket mount caches of " + id);
-  NSBOX_CHECK(files::remove_tree(store_.root().sandbox_dir(id)));
-  store_.release_name(record ? record->spec.name : std::string(), id);
-  return {};
+  return remove_sandbox_files(store_, id, record, keep_files);
 }
 
 Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
