@@ -43,6 +43,8 @@ const std::vector<CommandHelp>& command_table() {
         {"from-snapshot", "ID|NAME", "restore /home/user (and /mnt/files if it holds them) from a snapshot first", "from_snapshot"},
         {"lazy-kernel", nullptr, "start the Python kernel at the first cell, not with the sandbox (for commands-only use)",
          "lazy_kernel"},
+        {"ttl", "SECONDS", "remove the sandbox SECONDS after it starts (its supervisor keeps the time, with or without a server)",
+         "ttl_s"},
         kSnapshotDir,
         kSnapshotStore,
         {"mount", "URL:PATH[:rw][:staging_bytes=SIZE]",

@@ -49,6 +49,13 @@ struct FieldReader {
     return fail(wrong(key, request ? "bytes or a size such as \"10G\"" : "a number of bytes"));
   }
 
+  Result<void> read(const Json& v, const char* key, uint64_t& out, Seconds) const {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > Seconds::kMax)
+      return fail(wrong(key, ("whole seconds, at most " + std::to_string(Seconds::kMax)).c_str()));
+    out = v.get<uint64_t>();
+    return {};
+  }
+
   // Every field of the table `only` admits; the first error stops.
   template <class Admit>
   Result<void> read_all(SandboxSpec& spec, Admit only) const {

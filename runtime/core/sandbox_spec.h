@@ -53,6 +53,9 @@ struct SandboxSpec {
   // first cell, and whether that heap is offered to KSM. Set by the server, not a request.
   std::vector<std::string> preload;
   bool memory_merge = false;
+  // Its time to live, in seconds from its start (0: none): then its supervisor removes it,
+  // whether or not a server runs (docs/semantics.md, "Time to live").
+  uint64_t ttl_s = 0;
 
   // The record's form: every field, under its name.
   protocol::Json to_json() const;
@@ -66,6 +69,10 @@ struct SandboxSpec {
 enum class SpecFieldOrigin { kRequest, kDerived };
 // A size in bytes: a create document may write "10G".
 struct ByteCount {};
+// A duration in whole seconds, at most kMax (30 days).
+struct Seconds {
+  static constexpr uint64_t kMax = 30ull * 24 * 3600;
+};
 
 // The spec's plain fields (strings, booleans, numbers, lists of strings), one line each:
 // the record's JSON and a create document read and write them through this table. The
@@ -80,6 +87,7 @@ void spec_fields(Spec& s, Field&& field) {
   field("home_size", s.home_size, O::kRequest, ByteCount{});
   field("from_snapshot", s.from_snapshot, O::kRequest);
   field("lazy_kernel", s.lazy_kernel, O::kRequest);
+  field("ttl_s", s.ttl_s, O::kRequest, Seconds{});
   field("env_names", s.env_names, O::kDerived);
   field("ephemeral", s.ephemeral, O::kDerived);
   field("manifest_digest", s.manifest_digest, O::kDerived);

@@ -18,6 +18,7 @@
 #include "isolation/mount_injection.h"
 #include "isolation/userns.h"
 #include "mounts/volume_image.h"
+#include "runtime/core/sandbox_removal.h"
 #include "runtime/protocol/unix_socket.h"
 
 namespace nsbox {
@@ -89,6 +90,17 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(id)));
   NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
   NSBOX_CHECK(store.save(self->record_facts_at_start()));
+  // Its time to live runs here, not in a server: it holds while none runs.
+  if (spec.ttl_s)
+    NSBOX_CHECK(self->loop_->add_timer(spec.ttl_s * 1000, [s = self.get()] {
+      log::info("the sandbox's time to live (" + std::to_string(s->record_.spec.ttl_s) + " s) ran out: removing it");
+      s->shutdown(nullptr);  // everything of it stopped; its mounts are ours alone now
+      const std::string& id = s->record_.id;
+      for (const std::string& mount : {s->store_.root().volume_mount(id), s->store_.root().home_mount(id)})
+        ::umount2(mount.c_str(), MNT_DETACH);
+      if (auto removed = remove_sandbox_files(s->store_, id, s->record_, /*keep_files=*/false); !removed)
+        log::error("remove the expired sandbox: " + removed.error().message);
+    }));
   return self;
 }
 

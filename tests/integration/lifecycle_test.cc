@@ -206,6 +206,43 @@ TEST_CASE("bad input gets a clear error and changes nothing") {
   CHECK(again.err.find("not_found") != std::string::npos);
 }
 
+TEST_CASE("a sandbox whose time to live runs out is removed by its supervisor, volumes, name and cgroup with it") {
+  TestRoot root;
+  auto bad = root.nsbox({"create", "--ttl", "soon"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("\"ttl_s\" must be whole seconds, at most 2592000") != std::string::npos);
+  CHECK(root.nsbox({"create", "--ttl", "2592001"}).exit_code != 0);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());  // nothing made
+
+  auto id = root.create({"--ttl", "3", "--name", "brief"});
+  auto kept = root.create({"--name", "kept"});
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  CHECK(info["ttl_s"] == 3);
+  const std::string files = info["files"]["path"].get<std::string>();
+  const std::string home = info["home"]["path"].get<std::string>();
+  const auto cgroups = info["cgroup"]["dirs"];
+  CHECK(std::filesystem::exists(files));
+  CHECK(root.sh(id, "echo alive").out == "alive\n");
+  // The supervisor holds the deadline: no server runs here, nor any nsbox command while
+  // it passes. Bounded: 3 s of life and a removal.
+  bool gone = false;
+  for (int waited = 0; waited < 60000 && !gone; waited += 100) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = !std::filesystem::exists(root.path() + "/run/sandboxes/" + id);
+  }
+  REQUIRE(gone);
+  auto inspect = root.nsbox({"inspect", "--json", "brief"});
+  CHECK(inspect.exit_code != 0);
+  CHECK(inspect.err.find("not_found") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(files));
+  CHECK_FALSE(std::filesystem::exists(home));
+  for (const auto& dir : cgroups) CHECK_FALSE(std::filesystem::exists(dir.get<std::string>()));
+  // The name is free again, and the other sandbox never noticed.
+  CHECK(root.nsbox({"create", "--name", "brief"}).exit_code == 0);
+  CHECK(root.sh(kept, "echo still").out == "still\n");
+  CHECK(root.nsbox({"rm", "brief", kept}).exit_code == 0);
+}
+
 TEST_CASE("sh passes the exit status through, runs in /home/user with the sandbox's env, and reads piped stdin") {
   TestRoot root;
   auto id = root.create({"--env", "GREETING=hi"});

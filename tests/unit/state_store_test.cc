@@ -92,8 +92,8 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
                                         "packages",
                                         // the warm pool's: a server's tag, "warm"/"cold", module names, a flag
                                         "pool", "create_path", "preload", "memory_merge", "lazy_kernel",
-                                        // sizes and a snapshot's id or name, as asked at create
-                                        "files_quota", "home_size", "from_snapshot"});
+                                        // sizes, a snapshot's id or name and seconds, as asked at create
+                                        "files_quota", "home_size", "from_snapshot", "ttl_s"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);
