@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -30,6 +31,27 @@ bool rootless() { return ::geteuid() != 0; }
 int try_new_user_namespace() {
   pid_t pid = ::fork();
   if (pid == 0) ::_exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A read-only overlay mounted in a new user and mount namespace, as a sandbox's /etc is
+// (isolation/rootfs_plan.cc): 0, or the errno that refused it. Tried: the module may load
+// on first use, and an LSM may refuse what the kernel allows.
+int try_overlay_in_user_namespace() {
+  uid_t uid = ::geteuid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(errno);
+    (void)files::write_file("/proc/self/setgroups", "deny");
+    if (!files::write_file("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1")) ::_exit(EPERM);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(errno);
+    if (::mount("tmpfs", "/tmp", "tmpfs", 0, "size=65536") != 0) ::_exit(errno);
+    for (const char* d : {"/tmp/a", "/tmp/b", "/tmp/m"})
+      if (::mkdir(d, 0755) != 0) ::_exit(errno);
+    ::_exit(::mount("overlay", "/tmp/m", "overlay", MS_RDONLY, "lowerdir=/tmp/a:/tmp/b") == 0 ? 0 : errno);
+  }
   int status = 0;
   if (pid < 0 || ::waitpid(pid, &status, 0) < 0) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -114,6 +136,14 @@ Check check_fuse() {
   return {"/dev/fuse", Level::kOk, "present and usable", ""};
 }
 
+Check check_overlay() {
+  int err = try_overlay_in_user_namespace();
+  if (err == 0) return {"overlayfs", Level::kOk, "mounts in a user namespace (a sandbox's /etc)", ""};
+  return {"overlayfs", Level::kFail,
+          "an overlay in a user namespace was refused: " + std::string(err > 0 ? std::strerror(err) : "the probe failed"),
+          "a sandbox's /etc is an overlay: load the overlay module (`modprobe overlay`, and overlay in /etc/modules)"};
+}
+
 Check check_seccomp() {
   auto p = seccomp::compile();
   if (!p) return {"seccomp", Level::kFail, p.error().message, "install libseccomp2 >= 2.5"};
@@ -132,7 +162,7 @@ std::string_view level_name(Level l) {
 }
 
 std::vector<Check> run_all() {
-  return {check_kernel(), check_userns(), check_apparmor(), check_cgroups(), check_fuse(), check_seccomp()};
+  return {check_kernel(), check_userns(), check_apparmor(), check_cgroups(), check_overlay(), check_fuse(), check_seccomp()};
 }
 
 }  // namespace nsbox::preflight

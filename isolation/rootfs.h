@@ -29,7 +29,15 @@ enum class StepKind {
   kReadOnlyAgain,  // bind a path onto itself read-only (e.g. /proc/sys)
   kReadOnlyFinal,  // make `target` (already a mount) read-only, after it was filled in
   kDir,            // an empty directory (a mount point for something attached later)
-  kGeneratedFile,  // a file holding `data`, bound read-only over the file `target`
+  kOverlay,        // a read-only overlay at `target`: `layer` over host `source`
+};
+
+// A file of an overlay's own layer: its `data`, or (when `source` is set) the content of
+// that host file, skipped when it is missing.
+struct LayerFile {
+  std::string name;  // relative to the overlay's root
+  std::string data{};
+  std::string source{};
 };
 
 struct Step {
@@ -39,6 +47,7 @@ struct Step {
   std::string data{};
   unsigned attrs = 0;  // MOUNT_ATTR_* bits
   bool optional = false;  // the source may be missing on this host
+  std::vector<LayerFile> layer{};  // kOverlay: the files that cover the host's
 };
 
 // 32 random lowercase hex digits, as systemd writes /etc/machine-id.

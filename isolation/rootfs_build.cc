@@ -90,6 +90,47 @@ Result<SourceTrees> clone_sources_in_child(const std::vector<Step>& steps) {
 
 namespace {
 
+// A path as an overlay's lowerdir option takes it: ':' separates layers, ',' options.
+std::string overlay_escaped(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '\\' || c == ':' || c == ',') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The overlay's own layer is a small tmpfs of its own, filled, stacked over the host's
+// tree, then detached: the overlay keeps a private clone of each layer, so nothing of it
+// is left in the sandbox's mount table but the overlay itself.
+Result<void> mount_overlay(const Step& s, const std::string& path, const std::string& staging) {
+  const std::string layer = staging + "/.nsbox-layer";
+  NSBOX_CHECK(make_dirs_in_child(layer));
+  if (::mount("tmpfs", layer.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1048576,nr_inodes=64,mode=0755") != 0)
+    return fail(sys_error("mount the layer of " + s.target));
+  for (const LayerFile& f : s.layer) {
+    std::string data = f.data;
+    if (!f.source.empty()) {
+      auto text = files::read_file(f.source, 1 << 20);
+      if (!text && text.error().sys_errno == ENOENT) continue;
+      if (!text) return fail(std::move(text.error()).context(s.target + "/" + f.name));
+      data = std::move(*text);
+    }
+    std::string file = layer + "/" + f.name;
+    UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd) return fail(sys_error("create " + s.target + "/" + f.name));
+    NSBOX_CHECK(files::write_all(fd.get(), data, s.target + "/" + f.name));
+  }
+  NSBOX_CHECK(make_dirs_in_child(path));
+  std::string options = "lowerdir=" + overlay_escaped(layer) + ":" + overlay_escaped(s.source);
+  if (::mount("overlay", path.c_str(), "overlay", MS_RDONLY | mount_flags(s.attrs), options.c_str()) != 0)
+    return fail(sys_error("mount an overlay of " + s.source + " on " + s.target)
+                    .with_hint("nsbox needs overlayfs in user namespaces (`modprobe overlay`; `nsbox doctor` checks it)"));
+  if (::umount2(layer.c_str(), MNT_DETACH) != 0) return fail(sys_error("detach the layer of " + s.target));
+  if (::rmdir(layer.c_str()) != 0) return fail(sys_error("rmdir " + layer));
+  return set_attrs(AT_FDCWD, path.c_str(), 0, s.attrs, s.target);
+}
+
 Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging) {
   const std::string path = staging + s.target;
   const char* p = path.c_str();
@@ -140,19 +181,8 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
       return set_attrs(AT_FDCWD, p, 0, MOUNT_ATTR_RDONLY, s.target);
     case StepKind::kDir:
       return make_dirs_in_child(path);
-    case StepKind::kGeneratedFile: {
-      if (!exists()) return {};  // nothing to cover, and a read-only /etc takes no new file
-      // Written on the root tmpfs, bound over the target, unlinked: the mount keeps it,
-      // and no second name of it is left in the sandbox.
-      std::string temp = staging + "/.nsbox-generated";
-      UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
-      if (!fd) return fail(sys_error("create " + temp));
-      NSBOX_CHECK(files::write_all(fd.get(), s.data, temp));
-      fd.reset();
-      if (::mount(temp.c_str(), p, nullptr, MS_BIND, nullptr) != 0) return fail(sys_error("bind a generated " + s.target));
-      if (::unlink(temp.c_str()) != 0) return fail(sys_error("unlink " + temp));
-      return set_attrs(AT_FDCWD, p, 0, s.attrs, s.target);
-    }
+    case StepKind::kOverlay:
+      return mount_overlay(s, path, staging);
   }
   return {};
 }

@@ -17,8 +17,8 @@ constexpr unsigned kReadOnly = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATT
 constexpr unsigned kWritable = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
 // The host's system directories. On merged-/usr hosts most are symlinks into /usr and are
-// recreated as such.
-constexpr const char* kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc"};
+// recreated as such. /etc is an overlay of its own (add_etc).
+constexpr const char* kHostSystemDirs[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 
 // Secrets under /etc that a read-only bind would otherwise show.
 constexpr const char* kEtcSecrets[] = {"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
@@ -50,6 +50,31 @@ void add_host_system_dirs(const Spec& spec, std::vector<Step>& steps) {
   }
 }
 
+// /etc: the host's, read-only, under a layer of the sandbox's own (who its user is, its
+// hosts, machine-id and resolver), with the host's secrets masked. An overlay, not a bind
+// of the host's tree: a mount placed on a bind sits on the host's own dentry, and the
+// host replacing that file by rename (useradd rewrites passwd, group, shadow and gshadow
+// so) detaches it in every namespace, showing the host's file in every running sandbox.
+// The overlay's dentries are the sandbox's: the layer's files and the masks stay whatever
+// the host renames beneath them.
+void add_etc(const Spec& spec, std::vector<Step>& steps) {
+  std::string prefix = spec.host_root == "/" ? "" : spec.host_root;
+  struct stat st{};
+  if (::stat((prefix + "/etc").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  Step etc{StepKind::kOverlay, prefix + "/etc", "/etc", {}, kReadOnly};
+  for (const char* f : {"passwd", "group", "hosts"}) etc.layer.push_back({f, {}, spec.sandbox_libexec + "/etc/" + f});
+  // The host's machine-id is a stable fingerprint of the host: each sandbox gets one of
+  // its own, in the same format (32 lowercase hex digits, a newline). /var, where D-Bus
+  // keeps its copy, is not in the sandbox at all.
+  etc.layer.push_back({"machine-id", spec.machine_id + "\n"});
+  // A NATed sandbox asks its NAT helper's resolver, not the host's (often 127.0.0.53).
+  // Others get the host's as it is at the start, copied (as Docker does): it is often a
+  // link into /run, which the sandbox does not have, and it must not change later.
+  if (!spec.resolv_conf.empty()) etc.layer.push_back({"resolv.conf", spec.resolv_conf});
+  else etc.layer.push_back({"resolv.conf", {}, prefix + "/etc/resolv.conf"});
+  steps.push_back(std::move(etc));
+}
+
 void add_etc_masks(const Spec& spec, std::vector<Step>& steps) {
   std::string prefix = spec.host_root == "/" ? "" : spec.host_root;
   for (const char* pattern : kEtcSecrets) {
@@ -64,18 +89,6 @@ void add_etc_masks(const Spec& spec, std::vector<Step>& steps) {
     }
     ::globfree(&g);
   }
-  // Who the sandbox user is: our passwd/group/hosts over the host's. A minimal host may
-  // lack one (a debootstrap has no /etc/hosts), and nothing can be created in the
-  // read-only /etc: then that one is skipped.
-  for (const char* f : {"passwd", "group", "hosts"})
-    steps.push_back({StepKind::kBindTree, spec.sandbox_libexec + "/etc/" + f, std::string("/etc/") + f, {}, kReadOnly, true});
-  // The host's machine-id is a stable fingerprint of the host: each sandbox gets one of
-  // its own, in the same format (32 lowercase hex digits, a newline). /var, where
-  // D-Bus keeps its copy, is not in the sandbox at all.
-  steps.push_back({StepKind::kGeneratedFile, {}, "/etc/machine-id", spec.machine_id + "\n", kReadOnly, true});
-  // A NATed sandbox asks its NAT helper's resolver, not the host's (often 127.0.0.53).
-  if (!spec.resolv_conf.empty())
-    steps.push_back({StepKind::kGeneratedFile, {}, "/etc/resolv.conf", spec.resolv_conf, kReadOnly, true});
 }
 
 void add_dev(const Spec& spec, std::vector<Step>& steps) {
@@ -117,6 +130,7 @@ std::string random_machine_id() { return sys::random_hex(16); }
 std::vector<Step> plan(const Spec& spec) {
   std::vector<Step> steps;
   add_host_system_dirs(spec, steps);
+  add_etc(spec, steps);
   add_dev(spec, steps);  // before the masks: they bind the sandbox's /dev/null
   add_etc_masks(spec, steps);
   steps.push_back({StepKind::kBindTree, spec.sandbox_libexec, "/opt/nsbox", {}, kReadOnly});

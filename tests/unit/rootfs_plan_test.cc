@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 
 #include "isolation/rootfs.h"
@@ -56,17 +57,37 @@ TEST_CASE("the root binds the host's system directories read-only and recreates 
   CHECK(find(steps, "/root", StepKind::kBindTree) == nullptr);   // never part of the view
 }
 
-TEST_CASE("secrets under /etc are masked and our passwd replaces the host's") {
+TEST_CASE("/etc is an overlay of the host's under the sandbox's own files, with the secrets masked after it") {
   FakeHost host;
   rootfs::Spec spec{limits_for(SizeTier::kStandard), "/vol", "/libexec", {}, host.root};
+  spec.resolv_conf = "nameserver 10.0.2.3\n";
   auto steps = rootfs::plan(spec);
-  CHECK(find(steps, "/etc/shadow", StepKind::kMaskWithNull));
-  CHECK(find(steps, "/etc/gshadow", StepKind::kMaskWithNull));
-  CHECK(find(steps, "/etc/ssh/ssh_host_ed25519_key", StepKind::kMaskWithNull));
+  // Not a bind of the host's tree: masks on one would sit on the host's dentries.
+  CHECK_FALSE(find(steps, "/etc", StepKind::kBindTree));
+  const auto* etc = find(steps, "/etc", StepKind::kOverlay);
+  REQUIRE(etc);
+  CHECK(etc->source == host.root + "/etc");
+  CHECK((etc->attrs & MOUNT_ATTR_RDONLY));
+  std::map<std::string, const rootfs::LayerFile*> layer;
+  for (const auto& f : etc->layer) layer[f.name] = &f;
+  REQUIRE(layer.count("passwd"));
+  CHECK(layer["passwd"]->source == "/libexec/etc/passwd");
+  CHECK(layer["group"]->source == "/libexec/etc/group");
+  CHECK(layer["hosts"]->source == "/libexec/etc/hosts");
+  CHECK(layer["machine-id"]->data == spec.machine_id + "\n");
+  CHECK(layer["resolv.conf"]->data == spec.resolv_conf);
+  spec.resolv_conf.clear();  // not NATed: the host's, copied at the start
+  auto plain = rootfs::plan(spec);
+  for (const auto& f : find(plain, "/etc", StepKind::kOverlay)->layer)
+    if (f.name == "resolv.conf") CHECK(f.source == host.root + "/etc/resolv.conf");
+  for (const char* secret : {"/etc/shadow", "/etc/gshadow", "/etc/ssh/ssh_host_ed25519_key"}) {
+    INFO(secret);
+    const auto* mask = find(steps, secret, StepKind::kMaskWithNull);
+    REQUIRE(mask);
+    CHECK(mask > etc);  // on the overlay, so after it
+  }
   CHECK_FALSE(find(steps, "/etc/ssh/ssh_host_ed25519_key.pub", StepKind::kMaskWithNull));
-  const auto* passwd = find(steps, "/etc/passwd", StepKind::kBindTree);
-  REQUIRE(passwd);
-  CHECK(passwd->source == "/libexec/etc/passwd");
+  CHECK_FALSE(find(steps, "/etc/passwd", StepKind::kBindTree));
 }
 
 TEST_CASE("writable places are size-capped tmpfs, /mnt/files and /home/user are volumes or, for one-shots, tmpfs") {
