@@ -88,7 +88,10 @@ std::optional<RequestHead> parse_request_head(std::string_view head, std::string
   std::string path = path_at == std::string_view::npos ? "/" : std::string(rest.substr(path_at));
   if (path.front() == '?') path.insert(0, "/");
   r.upstream_head = r.method + " " + path + " " + std::string(version) + "\r\n";
-  // The headers, less the proxy's own.
+  // The headers, less the proxy's own. A Host that names another host than the URL is
+  // refused: the allowlist checked the URL's, and the upstream would serve the Host's
+  // (domain fronting: `GET http://allowed.test/` with `Host: metadata.google.internal`).
+  bool has_host = false;
   std::string_view headers = head.substr(line_end + 2);
   while (!headers.empty()) {
     size_t end = headers.find("\r\n");
@@ -99,6 +102,18 @@ std::optional<RequestHead> parse_request_head(std::string_view head, std::string
     size_t colon = h.find(':');
     std::string_view name = colon == std::string_view::npos ? std::string_view() : h.substr(0, colon);
     if (iequals(name, "Proxy-Connection") || iequals(name, "Proxy-Authorization")) continue;
+    if (iequals(name, "Host")) {
+      std::string_view value = h.substr(colon + 1, h.size() - colon - 3);
+      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+      while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+      std::string host;
+      uint16_t port = 0;
+      if (has_host || !split_authority(value, 80, host, port) || normalize_host(host) != normalize_host(r.host) || port != r.port) {
+        error = has_host ? "more than one Host header" : "the Host header names another host than the URL";
+        return std::nullopt;
+      }
+      has_host = true;
+    }
     r.upstream_head += h;
   }
   if (!r.upstream_head.ends_with("\r\n\r\n")) r.upstream_head += "\r\n";

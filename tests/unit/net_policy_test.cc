@@ -129,6 +129,21 @@ TEST_CASE("the proxy reads CONNECT and absolute-form requests, and refuses what 
   CHECK(bare->port == 80);
   CHECK(bare->upstream_head == "GET / HTTP/1.0\r\n\r\n");
 
+  // The Host the upstream serves is the URL's: another one is domain fronting (issue 33,
+  // finding 8), refused with what it was.
+  auto same = parse_request_head("GET http://Allowed.Test./x HTTP/1.1\r\nhost:  allowed.test:80 \r\n\r\n", error);
+  CHECK(same);
+  for (const char* fronting : {"GET http://allowed.test/ HTTP/1.1\r\nHost: metadata.google.internal\r\n\r\n",
+                               "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n",
+                               "GET http://allowed.test:8080/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+                               "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nHost: 169.254.169.254\r\n\r\n",
+                               "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test@evil.test\r\n\r\n"}) {
+    INFO(fronting);
+    error.clear();
+    CHECK(!parse_request_head(fronting, error));
+    CHECK((error == "the Host header names another host than the URL" || error == "more than one Host header"));
+  }
+
   for (const char* bad : {"GET /x HTTP/1.1\r\n\r\n", "GET https://a.io/ HTTP/1.1\r\n\r\n", "CONNECT a.io HTTP/1.1\r\n\r\n",
                           "GET http://user:pw@a.io/ HTTP/1.1\r\n\r\n", "GET http://a.io/ SPDY/3\r\n\r\n", "garbage\r\n\r\n",
                           "CONNECT a.io:99999 HTTP/1.1\r\n\r\n"}) {
