@@ -21,6 +21,9 @@ const FlagHelp kSnapshotStore{"snapshot-store", "URL",
                               "keep snapshots in a bucket instead: s3://BUCKET[/PREFIX] (r2://, gs://, azblob://); its "
                               "credentials and endpoint from the environment, as a mount's"};
 const FlagHelp kTimeout{"timeout", "SECONDS", "the deadline (default 180); past it the command is killed, a cell interrupted"};
+const FlagHelp kRaw{"raw", nullptr,
+                    "pass the sandbox's control sequences to this terminal as they are (by default they are shown escaped, "
+                    "\\x1b..., when stdout is a terminal)"};
 
 }  // namespace
 
@@ -72,17 +75,18 @@ const std::vector<CommandHelp>& command_table() {
        {{"c", "CODE", "the cell's code"},
         {"f", "FILE", "the cell's code from a file (- reads stdin)"},
         kTimeout,
-        {"output-limit", "BYTES", "output kept inline per stream (default 64 KiB; the rest goes to a file)"}},
+        {"output-limit", "BYTES", "output kept inline per stream (default 64 KiB; the rest goes to a file)"},
+        kRaw},
        cmd_exec, true,
        "exit status: 0 ok, 1 error in the cell, 124 timeout, 130 interrupted, 137 killed; 125 nsbox failed.\n"
        "For a command rather than Python: nsbox sh ID -- CMD"},
       {"interrupt", "ID", "interrupt the running cell (its state is kept)", {}, cmd_interrupt},
       {"restart", "ID", "a fresh Python interpreter (the state is lost)", {}, cmd_restart},
       {"sh", "ID [FLAGS] -- CMD...", "run a command in a sandbox (one argument: a bash command line)",
-       {kTimeout, kEnv, {"tty", nullptr, "interactively, on a terminal of the sandbox (raw mode, window size; no deadline)"}},
+       {kTimeout, kEnv, {"tty", nullptr, "interactively, on a terminal of the sandbox (raw mode, window size; no deadline)"}, kRaw},
        cmd_sh, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
       {"run", "[FLAGS] -- CMD...", "one-shot: create a sandbox, run the command, remove it",
-       {kSize, {"net", "MODE", "none (the default) or host; allow= and internet need nsbox create"}, kTimeout, kEnv},
+       {kSize, {"net", "MODE", "none (the default) or host; allow= and internet need nsbox create"}, kTimeout, kEnv, kRaw},
        cmd_run, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
       {"stop", "ID...", "end every process (the kernel's state is lost); files, /home/user and mounts stay", {}, cmd_stop},
       {"start", "ID [--env K=V...] [--tools-config FILE]",
@@ -120,7 +124,8 @@ const std::vector<CommandHelp>& command_table() {
        {{"cols", "N", "start, resize: the terminal's width (default 80)"},
         {"rows", "N", "start, resize: its height (default 24)"},
         {"yield-ms", "N", "write, read: how long to collect output (default 250, at most 30000)"},
-        {"all", nullptr, "kill: every session of the sandbox"}},
+        {"all", nullptr, "kill: every session of the sandbox"},
+        kRaw},
        cmd_pty, false,
        "CHARS are raw bytes: $'ls\n', $'\x03' for Ctrl-C. --json: {output, exit_code} (exit_code null while it runs)."},
       {"resize", "ID --size SIZE", "change a running sandbox's size (processes and state stay)", {kSize}, cmd_resize},

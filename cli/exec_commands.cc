@@ -27,9 +27,14 @@ struct Captured {
   uint64_t out_bytes = 0, err_bytes = 0;
 };
 
-OutputCallback stream_to_terminal() {
-  return [](bool is_stdout, std::string_view bytes) { write_output(is_stdout ? STDOUT_FILENO : STDERR_FILENO, bytes); };
-}
+// The output as it comes, to our stdout and stderr (made safe where they are terminals).
+struct Streamed {
+  TerminalText out, err;
+  explicit Streamed(bool raw) : out(STDOUT_FILENO, raw), err(STDERR_FILENO, raw) {}
+  OutputCallback sink() {
+    return [this](bool is_stdout, std::string_view bytes) { (is_stdout ? out : err).write(bytes); };
+  }
+};
 
 OutputCallback capture_into(Captured& c) {
   return [&c](bool is_stdout, std::string_view bytes) {
@@ -89,8 +94,11 @@ int cmd_sh(const Invocation& inv) {
   Captured captured;
   // --json: the supervisor's capture is the result (stdout cut at 64 KiB, the rest in a
   // file); no output is streamed.
-  OutputCallback sink = ctx->out.json ? OutputCallback() : stream_to_terminal();
+  Streamed streamed(ctx->args.has("raw"));
+  OutputCallback sink = ctx->out.json ? OutputCallback() : streamed.sink();
   auto result = ctx->runtime->exec(ctx->args.positionals.front(), *req, sink, stdin_for_command());
+  streamed.out.flush();
+  streamed.err.flush();
   return finish(ctx->out, result, captured);
 }
 
@@ -115,8 +123,14 @@ int cmd_run(const Invocation& inv) {
   options.env = {};
   options.stdin_fd = stdin_for_command();
   Captured captured;
-  if (ctx->out.json) options.on_output = capture_into(captured);  // else: straight to our stdout/stderr
-  return finish(ctx->out, ctx->runtime->run(options), captured);
+  Streamed streamed(ctx->args.has("raw"));
+  if (ctx->out.json) options.on_output = capture_into(captured);
+  else if (!ctx->args.has("raw") && (::isatty(STDOUT_FILENO) || ::isatty(STDERR_FILENO))) options.on_output = streamed.sink();
+  // else: straight to our stdout/stderr
+  auto result = ctx->runtime->run(options);
+  streamed.out.flush();
+  streamed.err.flush();
+  return finish(ctx->out, result, captured);
 }
 
 }  // namespace nsbox::cli

@@ -111,15 +111,16 @@ int cmd_exec(const Invocation& inv) {
   }
   OutputCallback on_output;
   ProgressCallback on_progress;
+  TerminalText out(STDOUT_FILENO, ctx->args.has("raw")), err(STDERR_FILENO, ctx->args.has("raw"));
   if (!ctx->out.json) {
-    on_output = [](bool is_stdout, std::string_view bytes) {
-      write_output(is_stdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
-    };
+    on_output = [&](bool is_stdout, std::string_view bytes) { (is_stdout ? out : err).write(bytes); };
     on_progress = [&](const std::string& step, const std::string& metric) {
       ctx->out.note("[" + step + "]" + (metric.empty() ? "" : " " + metric));
     };
   }
   auto result = ctx->runtime->execute(ctx->args.positionals.front(), cell, on_output, on_progress);
+  out.flush();
+  err.flush();
   if (!result) return ctx->out.error(result.error());
   if (ctx->out.json) ctx->out.document(result->raw);
   else print_cell_end(ctx->out, result->raw);

@@ -30,6 +30,28 @@ struct Output {
 // `escape_backslash` (messages), a backslash stays as it is.
 std::string printable(std::string_view bytes, bool escape_backslash = true);
 
+// A sandbox's output on its way to the operator's terminal (sh, run, exec, pty read):
+// control sequences (OSC 52's clipboard writes, title changes, screen clears, a bare CR
+// that hides a line) are shown escaped, \x1b..., newlines and tabs kept, so a program in
+// the sandbox cannot act on the terminal. A UTF-8 character split between two writes is
+// held until it is whole. Only when `fd` is a terminal and `raw` (--raw) is not asked for;
+// otherwise the bytes go as they came (a pipe or a file gets them exact).
+class TerminalText {
+ public:
+  TerminalText(int fd, bool raw);
+  ~TerminalText();  // flushes
+  TerminalText(const TerminalText&) = delete;
+  TerminalText& operator=(const TerminalText&) = delete;
+
+  void write(std::string_view bytes);
+  void flush();  // a held partial character is written escaped
+
+ private:
+  int fd_;
+  bool filter_;
+  std::string held_;
+};
+
 // Writes a command's or cell's output to our stdout or stderr. When the reader has gone
 // (EPIPE: SIGPIPE is ignored, as a caller that ignores it passes on to what it starts),
 // nsbox ends at once as SIGPIPE would have ended it (exit 141): its connection closes,

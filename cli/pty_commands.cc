@@ -37,13 +37,14 @@ Result<uint64_t> flag_number(const ParsedArgs& args, const std::string& flag, ui
   return number_arg(args.value(flag), "--" + flag);
 }
 
-// Raw output to stdout; with --json the answer as a document. Exit status 0.
-int print_output(Output& out, const PtyOutput& o) {
+// The output to stdout (made safe on a terminal, unless --raw); with --json the answer
+// as a document. Exit status 0.
+int print_output(Output& out, const PtyOutput& o, bool raw) {
   if (out.json) {
     out.document(o.to_json());
     return 0;
   }
-  write_output(1, o.output);  // the terminal's bytes, as `nsbox sh` relays a command's
+  TerminalText(STDOUT_FILENO, raw).write(o.output);  // the terminal's bytes, as `nsbox sh` relays a command's
   return 0;
 }
 
@@ -203,11 +204,11 @@ int cmd_pty(const Invocation& inv) {
   if (!sid) return ctx->out.error(sid.error());
   if (verb == "write" && pos.size() == 4) {
     auto o = ctx->runtime->pty_write(sandbox, *sid, pos[3], *yield);
-    return o ? print_output(ctx->out, *o) : ctx->out.error(o.error());
+    return o ? print_output(ctx->out, *o, ctx->args.has("raw")) : ctx->out.error(o.error());
   }
   if (verb == "read" && pos.size() == 3) {
     auto o = ctx->runtime->pty_read(sandbox, *sid, *yield);
-    return o ? print_output(ctx->out, *o) : ctx->out.error(o.error());
+    return o ? print_output(ctx->out, *o, ctx->args.has("raw")) : ctx->out.error(o.error());
   }
   if (verb == "resize" && pos.size() == 3) {
     auto r = ctx->runtime->pty_resize(sandbox, *sid, static_cast<unsigned>(*cols), static_cast<unsigned>(*rows));

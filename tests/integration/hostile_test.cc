@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "isolation/sys/files.h"
@@ -320,4 +321,37 @@ grep -q 'replaced by the host: passwd' /etc/passwd
   CHECK(before->find("ssh/ssh_host_nsboxtest_key: 0") != std::string::npos);
   CHECK(after->find("replaced by the host") == std::string::npos);
   CHECK(*after == *before);
+}
+
+// Issue 33, finding 7: a program in a sandbox writing OSC 52 (a clipboard write), a title
+// or a screen clear must not act on the terminal of the operator who reads its output.
+// `script` gives nsbox a terminal as its stdout, as an operator's shell would.
+TEST_CASE("a sandbox's escape sequences reach the operator's terminal escaped, and as they are with --raw") {
+  if (!std::filesystem::exists("/usr/bin/script")) NSBOX_SKIP("no /usr/bin/script (util-linux) to give nsbox a terminal");
+  TestRoot root;
+  auto id = root.create();
+  const std::string attack = "printf \"a\\033]52;c;SGVsbG8=\\007b\\033[2Jc\\n\"";
+  auto on_terminal = [&](const std::vector<std::string>& nsbox_args) {
+    std::string line = "'" + nsbox_binary() + "' --root '" + root.path() + "'";
+    for (const auto& a : nsbox_args) {
+      REQUIRE(a.find('\'') == std::string::npos);  // quoted for the shell that script runs
+      line += " '" + a + "'";
+    }
+    auto r = run_process({"/usr/bin/script", "-qec", line, "/dev/null"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  };
+  std::string shown = on_terminal({"sh", id, "--", attack});
+  INFO(shown);
+  CHECK(shown.find("a\\x1b]52;c;SGVsbG8=\\x07b\\x1b[2Jc") != std::string::npos);
+  CHECK(shown.find('\x1b') == std::string::npos);
+  std::string cell = on_terminal({"exec", id, "-c", "print(\"x\\x1b]0;title\\x07y\")"});
+  CHECK(cell.find("x\\x1b]0;title\\x07y") != std::string::npos);
+  CHECK(cell.find('\x1b') == std::string::npos);
+  std::string raw = on_terminal({"sh", id, "--raw", "--", attack});
+  CHECK(raw.find("a\x1b]52;c;SGVsbG8=\x07" "b") != std::string::npos);
+  // Into a pipe or a file, the bytes go exact: nothing is escaped there.
+  CHECK(root.sh(id, attack).out == "a\x1b]52;c;SGVsbG8=\x07" "b\x1b[2Jc\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
