@@ -38,12 +38,13 @@ struct FieldReader {
     return {};
   }
   Result<void> read(const Json& v, const char* key, uint64_t& out, ByteCount) const {
-    if (v.is_number_unsigned()) {
-      out = v.get<uint64_t>();
+    // A request's size is checked as text is, number or not (parse_size has the bounds).
+    if (request && (v.is_string() || v.is_number_unsigned())) {
+      out = NSBOX_TRY(volume_image::parse_size(v.is_string() ? v.get<std::string>() : std::to_string(v.get<uint64_t>())));
       return {};
     }
-    if (request && v.is_string()) {
-      out = NSBOX_TRY(volume_image::parse_size(v.get<std::string>()));
+    if (!request && v.is_number_unsigned()) {
+      out = v.get<uint64_t>();
       return {};
     }
     return fail(wrong(key, request ? "bytes or a size such as \"10G\"" : "a number of bytes"));
