@@ -32,12 +32,10 @@ enum class StepKind {
   kOverlay,        // a read-only overlay at `target`: `layer` over host `source`
 };
 
-// A file of an overlay's own layer: its `data`, or (when `source` is set) the content of
-// that host file, skipped when it is missing.
+// A file of an overlay's own layer.
 struct LayerFile {
   std::string name;  // relative to the overlay's root
-  std::string data{};
-  std::string source{};
+  std::string data;
 };
 
 struct Step {

@@ -109,17 +109,10 @@ Result<void> mount_overlay(const Step& s, const std::string& path, const std::st
   if (::mount("tmpfs", layer.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1048576,nr_inodes=64,mode=0755") != 0)
     return fail(sys_error("mount the layer of " + s.target));
   for (const LayerFile& f : s.layer) {
-    std::string data = f.data;
-    if (!f.source.empty()) {
-      auto text = files::read_file(f.source, 1 << 20);
-      if (!text && text.error().sys_errno == ENOENT) continue;
-      if (!text) return fail(std::move(text.error()).context(s.target + "/" + f.name));
-      data = std::move(*text);
-    }
     std::string file = layer + "/" + f.name;
     UniqueFd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!fd) return fail(sys_error("create " + s.target + "/" + f.name));
-    NSBOX_CHECK(files::write_all(fd.get(), data, s.target + "/" + f.name));
+    NSBOX_CHECK(files::write_all(fd.get(), f.data, s.target + "/" + f.name));
   }
   NSBOX_CHECK(make_dirs_in_child(path));
   std::string options = "lowerdir=" + overlay_escaped(layer) + ":" + overlay_escaped(s.source);

@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "isolation/rootfs.h"
+#include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox::rootfs {
@@ -62,7 +63,12 @@ void add_etc(const Spec& spec, std::vector<Step>& steps) {
   struct stat st{};
   if (::stat((prefix + "/etc").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
   Step etc{StepKind::kOverlay, prefix + "/etc", "/etc", {}, kReadOnly};
-  for (const char* f : {"passwd", "group", "hosts"}) etc.layer.push_back({f, {}, spec.sandbox_libexec + "/etc/" + f});
+  // Read here, in the parent: in the child, the root being built hides /tmp, where a
+  // sandbox directory may be (as it is for the rootless tests' copy of nsbox).
+  auto add_copy = [&](const char* name, const std::string& source) {
+    if (auto text = files::read_file(source, 1 << 20)) etc.layer.push_back({name, std::move(*text)});
+  };
+  for (const char* f : {"passwd", "group", "hosts"}) add_copy(f, spec.sandbox_libexec + "/etc/" + f);
   // The host's machine-id is a stable fingerprint of the host: each sandbox gets one of
   // its own, in the same format (32 lowercase hex digits, a newline). /var, where D-Bus
   // keeps its copy, is not in the sandbox at all.
@@ -71,7 +77,7 @@ void add_etc(const Spec& spec, std::vector<Step>& steps) {
   // Others get the host's as it is at the start, copied (as Docker does): it is often a
   // link into /run, which the sandbox does not have, and it must not change later.
   if (!spec.resolv_conf.empty()) etc.layer.push_back({"resolv.conf", spec.resolv_conf});
-  else etc.layer.push_back({"resolv.conf", {}, prefix + "/etc/resolv.conf"});
+  else add_copy("resolv.conf", prefix + "/etc/resolv.conf");
   steps.push_back(std::move(etc));
 }
 
