@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "api/http_errors.h"
+#include "api/request_budgets.h"
 #include "api/request_exchange.h"
 #include "api/request_target.h"
 #include "api/worker_pool.h"
@@ -36,11 +37,12 @@ constexpr size_t kMaxConnections = 1024;  // per listener
 constexpr auto kIdle = 60s;               // a kept-alive connection, for the next request's first byte
 constexpr auto kHeadTime = 5s;            // a request head, from its first byte (or the connection's accept)
 constexpr auto kBodyStall = 60s;
-constexpr auto kWriteStall = 30s;
-constexpr size_t kMaxRequestsInWork = 256;
+constexpr auto kWriteStall = 30s;         // a write, or 64 KiB of a file, that the client does not take
+constexpr size_t kStallBytes = 64 << 10;
 // What the server needs of RLIMIT_NOFILE: both listeners full, and every request in work
 // with its eventfds, pipe, file, supervisor socket or peer connection.
-constexpr rlim_t kFilesWanted = 2 * kMaxConnections + 8 * kMaxRequestsInWork + 256;
+constexpr RequestBudgets::Limits kBudgets{};
+constexpr rlim_t kFilesWanted = 2 * kMaxConnections + 8 * (kBudgets.probes + kBudgets.open + kBudgets.requests) + 256;
 constexpr auto kHeartbeat = 15s;
 constexpr auto kStopGrace = 10s;
 // Threads kept for the next request once theirs is answered (api/worker_pool.h).
@@ -68,14 +70,15 @@ struct ConnectionSlots {
 };
 
 // What every connection shares: the server's state, on the I/O thread only (but
-// `in_work`, which workers decrement).
+// `in_work` and the budgets, which workers give back).
 struct Shared {
   Shared(ApiService& s, net::io_context& io) : service(s), ioc(io) {}
   ApiService& service;
   net::io_context& ioc;
   size_t connections = 0;  // every connection's coroutine, for the stop
   ConnectionSlots unix_slots, tcp_slots;
-  std::atomic<size_t> in_work = 0;
+  RequestBudgets budgets;
+  std::atomic<size_t> in_work = 0;                    // workers running (the exit waits for them)
   WorkerPool workers{kIdleWorkers, kIdleWorkerLife};  // the requests' handlers run on its threads
   bool stopping = false;
   std::list<std::function<void()>> in_flight;  // requests being answered: cancelled after the grace
@@ -118,7 +121,8 @@ class Connection {
     ++shared_.connections;
     if (slots_.open >= kMaxConnections) slots_.close_oldest_waiting();
     if (slots_.open >= kMaxConnections) {
-      // Every connection of this listener is in a request: none is closed for a newcomer.
+      // Every connection of this listener is in a request (a token's, or one of the
+      // budget of those without): none is closed for a newcomer.
       co_await write_error(make_error(ErrorCode::kUnavailable, "the server has too many connections", "try again"), 11, false);
     } else {
       ++slots_.open;
@@ -217,6 +221,13 @@ class Connection {
                            version, false);
       co_return false;
     }
+    // Its budget before its body: a request refused reads nothing more.
+    auto ticket = shared_.budgets.take(*request);
+    if (!ticket) {
+      const std::vector<std::pair<std::string, std::string>> retry = {{"Retry-After", "1"}};
+      co_await write_error(ticket.error(), version, false, 0, retry);
+      co_return false;
+    }
     if (continue_first) {
       http::response<http::empty_body> go_on{http::status::continue_, version};
       stream_.expires_after(kWriteStall);
@@ -234,17 +245,18 @@ class Connection {
         co_return false;
       }
       request->body = std::move(whole.get().body());
-      co_return co_await answer(std::move(*request), version, keep, nullptr);
+      co_return co_await answer(std::move(*request), version, keep, nullptr, std::move(*ticket));
     }
-    co_return co_await answer(std::move(*request), version, keep, &head);
+    co_return co_await answer(std::move(*request), version, keep, &head, std::move(*ticket));
   }
 
-  // Runs the request on a worker and writes what it answers.
-  awaitable<bool> answer(HttpRequest request, unsigned version, bool keep, http::request_parser<http::empty_body>* upload) {
-    if (shared_.in_work >= kMaxRequestsInWork) {
-      co_await write_error(make_error(ErrorCode::kUnavailable, "the server has 256 requests in work", "try again"), version, false);
-      co_return false;
-    }
+  // Runs the request on a worker and writes what it answers. The worker holds the
+  // ticket's slot while it runs; the connection too, until the answer is written, when
+  // the ticket says so (requests without a token: a client that does not read holds its
+  // slot, never a slot of another kind).
+  awaitable<bool> answer(HttpRequest request, unsigned version, bool keep, http::request_parser<http::empty_body>* upload,
+                         RequestBudgets::Ticket ticket) {
+    std::shared_ptr<void> held_while_written = ticket.until_written ? ticket.slot : nullptr;
     auto exec = stream_.get_executor();
     auto wake_timer = std::make_shared<net::steady_timer>(exec);
     wake_ = wake_timer;
@@ -270,13 +282,24 @@ class Connection {
       }
       body_sink = std::move(*sink);
     }
-    auto stop_hook = shared_.in_flight.insert(shared_.in_flight.end(), [x] { x->stop(); });
     ++shared_.in_work;
-    shared_.workers.run([x, &shared = shared_] {
-      shared.service.handle(*x);
-      x->worker_finished();
-      --shared.in_work;
-    });
+    std::string no_thread;
+    try {
+      shared_.workers.run([x, &shared = shared_, slot = std::move(ticket.slot)]() mutable {
+        shared.service.handle(*x);
+        x->worker_finished();
+        slot.reset();
+        --shared.in_work;
+      });
+    } catch (const std::system_error& e) {  // no thread to be had (EAGAIN): not a crash of the I/O thread
+      --shared_.in_work;
+      no_thread = e.what();
+    }
+    if (!no_thread.empty()) {
+      co_await write_error(make_error(ErrorCode::kUnavailable, "the server cannot start a thread: " + no_thread, "try again"), version, false);
+      co_return false;
+    }
+    auto stop_hook = shared_.in_flight.insert(shared_.in_flight.end(), [x] { x->stop(); });
 
     bool body_read = true;
     if (upload) body_read = co_await pump_body(*upload, std::move(body_sink), *x);
@@ -400,9 +423,15 @@ class Connection {
         res.keep_alive(keep && !shared_.stopping);
         res.content_length(part->size);
         http::response_serializer<http::file_body> sr{res};
+        // The client must take 64 KiB per 30 s: one that reads a byte now and then cannot
+        // hold the connection (and a link's slot) for as long as it likes.
+        size_t since_deadline = kStallBytes;
         while (!ec && !sr.is_done()) {
-          stream_.expires_after(kWriteStall);
-          co_await http::async_write_some(stream_, sr, net::redirect_error(use_awaitable, ec));
+          if (since_deadline >= kStallBytes) {
+            stream_.expires_after(kWriteStall);
+            since_deadline = 0;
+          }
+          since_deadline += co_await http::async_write_some(stream_, sr, net::redirect_error(use_awaitable, ec));
         }
         stream_.expires_never();
         co_return !ec && res.keep_alive();
