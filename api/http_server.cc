@@ -399,7 +399,11 @@ class Connection {
           // A relayed stream has its owner's heartbeats (ours could split its lines).
           if (!ec && !*signalled && streaming) {
             std::string beat = "{\"type\":\"heartbeat\"}\n";
-            if (!co_await write_chunk(beat)) co_return false;
+            if (!co_await write_chunk(beat)) {
+              // As for a line: the producer must not wait for room nobody will make.
+              x.client_gone();
+              co_return false;
+            }
           }
         }
         *signalled = false;
