@@ -57,7 +57,8 @@ std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 // closes the one that has waited longest rather than be refused, so connections that
 // never finish a head cannot keep a prompt client out, whichever address it comes from.
 struct ConnectionSlots {
-  size_t open = 0;  // counted connections (one closed to make room no longer is)
+  size_t limit = kMaxConnections;  // less when RLIMIT_NOFILE is small (raise_file_limit)
+  size_t open = 0;                 // counted connections (one closed to make room no longer is)
   std::list<std::function<void()>> waiting;  // each closes its connection and uncounts it
 
   bool close_oldest_waiting() {
@@ -119,8 +120,8 @@ class Connection {
 
   awaitable<void> serve() {
     ++shared_.connections;
-    if (slots_.open >= kMaxConnections) slots_.close_oldest_waiting();
-    if (slots_.open >= kMaxConnections) {
+    if (slots_.open >= slots_.limit) slots_.close_oldest_waiting();
+    if (slots_.open >= slots_.limit) {
       // Every connection of this listener is in a request (a token's, or one of the
       // budget of those without): none is closed for a newcomer.
       co_await write_error(make_error(ErrorCode::kUnavailable, "the server has too many connections", "try again"), 11, false);
@@ -567,7 +568,9 @@ awaitable<void> accept_loop(Shared& shared, Acceptor& acceptor, ConnectionSlots&
 
 class BeastServer final : public HttpServer {
  public:
-  BeastServer(ApiService& service) : shared_(service, ioc_), signals_(ioc_, SIGTERM, SIGINT) {}
+  BeastServer(ApiService& service, size_t connections_per_listener) : shared_(service, ioc_), signals_(ioc_, SIGTERM, SIGINT) {
+    shared_.unix_slots.limit = shared_.tcp_slots.limit = connections_per_listener;
+  }
 
   Result<void> bind_all(const ListenOptions& o) {
     try {
@@ -687,24 +690,30 @@ bool is_loopback(const std::string& host) {
 }
 
 // A shell's usual soft limit (1,024) is less than one listener's connections: raise it
-// (toward the hard limit) to what the server may need. Past the limit anyway, accept
-// closes the connection that has waited longest for a head (accept_loop).
-void raise_file_limit() {
+// (toward the hard limit) to what the server may need. Returns how many connections each
+// listener may then hold: at most a quarter of the descriptors, so that half stay for the
+// requests in work (each needs a few). Past the limit anyway, accept closes the
+// connection that has waited longest for a head (accept_loop).
+size_t raise_file_limit() {
   rlimit files{};
-  if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur >= kFilesWanted) return;
-  files.rlim_cur = files.rlim_max == RLIM_INFINITY ? kFilesWanted : std::min(files.rlim_max, kFilesWanted);
-  if (::setrlimit(RLIMIT_NOFILE, &files) != 0) (void)::getrlimit(RLIMIT_NOFILE, &files);
-  if (files.rlim_cur < kFilesWanted)
-    log::warn("RLIMIT_NOFILE lets the server open " + std::to_string(files.rlim_cur) + " files, fewer than the " +
-              std::to_string(kFilesWanted) + " its connections and requests may need (raise the hard limit)");
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return kMaxConnections;
+  if (files.rlim_cur < kFilesWanted) {
+    files.rlim_cur = files.rlim_max == RLIM_INFINITY ? kFilesWanted : std::min(files.rlim_max, kFilesWanted);
+    if (::setrlimit(RLIMIT_NOFILE, &files) != 0) (void)::getrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (files.rlim_cur >= kFilesWanted) return kMaxConnections;
+  const size_t per_listener = std::min<size_t>(kMaxConnections, std::max<size_t>(16, files.rlim_cur / 4));
+  log::warn("RLIMIT_NOFILE lets the server open " + std::to_string(files.rlim_cur) + " files, fewer than the " +
+            std::to_string(kFilesWanted) + " it may need: each listener takes " + std::to_string(per_listener) +
+            " connections (raise the hard limit)");
+  return per_listener;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(ApiService& service, const ListenOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a signal
-  raise_file_limit();
-  auto server = std::make_unique<BeastServer>(service);
+  auto server = std::make_unique<BeastServer>(service, raise_file_limit());
   NSBOX_CHECK(server->bind_all(options));
   return std::unique_ptr<HttpServer>(std::move(server));
 }
