@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "api/http_errors.h"
+#include "api/request_budgets.h"
 #include "api/request_exchange.h"
 #include "api/request_target.h"
 #include "api/worker_pool.h"
@@ -31,12 +33,16 @@ using net::awaitable;
 using net::use_awaitable;
 using namespace std::chrono_literals;
 
-constexpr size_t kMaxConnections = 1024;
-constexpr size_t kMaxRequestsInWork = 256;
-constexpr auto kIdle = 60s;
-constexpr auto kHeaderTime = 30s;
+constexpr size_t kMaxConnections = 1024;  // per listener
+constexpr auto kIdle = 60s;               // a kept-alive connection, for the next request's first byte
+constexpr auto kHeadTime = 5s;            // a request head, from its first byte (or the connection's accept)
 constexpr auto kBodyStall = 60s;
-constexpr auto kWriteStall = 30s;
+constexpr auto kWriteStall = 30s;         // a write, or 64 KiB of a file, that the client does not take
+constexpr size_t kStallBytes = 64 << 10;
+// What the server needs of RLIMIT_NOFILE: both listeners full, and every request in work
+// with its eventfds, pipe, file, supervisor socket or peer connection.
+constexpr RequestBudgets::Limits kBudgets{};
+constexpr rlim_t kFilesWanted = 2 * kMaxConnections + 8 * (kBudgets.probes + kBudgets.open + kBudgets.requests) + 256;
 constexpr auto kHeartbeat = 15s;
 constexpr auto kStopGrace = 10s;
 // Threads kept for the next request once theirs is answered (api/worker_pool.h).
@@ -45,17 +51,37 @@ constexpr auto kIdleWorkerLife = std::chrono::milliseconds(30s);
 
 std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 
+// One listener's connections (the unix socket's, TCP's): each has its own budget, so that
+// clients of one cannot crowd out the other's. Those waiting for a request head (new, or
+// kept alive between requests) are listed oldest first: a new connection past the limit
+// closes the one that has waited longest rather than be refused, so connections that
+// never finish a head cannot keep a prompt client out, whichever address it comes from.
+struct ConnectionSlots {
+  size_t limit = kMaxConnections;  // less when RLIMIT_NOFILE is small (raise_file_limit)
+  size_t open = 0;                 // counted connections (one closed to make room no longer is)
+  std::list<std::function<void()>> waiting;  // each closes its connection and uncounts it
+
+  bool close_oldest_waiting() {
+    if (waiting.empty()) return false;
+    auto close = std::move(waiting.front());
+    waiting.pop_front();
+    close();
+    return true;
+  }
+};
+
 // What every connection shares: the server's state, on the I/O thread only (but
-// `in_work`, which workers decrement).
+// `in_work` and the budgets, which workers give back).
 struct Shared {
   Shared(ApiService& s, net::io_context& io) : service(s), ioc(io) {}
   ApiService& service;
   net::io_context& ioc;
-  size_t connections = 0;
-  std::atomic<size_t> in_work = 0;
+  size_t connections = 0;  // every connection's coroutine, for the stop
+  ConnectionSlots unix_slots, tcp_slots;
+  RequestBudgets budgets;
+  std::atomic<size_t> in_work = 0;                    // workers running (the exit waits for them)
   WorkerPool workers{kIdleWorkers, kIdleWorkerLife};  // the requests' handlers run on its threads
   bool stopping = false;
-  std::list<std::function<void()>> idle;       // connections waiting for a request: closed at stop
   std::list<std::function<void()>> in_flight;  // requests being answered: cancelled after the grace
   std::function<void()> on_quiet;              // a connection ended while stopping
 };
@@ -90,14 +116,20 @@ std::string error_body(const Error& e) { return error_document(e).dump(-1, ' ', 
 template <class Stream>
 class Connection {
  public:
-  Connection(Shared& shared, Stream stream) : shared_(shared), stream_(std::move(stream)) {}
+  Connection(Shared& shared, ConnectionSlots& slots, Stream stream) : shared_(shared), slots_(slots), stream_(std::move(stream)) {}
 
   awaitable<void> serve() {
     ++shared_.connections;
-    if (shared_.connections > kMaxConnections) {
+    if (slots_.open >= slots_.limit) slots_.close_oldest_waiting();
+    if (slots_.open >= slots_.limit) {
+      // Every connection of this listener is in a request (a token's, or one of the
+      // budget of those without): none is closed for a newcomer.
       co_await write_error(make_error(ErrorCode::kUnavailable, "the server has too many connections", "try again"), 11, false);
     } else {
-      for (bool keep = true; keep && !shared_.stopping;) keep = co_await one_request();
+      ++slots_.open;
+      counted_ = true;
+      for (bool keep = true; keep && !shared_.stopping && counted_;) keep = co_await one_request();
+      if (counted_) --slots_.open;
     }
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().shutdown(net::socket_base::shutdown_send, ignored);
@@ -106,18 +138,49 @@ class Connection {
   }
 
  private:
+  // Listed while waiting for a request head: a newer connection (or the stop) may close
+  // this one meanwhile; its slot is given back at once.
+  void begin_waiting() {
+    waiting_ = slots_.waiting.insert(slots_.waiting.end(), [this] {
+      listed_ = false;
+      counted_ = false;
+      --slots_.open;
+      beast::get_lowest_layer(stream_).close();
+    });
+    listed_ = true;
+  }
+  void end_waiting() {
+    if (listed_) slots_.waiting.erase(waiting_);
+    listed_ = false;
+  }
+
+  // The next request's head: a new connection has kHeadTime from its accept; a kept-alive
+  // one waits up to kIdle for a first byte, then has kHeadTime for the rest.
+  awaitable<beast::error_code> read_head(http::request_parser<http::empty_body>& head) {
+    beast::error_code ec;
+    begin_waiting();
+    if (requests_++ > 0 && buffer_.size() == 0) {
+      stream_.expires_after(kIdle);
+      size_t n = co_await stream_.async_read_some(buffer_.prepare(1024), net::redirect_error(use_awaitable, ec));
+      buffer_.commit(n);
+    }
+    if (!ec) {
+      stream_.expires_after(kHeadTime);
+      co_await http::async_read_header(stream_, buffer_, head, net::redirect_error(use_awaitable, ec));
+    }
+    end_waiting();
+    co_return ec;
+  }
+
   // One request and its answer; false when the connection must close.
   awaitable<bool> one_request() {
-    beast::error_code ec;
     http::request_parser<http::empty_body> head;
     head.header_limit(16 << 10);
     // Not boost::none: Beast 1.74 compares a Content-Length with an empty optional and
     // refuses every body. Each endpoint sets its own limit below.
     head.body_limit(std::numeric_limits<std::uint64_t>::max());
-    stream_.expires_after(kIdle);
-    auto idle = shared_.idle.insert(shared_.idle.end(), [this] { beast::get_lowest_layer(stream_).cancel(); });
-    co_await http::async_read_header(stream_, buffer_, head, net::redirect_error(use_awaitable, ec));
-    shared_.idle.erase(idle);
+    beast::error_code ec = co_await read_head(head);
+    if (!counted_) co_return false;  // closed for a newer connection, or by the stop
     if (ec == http::error::header_limit) {
       co_await write_error(make_error(ErrorCode::kLimitExceeded, "the request's header is larger than 16 KiB"), 11, false, 431);
       co_return false;
@@ -159,6 +222,13 @@ class Connection {
                            version, false);
       co_return false;
     }
+    // Its budget before its body: a request refused reads nothing more.
+    auto ticket = shared_.budgets.take(*request);
+    if (!ticket) {
+      const std::vector<std::pair<std::string, std::string>> retry = {{"Retry-After", "1"}};
+      co_await write_error(ticket.error(), version, false, 0, retry);
+      co_return false;
+    }
     if (continue_first) {
       http::response<http::empty_body> go_on{http::status::continue_, version};
       stream_.expires_after(kWriteStall);
@@ -176,17 +246,18 @@ class Connection {
         co_return false;
       }
       request->body = std::move(whole.get().body());
-      co_return co_await answer(std::move(*request), version, keep, nullptr);
+      co_return co_await answer(std::move(*request), version, keep, nullptr, std::move(*ticket));
     }
-    co_return co_await answer(std::move(*request), version, keep, &head);
+    co_return co_await answer(std::move(*request), version, keep, &head, std::move(*ticket));
   }
 
-  // Runs the request on a worker and writes what it answers.
-  awaitable<bool> answer(HttpRequest request, unsigned version, bool keep, http::request_parser<http::empty_body>* upload) {
-    if (shared_.in_work >= kMaxRequestsInWork) {
-      co_await write_error(make_error(ErrorCode::kUnavailable, "the server has 256 requests in work", "try again"), version, false);
-      co_return false;
-    }
+  // Runs the request on a worker and writes what it answers. The worker holds the
+  // ticket's slot while it runs; the connection too, until the answer is written, when
+  // the ticket says so (requests without a token: a client that does not read holds its
+  // slot, never a slot of another kind).
+  awaitable<bool> answer(HttpRequest request, unsigned version, bool keep, http::request_parser<http::empty_body>* upload,
+                         RequestBudgets::Ticket ticket) {
+    std::shared_ptr<void> held_while_written = ticket.until_written ? ticket.slot : nullptr;
     auto exec = stream_.get_executor();
     auto wake_timer = std::make_shared<net::steady_timer>(exec);
     wake_ = wake_timer;
@@ -212,13 +283,24 @@ class Connection {
       }
       body_sink = std::move(*sink);
     }
-    auto stop_hook = shared_.in_flight.insert(shared_.in_flight.end(), [x] { x->stop(); });
     ++shared_.in_work;
-    shared_.workers.run([x, &shared = shared_] {
-      shared.service.handle(*x);
-      x->worker_finished();
-      --shared.in_work;
-    });
+    std::string no_thread;
+    try {
+      shared_.workers.run([x, &shared = shared_, slot = std::move(ticket.slot)]() mutable {
+        shared.service.handle(*x);
+        x->worker_finished();
+        slot.reset();
+        --shared.in_work;
+      });
+    } catch (const std::system_error& e) {  // no thread to be had (EAGAIN): not a crash of the I/O thread
+      --shared_.in_work;
+      no_thread = e.what();
+    }
+    if (!no_thread.empty()) {
+      co_await write_error(make_error(ErrorCode::kUnavailable, "the server cannot start a thread: " + no_thread, "try again"), version, false);
+      co_return false;
+    }
+    auto stop_hook = shared_.in_flight.insert(shared_.in_flight.end(), [x] { x->stop(); });
 
     bool body_read = true;
     if (upload) body_read = co_await pump_body(*upload, std::move(body_sink), *x);
@@ -318,7 +400,11 @@ class Connection {
           // A relayed stream has its owner's heartbeats (ours could split its lines).
           if (!ec && !*signalled && streaming) {
             std::string beat = "{\"type\":\"heartbeat\"}\n";
-            if (!co_await write_chunk(beat)) co_return false;
+            if (!co_await write_chunk(beat)) {
+              // As for a line: the producer must not wait for room nobody will make.
+              x.client_gone();
+              co_return false;
+            }
           }
         }
         *signalled = false;
@@ -342,9 +428,15 @@ class Connection {
         res.keep_alive(keep && !shared_.stopping);
         res.content_length(part->size);
         http::response_serializer<http::file_body> sr{res};
+        // The client must take 64 KiB per 30 s: one that reads a byte now and then cannot
+        // hold the connection (and a link's slot) for as long as it likes.
+        size_t since_deadline = kStallBytes;
         while (!ec && !sr.is_done()) {
-          stream_.expires_after(kWriteStall);
-          co_await http::async_write_some(stream_, sr, net::redirect_error(use_awaitable, ec));
+          if (since_deadline >= kStallBytes) {
+            stream_.expires_after(kWriteStall);
+            since_deadline = 0;
+          }
+          since_deadline += co_await http::async_write_some(stream_, sr, net::redirect_error(use_awaitable, ec));
         }
         stream_.expires_never();
         co_return !ec && res.keep_alive();
@@ -443,31 +535,42 @@ class Connection {
   }
 
   Shared& shared_;
+  ConnectionSlots& slots_;
   Stream stream_;
   beast::flat_buffer buffer_;
   std::shared_ptr<net::steady_timer> wake_;  // the current request's
+  size_t requests_ = 0;
+  bool counted_ = false;  // in slots_.open; false once closed to make room (or by the stop)
+  bool listed_ = false;   // in slots_.waiting, at waiting_
+  std::list<std::function<void()>>::iterator waiting_;
 };
 
 template <class Acceptor, class Protocol>
-awaitable<void> accept_loop(Shared& shared, Acceptor& acceptor) {
+awaitable<void> accept_loop(Shared& shared, Acceptor& acceptor, ConnectionSlots& slots, ConnectionSlots& other) {
   for (;;) {
     beast::error_code ec;
     auto socket = co_await acceptor.async_accept(net::redirect_error(use_awaitable, ec));
     if (ec == net::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec == net::error::no_descriptors || ec.value() == ENFILE) {
+      // Out of file descriptors: a connection still waiting for its head gives its own
+      // up (this listener's first); wait a little only when none does.
+      if (slots.close_oldest_waiting() || other.close_oldest_waiting()) continue;
+    }
     if (ec) {
-      // EMFILE and friends: wait a little rather than spin.
-      net::steady_timer pause(acceptor.get_executor(), 100ms);
+      net::steady_timer pause(acceptor.get_executor(), 100ms);  // rather than spin
       co_await pause.async_wait(net::redirect_error(use_awaitable, ec));
       continue;
     }
-    auto conn = std::make_shared<Connection<beast::basic_stream<Protocol>>>(shared, beast::basic_stream<Protocol>(std::move(socket)));
+    auto conn = std::make_shared<Connection<beast::basic_stream<Protocol>>>(shared, slots, beast::basic_stream<Protocol>(std::move(socket)));
     net::co_spawn(acceptor.get_executor(), [conn]() -> awaitable<void> { co_await conn->serve(); }, net::detached);
   }
 }
 
 class BeastServer final : public HttpServer {
  public:
-  BeastServer(ApiService& service) : shared_(service, ioc_), signals_(ioc_, SIGTERM, SIGINT) {}
+  BeastServer(ApiService& service, size_t connections_per_listener) : shared_(service, ioc_), signals_(ioc_, SIGTERM, SIGINT) {
+    shared_.unix_slots.limit = shared_.tcp_slots.limit = connections_per_listener;
+  }
 
   Result<void> bind_all(const ListenOptions& o) {
     try {
@@ -500,8 +603,11 @@ class BeastServer final : public HttpServer {
   uint16_t tcp_port() const override { return port_; }
 
   Result<void> run() override {
-    if (unix_) net::co_spawn(ioc_, accept_loop<net::local::stream_protocol::acceptor, net::local::stream_protocol>(shared_, *unix_), net::detached);
-    if (tcp_) net::co_spawn(ioc_, accept_loop<net::ip::tcp::acceptor, net::ip::tcp>(shared_, *tcp_), net::detached);
+    if (unix_)
+      net::co_spawn(ioc_, accept_loop<net::local::stream_protocol::acceptor, net::local::stream_protocol>(shared_, *unix_, shared_.unix_slots, shared_.tcp_slots),
+                    net::detached);
+    if (tcp_)
+      net::co_spawn(ioc_, accept_loop<net::ip::tcp::acceptor, net::ip::tcp>(shared_, *tcp_, shared_.tcp_slots, shared_.unix_slots), net::detached);
     wait_for_signal();
     shared_.on_quiet = [this] {
       if (shared_.connections == 0) finish();
@@ -544,13 +650,20 @@ class BeastServer final : public HttpServer {
     grace_->async_wait([this](beast::error_code e) {
       if (!e) cancel_all();
     });
-    for (auto& hook : std::list<std::function<void()>>(shared_.idle)) hook();
+    close_waiting();
     if (shared_.connections == 0) finish();
   }
 
   void cancel_all() {
     for (auto& hook : std::list<std::function<void()>>(shared_.in_flight)) hook();
-    for (auto& hook : std::list<std::function<void()>>(shared_.idle)) hook();
+    close_waiting();
+  }
+
+  void close_waiting() {
+    while (shared_.unix_slots.close_oldest_waiting()) {
+    }
+    while (shared_.tcp_slots.close_oldest_waiting()) {
+    }
   }
 
   // Nothing is left to serve: let run() return.
@@ -576,11 +689,31 @@ bool is_loopback(const std::string& host) {
   return ::inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
+// A shell's usual soft limit (1,024) is less than one listener's connections: raise it
+// (toward the hard limit) to what the server may need. Returns how many connections each
+// listener may then hold: at most a quarter of the descriptors, so that half stay for the
+// requests in work (each needs a few). Past the limit anyway, accept closes the
+// connection that has waited longest for a head (accept_loop).
+size_t raise_file_limit() {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0) return kMaxConnections;
+  if (files.rlim_cur < kFilesWanted) {
+    files.rlim_cur = files.rlim_max == RLIM_INFINITY ? kFilesWanted : std::min(files.rlim_max, kFilesWanted);
+    if (::setrlimit(RLIMIT_NOFILE, &files) != 0) (void)::getrlimit(RLIMIT_NOFILE, &files);
+  }
+  if (files.rlim_cur >= kFilesWanted) return kMaxConnections;
+  const size_t per_listener = std::min<size_t>(kMaxConnections, std::max<size_t>(16, files.rlim_cur / 4));
+  log::warn("RLIMIT_NOFILE lets the server open " + std::to_string(files.rlim_cur) + " files, fewer than the " +
+            std::to_string(kFilesWanted) + " it may need: each listener takes " + std::to_string(per_listener) +
+            " connections (raise the hard limit)");
+  return per_listener;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(ApiService& service, const ListenOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a signal
-  auto server = std::make_unique<BeastServer>(service);
+  auto server = std::make_unique<BeastServer>(service, raise_file_limit());
   NSBOX_CHECK(server->bind_all(options));
   return std::unique_ptr<HttpServer>(std::move(server));
 }

@@ -3,16 +3,21 @@
 // serves every connection; each request is answered by ApiService on a thread of its
 // own, through an Exchange; events, files and bodies cross between them bounded.
 //
-//   connection ──header──► limits, token ──► worker: ApiService::handle(Exchange)
-//        ▲                                      │ respond / respond_file / stream_line
-//        └──── writes (timeouts, 1 MiB backlog) ◄┘
+//   connection ──header──► limits, token, budget ──► worker: ApiService::handle(Exchange)
+//        ▲                                              │ respond / respond_file / stream_line
+//        └──── writes (timeouts, 1 MiB backlog) ◄────────┘
 //
-// Limits (docs/api.md): 16 KiB of header, 16 MiB of JSON body, the upload limit for PUT
-// bodies (413 at once when Content-Length says so), 1,024 connections (503), 256
-// requests in work (503), 60 s idle keep-alive, 30 s for a header, 60 s without a byte of
-// a body, 30 s for a write the client does not take. SIGTERM or SIGINT: the listeners
-// close, idle connections close, requests in flight get 10 s (a second signal: none),
-// then their waits are cancelled; exit when the last one is done.
+// Limits (docs/api.md, "Limits"): 16 KiB of header, 16 MiB of JSON body, the upload
+// limit for PUT bodies (413 at once when Content-Length says so); 1,024 connections per
+// listener (the unix socket and TCP apart), where a new one past the limit closes the one
+// that has waited longest for a request head (503 only when none waits); a request head
+// within 5 s of its first byte (of the accept, for a connection's first), 60 s idle
+// keep-alive; 60 s without a byte of a body; 30 s for a write, or 64 KiB of a file, that
+// the client does not take. Requests in work by kind (api/request_budgets.h): 16 probes,
+// 64 without a token (16 per sandbox's links, 16 /metrics), 256 others; past them 503.
+// SIGTERM or SIGINT: the listeners close, idle connections close, requests in flight get
+// 10 s (a second signal: none), then their waits are cancelled; exit when the last one
+// is done.
 #pragma once
 
 #include <cstdint>
