@@ -1,7 +1,8 @@
 // The HTTP API's routes: one table (api/routes.cc) of method, path pattern, handler, who
 // may call the route, what it works on, and what its body and answer are. ApiService
 // dispatches by it, and decides from it whether a request needs a token and whether its
-// body is a file.
+// body is a file; api/openapi.yaml documents the same routes, and
+// tests/unit/route_table_test.cc fails when the two lists differ.
 //
 // A pattern is literal segments and `{name}` parameters ("/v1/sandboxes/{id}/pty/{pty}/
 // output"); a parameter matches one non-empty segment, as sent (percent-decoded). Empty

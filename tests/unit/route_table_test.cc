@@ -1,6 +1,12 @@
-// The HTTP API's route table (api/routes.h): a request's path finds its route and its
-// parameters, no two routes answer the same request, and the service's decisions before a
-// body is read (ApiService::admits, takes_upload) follow the table.
+// The HTTP API's route table (api/routes.h) and its contract (api/openapi.yaml): the two
+// list the same routes with the same authority, streams and file bodies; a request's path
+// finds its route and its parameters; and the service's decisions before a body is read
+// (ApiService::admits, takes_upload) follow the table.
+//
+// api/openapi.yaml is read by a small line reader of its `paths:` section, which relies
+// on the document's layout: a path at two spaces ("  /v1/info:"), an operation at four
+// ("    get:"), its `security:` at six on one line in flow style, or absent for the
+// document's default (the client's token).
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -20,12 +26,91 @@
 
 namespace {
 
+using nsbox::api::Answer;
 using nsbox::api::ApiService;
 using nsbox::api::Auth;
 using nsbox::api::Body;
 using nsbox::api::Route;
 
+// The operation's `security:` for each kind of authority (the document's default, the
+// client's token, is written by leaving it out).
+const std::map<Auth, std::string> kSecurity = {
+    {Auth::kNone, "[]"},
+    {Auth::kToken, ""},
+    {Auth::kPeerRelayable, "[{bearer: []}, {peer_token: [], forwarded_by: []}]"},
+    {Auth::kSignedLink, "[{bearer: []}, {peer_token: [], forwarded_by: []}, {signed_link: []}]"},
+};
+
+struct Operation {
+  std::string method;  // upper case
+  std::string path;
+  std::string security;  // as written; "" when absent
+  std::string text;      // the operation's lines
+  int line = 0;
+};
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  size_t start = s.find_first_not_of(' ');
+  return start == std::string::npos ? "" : s.substr(start);
+}
+
+size_t indent(const std::string& line) { return line.find_first_not_of(' '); }
+
+std::vector<Operation> document_operations(const std::string& file) {
+  std::ifstream in(file);
+  REQUIRE(in.good());
+  static const std::set<std::string> kMethods = {"get", "put", "post", "patch", "delete", "head", "options", "trace"};
+  std::vector<Operation> ops;
+  std::string line, path;
+  bool in_paths = false;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line == "paths:") {
+      in_paths = true;
+      continue;
+    }
+    if (!in_paths || trim(line).empty() || trim(line)[0] == '#') continue;
+    size_t depth = indent(line);
+    if (depth == 0) break;  // the next top-level key
+    if (depth == 2) {
+      INFO("api/openapi.yaml:" << number << ": " << line);
+      REQUIRE((line[2] == '/' && line.back() == ':'));
+      path = line.substr(2, line.size() - 3);
+      continue;
+    }
+    std::string word = trim(line);
+    if (depth == 4 && word.back() == ':' && kMethods.count(word.substr(0, word.size() - 1))) {
+      std::string method = word.substr(0, word.size() - 1);
+      for (char& c : method) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      ops.push_back({method, path, "", "", number});
+      continue;
+    }
+    if (depth == 4) continue;  // the path's parameters, summary, ...
+    if (ops.empty() || ops.back().path != path) continue;
+    if (depth == 6 && word.starts_with("security:")) ops.back().security = trim(word.substr(9));
+    ops.back().text += line + "\n";
+  }
+  return ops;
+}
+
+// Whether the operation has a content of this media type (a line "<type>:", not a
+// mention in a description).
+bool has_media(const Operation& op, const std::string& type) {
+  std::stringstream in(op.text);
+  for (std::string line; std::getline(in, line);)
+    if (trim(line) == type + ":") return true;
+  return false;
+}
+
 std::string key(std::string_view method, std::string_view path) { return std::string(method) + " " + std::string(path); }
+
+std::set<std::string> table_keys() {
+  std::set<std::string> keys;
+  for (const Route& r : ApiService::routes().routes()) keys.insert(key(r.method, r.pattern));
+  return keys;
+}
+
+const std::string kDocument = NSBOX_SOURCE_DIR "/api/openapi.yaml";
 
 // A request as the HTTP side hands it over.
 nsbox::api::HttpRequest request(std::string method, std::string target, std::string authorization = "") {
@@ -75,6 +160,42 @@ class Service {
 };
 
 }  // namespace
+
+TEST_CASE("route table: api/openapi.yaml documents every route of the table, and no other") {
+  std::set<std::string> documented;
+  for (const auto& op : document_operations(kDocument)) {
+    INFO("api/openapi.yaml:" << op.line);
+    CHECK(documented.insert(key(op.method, op.path)).second);  // documented once
+  }
+  const std::set<std::string> served = table_keys();
+  std::vector<std::string> undocumented, unserved;
+  for (const auto& k : served)
+    if (!documented.count(k)) undocumented.push_back(k);
+  for (const auto& k : documented)
+    if (!served.count(k)) unserved.push_back(k);
+  INFO("in api/routes.cc's table but not in api/openapi.yaml: " << Catch::Detail::stringify(undocumented));
+  INFO("in api/openapi.yaml but not in api/routes.cc's table: " << Catch::Detail::stringify(unserved));
+  CHECK(undocumented.empty());
+  CHECK(unserved.empty());
+  CHECK(served.size() > 70);  // the sessions' twins were added
+}
+
+TEST_CASE("route table: the document gives each route the table's authority, streams and file bodies") {
+  std::map<std::string, const Route*> table;
+  for (const Route& r : ApiService::routes().routes()) table[key(r.method, r.pattern)] = &r;
+  for (const auto& op : document_operations(kDocument)) {
+    auto it = table.find(key(op.method, op.path));
+    if (it == table.end()) continue;  // the test above says so
+    const Route& r = *it->second;
+    INFO("api/openapi.yaml:" << op.line << ": " << op.method << " " << op.path);
+    CHECK(op.security == kSecurity.at(r.auth));
+    const bool streams = r.answer == Answer::kStream || r.answer == Answer::kJsonOrStream;
+    CHECK(has_media(op, "application/x-ndjson") == streams);
+    const bool bytes = r.answer == Answer::kFile || r.body == Body::kFile;
+    CHECK(has_media(op, "application/octet-stream") == bytes);
+    CHECK(has_media(op, "text/plain") == (r.answer == Answer::kText));
+  }
+}
 
 TEST_CASE("route table: no two routes answer the same request") {
   auto routes = ApiService::routes().routes();
