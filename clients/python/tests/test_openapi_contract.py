@@ -292,10 +292,12 @@ def test_the_warm_pool_and_the_drain_of_a_server_without_a_shard(api: Api) -> No
 
 
 def test_a_sandbox_from_create_to_remove(api: Api) -> None:
-    made = api.call("POST", "/v1/sandboxes", 201, body={"name": "contract", "env": {"A": "1"}, "files_quota": "64M", "lazy_kernel": True})
+    made = api.call("POST", "/v1/sandboxes", 201, body={"name": "contract", "env": {"A": "1"}, "files_quota": "64M", "lazy_kernel": True,
+                                                        "ttl_s": 3600})
     sid = made["id"]
     try:
         assert made["files_quota"] == 64 << 20 and made["home_size"] == 0 and made["from_snapshot"] == ""
+        assert made["ttl_s"] == 3600 and made["lazy_kernel"] is True
         listed = api.call("GET", "/v1/sandboxes", 200)
         assert [s["id"] for s in listed["sandboxes"]] == [sid]
         api.call("GET", "/v1/sandboxes", 200, query={"all": "true"})
