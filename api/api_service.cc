@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "api/http_errors.h"
-#include "api/request_target.h"
 #include "isolation/sys/log.h"
 
 namespace nsbox::api {
@@ -56,86 +55,69 @@ Result<double> timeout_field(const Json& j, double fallback) {
 }
 
 bool ApiService::takes_upload(const HttpRequest& r) const {
-  if (r.method != "PUT") return false;
-  auto path = split_path(r.path);
-  if (path.empty()) return false;
-  const std::string& last = path.back();
-  return last == "files" || last == "fs" || last == "fs:extract";
+  const Route* route = routes().match(r.method, r.path).route;
+  return route && route->body == Body::kFile;
 }
 
-bool ApiService::authorized(const HttpRequest& r, const Path& path) const {
-  // Probes and the metrics' scrape: no token (counts only: no id, name or content).
-  if (r.method == "GET" && path.size() == 1 && (path[0] == "livez" || path[0] == "readyz" || path[0] == "metrics")) return true;
-  // A signed download link carries its own authority, checked by get_file.
-  if (r.method == "GET" && path.size() == 4 && path[0] == "v1" && path[1] == "sandboxes" && path[3] == "files" &&
-      r.query.count("signature"))
-    return true;
-  return credentialed(r);
+bool ApiService::authorized(const HttpRequest& r, const Route* route) const {
+  // No endpoint: 404 for the client, 401 for anybody else (as for every route of theirs).
+  if (!route) return token_.accepts(r.authorization);
+  switch (route->auth) {
+    case Auth::kNone: return true;
+    case Auth::kToken: return token_.accepts(r.authorization);
+    case Auth::kSignedLink:
+      // A signed download link carries its own authority, checked by get_file.
+      if (r.query.count("signature")) return true;
+      [[fallthrough]];
+    case Auth::kPeerRelayable: return credentialed(r);
+  }
+  return false;
 }
 
 bool ApiService::credentialed(const HttpRequest& r) const {
   if (token_.accepts(r.authorization)) return true;
-  // Another server relaying its client's request (it checked the client's token): only
-  // what peers relay, a sandbox's routes and a snapshot of one, never the server's own
-  // (drain, pool, creates, lists).
-  if (!peer_token_ || r.forwarded_by.empty() || !peer_token_->accepts(r.authorization)) return false;
-  Path path = split_path(r.path);
-  return path.size() >= 2 && path[0] == "v1" &&
-         ((path.size() >= 3 && (path[1] == "sandboxes" || path[1] == "sessions")) || (path[1] == "snapshots" && path.size() == 2 && r.method == "POST"));
+  // Another server relaying its client's request (it checked the client's token); the
+  // route table says which routes peers relay (never the server's own: drain, pool,
+  // creates, lists).
+  return peer_token_ && !r.forwarded_by.empty() && peer_token_->accepts(r.authorization);
 }
 
-bool ApiService::admits(const HttpRequest& r) const { return authorized(r, split_path(r.path)); }
+bool ApiService::admits(const HttpRequest& r) const { return authorized(r, routes().match(r.method, r.path).route); }
 
 void ApiService::handle(Exchange& x) {
   const HttpRequest& r = x.request();
-  Path path = split_path(r.path);
-  if (!authorized(r, path)) {
+  RouteMatch m = routes().match(r.method, r.path);
+  if (!authorized(r, m.route)) {
     x.respond(401, error_document(unauthorized_error()), {{"WWW-Authenticate", "Bearer"}});
     return;
   }
+  if (!m.route) return respond_error(x, no_route(r));
   try {
-    route(x, path);
+    dispatch(x, m);
   } catch (const Json::exception& e) {
     // A field of the wrong type somewhere nlohmann was asked for it: the client's error.
     respond_error(x, make_error(ErrorCode::kMalformedRequest, std::string("a field of the wrong type: ") + e.what()));
   }
 }
 
-void ApiService::route(Exchange& x, const Path& path) {
-  const HttpRequest& r = x.request();
-  const std::string& m = r.method;
-  if (path.size() == 1 && m == "GET" && path[0] == "livez") return x.respond(200, {{"live", true}});
-  if (path.size() == 1 && m == "GET" && path[0] == "readyz") {
-    std::string reason;
-    if (!ready(reason)) return x.respond(503, {{"ready", false}, {"reason", reason}});
-    return x.respond(200, {{"ready", true}});
+void ApiService::dispatch(Exchange& x, const RouteMatch& m) {
+  const Route& route = *m.route;
+  Call call;
+  switch (route.scope) {
+    case Scope::kServer:
+      call.arg = m.params[0];
+      return (this->*route.handler)(x, call);
+    case Scope::kSandbox:
+      call.sandbox = std::string(m.params[0]);
+      call.arg = m.params[1];
+      return sandbox_call(x, route, call);
+    case Scope::kSession:
+    case Scope::kSessionSandbox: return session_call(x, route, m);
   }
-  if (path.size() == 1 && m == "GET" && path[0] == "metrics") return metrics_route(x);
-  if (path.empty() || path[0] != "v1") return respond_error(x, no_route(r));
-  if (path.size() == 2 && path[1] == "info" && m == "GET")
-    return x.respond(200, {{"api_version", 1},
-                           {"version", kVersion},
-                           {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
-                                         {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", true}, {"warm_pool", true},
-                                         {"shards", cluster_.sharded()}}},
-                           {"shard", cluster_.sharded() ? Json(cluster_.shard()) : Json(nullptr)},
-                           {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
-                                       {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
-  if (path.size() == 2 && path[1] == "pool") return pool_route(x);
-  if (path.size() == 2 && path[1] == "drain" && m == "POST") return drain_route(x);
-  if (path.size() >= 2 && path[1] == "sessions") return route_sessions(x, path);
-  if (path.size() >= 2 && path[1] == "snapshots") return route_snapshots(x, Path(path.begin() + 2, path.end()));
-  if (path.size() < 2 || path[1] != "sandboxes") return respond_error(x, no_route(r));
-  if (path.size() == 2 && m == "POST") return create_sandbox(x);
-  if (path.size() == 2 && m == "GET") return list_sandboxes(x);
-  if (path.size() >= 3) return route_sandbox(x, path[2], Path(path.begin() + 3, path.end()));
-  respond_error(x, no_route(r));
 }
 
-// Everything under /v1/sandboxes/{id}/, and the same under /v1/sessions/{sid}/.
-void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Path& rest) {
-  const HttpRequest& r = x.request();
-  const std::string& m = r.method;
+void ApiService::sandbox_call(Exchange& x, const Route& route, const Call& call) {
+  const std::string& sandbox = call.sandbox;
   if (cluster_.sharded() && (forward_if_elsewhere(x, sandbox) || answer_if_moved(x, sandbox))) return;
   // Counted while it runs, so that a drain snapshots a sandbox only once nothing
   // acknowledged to a client can still change it; refused once the drain has closed it.
@@ -159,59 +141,63 @@ void ApiService::route_sandbox(Exchange& x, const std::string& sandbox, const Pa
   } leave{gate_, id};
   // A free member of the warm pool is nobody's yet: nothing may be put in it before the
   // create that claims it (which would find it), nor taken out.
-  if (pool_ && pool_->is_free(sandbox) && !(rest.empty() && m == "GET"))
+  if (pool_ && pool_->is_free(sandbox) && !route.free_member_ok)
     return respond_error(x, free_member_error(sandbox, WarmPool::owner_tag()));
-  if (rest.empty()) {
-    if (m == "GET") {
-      auto info = runtime_.inspect(sandbox);
-      return info ? x.respond(200, info->to_json()) : respond_error(x, info.error());
-    }
-    if (m == "PATCH") return patch_sandbox(x, sandbox);
-    if (m == "DELETE") return delete_sandbox(x, sandbox);
-    return respond_error(x, no_route(r));
+  (this->*route.handler)(x, call);
+}
+
+void ApiService::session_call(Exchange& x, const Route& route, const RouteMatch& m) {
+  std::string sid(m.params[0]);
+  // A session lives on the server that made it, as its sandbox does.
+  if (cluster_.sharded())
+    if (std::string shard = shard_of_session(sid); !shard.empty() && shard != cluster_.shard() && forward_to(x, shard, "")) return;
+  auto session = sessions_.load(sid);
+  if (!session) return respond_error(x, session.error());
+  Call call;
+  call.arg = m.params[1];
+  if (route.scope == Scope::kSession) {
+    call.session = &*session;
+    return (this->*route.handler)(x, call);
   }
-  if (rest.size() == 2 && rest[0] == "tools" && m == "POST") return run_workbench_tool(x, sandbox, rest[1]);
-  if (rest.size() == 2 && rest[0] == "tool_calls" && m == "POST") return answer_tool_call(x, sandbox, rest[1]);
-  if (rest.size() == 1 && rest[0] == "events" && m == "GET") return tool_events(x, sandbox);
-  if (!rest.empty() && rest[0] == "pty") return pty_route(x, sandbox, Path(rest.begin() + 1, rest.end()));
-  if (rest.size() != 1) return respond_error(x, no_route(r));
-  const std::string& what = rest[0];
-  if (m == "POST" && (what == "interrupt" || what == "restart")) {
-    auto done = what == "interrupt" ? runtime_.interrupt(sandbox) : runtime_.restart(sandbox);
-    if (!done) return respond_error(x, done.error());
-    return x.respond(200, {{what == "interrupt" ? "interrupted" : "restarted", true}});
-  }
-  if (m == "POST" && what == "stop") {
-    auto stopped = runtime_.stop(sandbox);
-    if (!stopped) return respond_error(x, stopped.error());
-    Json j = stopped->to_json();
-    j["kernel_state_lost"] = true;
-    return x.respond(200, j);
-  }
-  if (m == "POST" && what == "start") return start_sandbox(x, sandbox);
-  if (m == "POST" && (what == "cells" || what == "commands")) {
-    const bool cell = what == "cells";
-    ++running_calls_;
-    if (cell) ++running_cells_;
-    struct Done {
-      std::atomic<int>& n;
-      std::atomic<int>* cells;
-      ~Done() {
-        --n;
-        if (cells) --*cells;
-      }
-    } done{running_calls_, cell ? &running_cells_ : nullptr};
-    return cell ? run_cell(x, sandbox) : run_command(x, sandbox);
-  }
-  if (what == "files") {
-    if (m == "PUT") return put_file(x, sandbox);
-    if (m == "GET") return get_file(x, sandbox);
-    if (m == "DELETE") return delete_file(x, sandbox);
-  }
-  if (what == "files:ls" && m == "GET") return list_files(x, sandbox);
-  if (what == "files:sign" && m == "POST") return sign_file(x, sandbox);
-  if (what == "fs" || what.starts_with("fs:")) return fs_route(x, sandbox, what);
-  respond_error(x, no_route(r));
+  // A sandbox's route, on the session's sandbox (made now if this is the first).
+  auto sandbox = sandbox_of_session(sid);
+  if (!sandbox) return respond_error(x, sandbox.error());
+  call.sandbox = std::move(*sandbox);
+  sandbox_call(x, route, call);
+}
+
+void ApiService::info(Exchange& x, const Call&) {
+  x.respond(200, {{"api_version", 1},
+                  {"version", kVersion},
+                  {"features", {{"cells", true}, {"commands", true}, {"files", true}, {"fs", true}, {"sessions", true},
+                                {"events", true}, {"tool_bridge", true}, {"workbench_tools", true}, {"stop_start", true}, {"snapshots", true}, {"pty", true}, {"warm_pool", true},
+                                {"shards", cluster_.sharded()}}},
+                  {"shard", cluster_.sharded() ? Json(cluster_.shard()) : Json(nullptr)},
+                  {"limits", {{"max_upload_bytes", config_.max_upload_bytes}, {"max_json_bytes", kMaxJsonBody},
+                              {"max_code_bytes", kMaxCodeBytes}, {"max_download_bytes", kMaxDownloadBytes}}}});
+}
+
+void ApiService::inspect_sandbox(Exchange& x, const Call& c) {
+  auto info = runtime_.inspect(c.sandbox);
+  return info ? x.respond(200, info->to_json()) : respond_error(x, info.error());
+}
+
+void ApiService::interrupt_sandbox(Exchange& x, const Call& c) {
+  auto done = runtime_.interrupt(c.sandbox);
+  return done ? x.respond(200, {{"interrupted", true}}) : respond_error(x, done.error());
+}
+
+void ApiService::restart_sandbox(Exchange& x, const Call& c) {
+  auto done = runtime_.restart(c.sandbox);
+  return done ? x.respond(200, {{"restarted", true}}) : respond_error(x, done.error());
+}
+
+void ApiService::stop_sandbox(Exchange& x, const Call& c) {
+  auto stopped = runtime_.stop(c.sandbox);
+  if (!stopped) return respond_error(x, stopped.error());
+  Json j = stopped->to_json();
+  j["kernel_state_lost"] = true;
+  x.respond(200, j);
 }
 
 // A sandbox made here hands out its files (upload_local_file) as this server's signed
@@ -222,21 +208,20 @@ void ApiService::hand_links(CreateOptions& options) const {
 }
 
 // GET /v1/pool: its state; PUT /v1/pool {"sizes": {"standard": 4}}: new targets.
-void ApiService::pool_route(Exchange& x) {
-  const std::string& m = x.request().method;
+void ApiService::pool_status(Exchange& x, const Call&) {
   if (!pool_)  // an embedder's service that never called start_pool
-    return m == "GET" ? x.respond(200, {{"sizes", Json::object()}, {"preload", Json::array()}, {"memory_merge", false}})
-                      : respond_error(x, make_error(ErrorCode::kUnsupported, "this server has no warm pool"));
-  if (m == "PUT") {
-    auto body = body_object(x.request());
-    if (!body) return respond_error(x, body.error());
-    if (auto ok = only_fields(*body, {"sizes"}); !ok) return respond_error(x, ok.error());
-    auto sizes = WarmPoolConfig::sizes_from_json(body->value("sizes", Json()));
-    if (!sizes) return respond_error(x, sizes.error());
-    pool_->set_targets(*sizes);
-  } else if (m != "GET") {
-    return respond_error(x, no_route(x.request()));
-  }
+    return x.respond(200, {{"sizes", Json::object()}, {"preload", Json::array()}, {"memory_merge", false}});
+  x.respond(200, pool_->status());
+}
+
+void ApiService::set_pool(Exchange& x, const Call&) {
+  if (!pool_) return respond_error(x, make_error(ErrorCode::kUnsupported, "this server has no warm pool"));
+  auto body = body_object(x.request());
+  if (!body) return respond_error(x, body.error());
+  if (auto ok = only_fields(*body, {"sizes"}); !ok) return respond_error(x, ok.error());
+  auto sizes = WarmPoolConfig::sizes_from_json(body->value("sizes", Json()));
+  if (!sizes) return respond_error(x, sizes.error());
+  pool_->set_targets(*sizes);
   x.respond(200, pool_->status());
 }
 
@@ -301,7 +286,7 @@ Result<SandboxInfo> ApiService::make_sandbox(const CreateOptions& options, bool 
   return runtime_.create(options);  // the cold path
 }
 
-void ApiService::create_sandbox(Exchange& x) {
+void ApiService::create_sandbox(Exchange& x, const Call&) {
   const auto began = std::chrono::steady_clock::now();
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
@@ -324,149 +309,21 @@ void ApiService::create_sandbox(Exchange& x) {
   x.respond(201, info->to_json(), {{"Location", "/v1/sandboxes/" + info->record.id}});
 }
 
-// PTY sessions: POST .../pty {argv|command, cols, rows} -> {session_id};
-// POST .../pty/{sid}/input {chars, yield_ms}; GET .../pty/{sid}/output?yield_ms=;
-// POST .../pty/{sid}/resize {cols, rows}; DELETE .../pty/{sid}; DELETE .../pty (all).
-void ApiService::pty_route(Exchange& x, const std::string& sandbox, const Path& rest) {
-  const HttpRequest& r = x.request();
-  const std::string& m = r.method;
-  auto number = [](const Json& j, const char* key, uint64_t fallback) -> Result<uint64_t> {
-    auto it = j.find(key);
-    if (it == j.end()) return fallback;
-    if (!it->is_number_unsigned()) return fail(make_error(ErrorCode::kMalformedRequest, std::string("\"") + key + "\" must be a number"));
-    return it->get<uint64_t>();
-  };
-  if (rest.empty() && m == "POST") {
-    auto body = body_object(r);
-    if (!body) return respond_error(x, body.error());
-    if (auto ok = only_fields(*body, {"argv", "command", "cols", "rows", "env"}); !ok) return respond_error(x, ok.error());
-    PtyStart start;
-    if (auto it = body->find("command"); it != body->end() && it->is_string()) start.argv = {"/bin/bash", "-c", it->get<std::string>()};
-    else if (auto a = body->find("argv"); a != body->end() && a->is_array())
-      for (const auto& arg : *a)
-        if (arg.is_string()) start.argv.push_back(arg.get<std::string>());
-    if (start.argv.empty())
-      return respond_error(x, make_error(ErrorCode::kMalformedRequest, "a PTY session needs \"argv\" (a list) or \"command\" (a bash line)"));
-    auto cols = number(*body, "cols", 80), rows = number(*body, "rows", 24);
-    if (!cols || !rows) return respond_error(x, !cols ? cols.error() : rows.error());
-    start.cols = static_cast<unsigned>(std::min<uint64_t>(*cols, 100000));
-    start.rows = static_cast<unsigned>(std::min<uint64_t>(*rows, 100000));
-    if (auto e = body->find("env"); e != body->end() && e->is_object())
-      for (const auto& [k, v] : e->items())
-        if (v.is_string()) start.env.emplace_back(k, v.get<std::string>());
-    auto sid = runtime_.pty_start(sandbox, start);
-    if (!sid) return respond_error(x, sid.error());
-    return x.respond(201, {{"session_id", *sid}});
-  }
-  if (rest.empty() && m == "DELETE") {
-    auto killed = runtime_.pty_kill(sandbox, 0);
-    return killed ? x.respond(200, {{"killed", *killed}}) : respond_error(x, killed.error());
-  }
-  if (rest.empty()) return respond_error(x, no_route(r));
-  char* end = nullptr;
-  uint64_t sid = std::strtoull(rest[0].c_str(), &end, 10);
-  if (rest[0].empty() || *end != '\0' || sid == 0)
-    return respond_error(x, make_error(ErrorCode::kNotFound, "no PTY session '" + rest[0] + "'"));
-  if (rest.size() == 1 && m == "DELETE") {
-    auto killed = runtime_.pty_kill(sandbox, sid);
-    return killed ? x.respond(200, {{"killed", *killed}}) : respond_error(x, killed.error());
-  }
-  if (rest.size() != 2) return respond_error(x, no_route(r));
-  if (rest[1] == "output" && m == "GET") {
-    std::string text = r.query_value("yield_ms", "250");
-    char* stop = nullptr;
-    uint64_t yield = std::strtoull(text.c_str(), &stop, 10);
-    if (text.empty() || *stop != '\0') return respond_error(x, make_error(ErrorCode::kMalformedRequest, "yield_ms must be a number"));
-    auto o = runtime_.pty_read(sandbox, sid, yield);
-    return o ? x.respond(200, o->to_json()) : respond_error(x, o.error());
-  }
-  if (m != "POST") return respond_error(x, no_route(r));
-  auto body = body_object(r);
-  if (!body) return respond_error(x, body.error());
-  if (rest[1] == "input") {
-    if (auto ok = only_fields(*body, {"chars", "chars_b64", "yield_ms"}); !ok) return respond_error(x, ok.error());
-    std::string chars;
-    if (auto it = body->find("chars_b64"); it != body->end() && it->is_string()) {
-      auto decoded = protocol::base64_decode(it->get<std::string>());
-      if (!decoded) return respond_error(x, make_error(ErrorCode::kMalformedRequest, "\"chars_b64\" is not base64"));
-      chars = std::move(*decoded);
-    } else if (auto c = body->find("chars"); c != body->end() && c->is_string()) {
-      chars = c->get<std::string>();
-    } else {
-      return respond_error(x, make_error(ErrorCode::kMalformedRequest, "input needs \"chars\" (text) or \"chars_b64\""));
-    }
-    auto yield = number(*body, "yield_ms", 250);
-    if (!yield) return respond_error(x, yield.error());
-    auto o = runtime_.pty_write(sandbox, sid, chars, *yield);
-    return o ? x.respond(200, o->to_json()) : respond_error(x, o.error());
-  }
-  if (rest[1] == "resize") {
-    auto cols = number(*body, "cols", 80), rows = number(*body, "rows", 24);
-    if (!cols || !rows) return respond_error(x, !cols ? cols.error() : rows.error());
-    auto done = runtime_.pty_resize(sandbox, sid, static_cast<unsigned>(std::min<uint64_t>(*cols, 100000)),
-                                    static_cast<unsigned>(std::min<uint64_t>(*rows, 100000)));
-    return done ? x.respond(200, {{"resized", true}}) : respond_error(x, done.error());
-  }
-  respond_error(x, no_route(r));
-}
-
-// POST /v1/snapshots {"sandbox", "name", "include_files"}; GET /v1/snapshots[/{id}];
-// DELETE /v1/snapshots/{id}. Ids or names.
-void ApiService::route_snapshots(Exchange& x, const Path& rest) {
-  const std::string& m = x.request().method;
-  if (rest.empty() && m == "GET") {
-    auto list = runtime_.snapshots();
-    if (!list) return respond_error(x, list.error());
-    Json arr = Json::array();
-    for (const auto& s : *list) arr.push_back(s.to_json());
-    return x.respond(200, {{"snapshots", arr}});
-  }
-  if (rest.empty() && m == "POST") {
-    auto body = body_object(x.request());
-    if (!body) return respond_error(x, body.error());
-    if (auto ok = only_fields(*body, {"sandbox", "name", "include_files"}); !ok) return respond_error(x, ok.error());
-    const Json& b = *body;
-    if (!b.contains("sandbox") || !b["sandbox"].is_string() || (b.contains("name") && !b["name"].is_string()) ||
-        (b.contains("include_files") && !b["include_files"].is_boolean()))
-      return respond_error(x, make_error(ErrorCode::kMalformedRequest,
-                                         "POST /v1/snapshots takes {\"sandbox\": ID, \"name\": NAME, \"include_files\": false}"));
-    // A snapshot is taken where its sandbox is; not of one a drain is moving (its own
-    // snapshot and tombstone are the last word).
-    if (cluster_.sharded() && forward_if_elsewhere(x, b["sandbox"].get<std::string>())) return;
-    {
-      std::lock_guard lock(gate_.mutex);
-      if (gate_.closed.count(runtime_.store().resolve(b["sandbox"].get<std::string>()).value_or("")))
-        return respond_error(x, make_error(ErrorCode::kUnavailable, "sandbox " + b["sandbox"].get<std::string>() + " is being drained to a snapshot"));
-    }
-    auto made = runtime_.snapshot(b["sandbox"].get<std::string>(), b.value("name", ""), b.value("include_files", false));
-    if (!made) return respond_error(x, made.error());
-    return x.respond(201, made->to_json(), {{"Location", "/v1/snapshots/" + made->id}});
-  }
-  if (rest.size() == 1 && (m == "GET" || m == "DELETE")) {
-    auto found = runtime_.find_snapshot(rest[0]);
-    if (!found) return respond_error(x, found.error());
-    if (m == "GET") return x.respond(200, found->to_json());
-    if (auto removed = runtime_.remove_snapshot(found->id); !removed) return respond_error(x, removed.error());
-    return x.respond(200, {{"removed", Json::array({found->id})}});
-  }
-  respond_error(x, no_route(x.request()));
-}
-
 // {"env": {...}}: env values again (never stored); credentials from the server's
 // environment, as at create.
-void ApiService::start_sandbox(Exchange& x, const std::string& sandbox) {
+void ApiService::start_sandbox(Exchange& x, const Call& c) {
   auto body = body_object(x.request());  // {} when empty
   if (!body) return respond_error(x, body.error());
   auto options = start_options_from_json(*body, process_environment());
   if (!options) return respond_error(x, options.error());
   options->link_key = signer_.key();
   options->link_base_url = config_.public_url;
-  auto info = runtime_.start(sandbox, *options);
+  auto info = runtime_.start(c.sandbox, *options);
   if (!info) return respond_error(x, info.error());
   x.respond(200, info->to_json());
 }
 
-void ApiService::list_sandboxes(Exchange& x) {
+void ApiService::list_sandboxes(Exchange& x, const Call&) {
   auto list = runtime_.list();
   if (!list) return respond_error(x, list.error());
   const bool all = x.request().query_value("all") == "true";
@@ -476,7 +333,8 @@ void ApiService::list_sandboxes(Exchange& x) {
   x.respond(200, {{"sandboxes", arr}});
 }
 
-void ApiService::patch_sandbox(Exchange& x, const std::string& sandbox) {
+void ApiService::patch_sandbox(Exchange& x, const Call& c) {
+  const std::string& sandbox = c.sandbox;
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   if (auto ok = only_fields(*body, {"size", "net"}); !ok) return respond_error(x, ok.error());
@@ -506,77 +364,12 @@ void ApiService::patch_sandbox(Exchange& x, const std::string& sandbox) {
   x.respond(200, info->to_json());
 }
 
-void ApiService::delete_sandbox(Exchange& x, const std::string& sandbox) {
-  auto info = runtime_.inspect(sandbox);
+void ApiService::delete_sandbox(Exchange& x, const Call& c) {
+  auto info = runtime_.inspect(c.sandbox);
   if (!info) return respond_error(x, info.error());
   bool keep = x.request().query_value("keep_files") == "true";
   if (auto r = runtime_.remove(info->record.id, keep); !r) return respond_error(x, r.error());
   x.respond(200, {{"removed", Json::array({info->record.id})}});
-}
-
-void ApiService::route_sessions(Exchange& x, const Path& path) {
-  const HttpRequest& r = x.request();
-  const std::string& m = r.method;
-  if (path.size() == 2) {
-    if (m == "POST") {
-      auto body = body_object(r);
-      if (!body) return respond_error(x, body.error());
-      auto s = sessions_.create(*body);
-      return s ? x.respond(201, s->to_json(), {{"Location", "/v1/sessions/" + s->id}}) : respond_error(x, s.error());
-    }
-    if (m == "GET") {
-      auto list = sessions_.list();
-      if (!list) return respond_error(x, list.error());
-      Json arr = Json::array();
-      for (const auto& s : *list) arr.push_back(s.to_json());
-      return x.respond(200, {{"sessions", arr}});
-    }
-    return respond_error(x, no_route(r));
-  }
-  const std::string& sid = path[2];
-  // A session lives on the server that made it, as its sandbox does.
-  if (cluster_.sharded())
-    if (std::string shard = shard_of_session(sid); !shard.empty() && shard != cluster_.shard() && forward_to(x, shard, "")) return;
-  auto session = sessions_.load(sid);
-  if (!session) return respond_error(x, session.error());
-  if (path.size() == 3 && m == "GET") return x.respond(200, session->to_json());
-  if (path.size() == 3 && m == "DELETE") {
-    if (!session->sandbox_id.empty())
-      if (auto removed = runtime_.remove(session->sandbox_id); !removed && removed.error().code != ErrorCode::kNotFound)
-        return respond_error(x, removed.error());
-    if (auto removed = sessions_.remove(sid); !removed) return respond_error(x, removed.error());
-    return x.respond(200, {{"removed", Json::array({sid})}});
-  }
-  // Every sandbox call, on the session's sandbox (made now if this is the first).
-  auto sandbox = sessions_.sandbox_of(sid, [&](const Session& s) -> Result<std::string> {
-    CreateOptions o;
-    o.spec.size = s.size;
-    hand_links(o);
-    auto admitted = NSBOX_TRY(admit(o.spec.size));
-    auto info = NSBOX_TRY(make_sandbox(o, /*warm_ok=*/true));
-    return info.record.id;
-  });
-  if (!sandbox) return respond_error(x, sandbox.error());
-  if (path.size() == 3 && m == "PATCH") {
-    // {"sandbox_size": "large"} or {"sandbox": {"sandbox_size": ...}}: a live resize.
-    auto body = body_object(r);
-    if (!body) return respond_error(x, body.error());
-    const Json& fields = body->contains("sandbox") ? (*body)["sandbox"] : *body;
-    if (!fields.is_object() || !fields.contains("sandbox_size") || !fields["sandbox_size"].is_string())
-      return respond_error(x, make_error(ErrorCode::kMalformedRequest, "PATCH takes {\"sandbox_size\": \"large\"}"));
-    auto size = parse_size_tier(fields["sandbox_size"].get<std::string>());
-    if (!size) return respond_error(x, size.error());
-    if (auto resized = runtime_.resize(*sandbox, *size); !resized) return respond_error(x, resized.error());
-    session->size = *size;
-    session->sandbox_id = *sandbox;
-    if (auto saved = sessions_.save(*session); !saved) return respond_error(x, saved.error());
-    return x.respond(200, session->to_json());
-  }
-  if (path.size() == 4 && path[3] == "sandbox" && m == "GET") {
-    auto info = runtime_.inspect(*sandbox);
-    return info ? x.respond(200, info->to_json()) : respond_error(x, info.error());
-  }
-  route_sandbox(x, *sandbox, Path(path.begin() + 3, path.end()));
 }
 
 }  // namespace nsbox::api

@@ -20,6 +20,7 @@
 #include "api/exchange.h"
 #include "api/metrics.h"
 #include "api/peer_client.h"
+#include "api/routes.h"
 #include "api/sessions.h"
 #include "api/warm_pool.h"
 #include "runtime/client/runtime.h"
@@ -46,12 +47,14 @@ class ApiService {
   void handle(Exchange& x);
 
   // For the HTTP side, before a body is read: whether the request's body is a file to
-  // stream (PUT of files or fs), and its limit.
+  // stream (its route's Body::kFile: PUT of files, fs, fs:extract), and its limit.
   bool takes_upload(const HttpRequest& r) const;
   // Whether the request may be served at all (its token, or a route that needs none):
   // asked before its body is read, so that nobody without the token can make the server
   // read or hold a body.
   bool admits(const HttpRequest& r) const;
+  // Every route the service answers (api/routes.cc).
+  static const RouteTable& routes();
   uint64_t max_upload_bytes() const { return config_.max_upload_bytes; }
 
   void set_stopping() { stopping_ = true; }
@@ -70,27 +73,55 @@ class ApiService {
   bool drain_failed() const { return drain_kept_ > 0; }
 
  private:
-  using Path = std::vector<std::string>;
-
-  bool authorized(const HttpRequest& r, const Path& path) const;
-  // Admitted by a token (the client's, or a peer's for what peers relay), not by a
-  // download link's signature alone.
+  // Routing (api/routes.cc): who may call what, and what runs before a handler.
+  bool authorized(const HttpRequest& r, const Route* route) const;
+  // Admitted by a token (the client's, or a peer's on a relayed request), not by a
+  // download link's signature alone. Asked only on routes peers may relay.
   bool credentialed(const HttpRequest& r) const;
-  void route(Exchange& x, const Path& path);
-  void route_sandbox(Exchange& x, const std::string& sandbox, const Path& rest);
-  void route_sessions(Exchange& x, const Path& path);
+  void dispatch(Exchange& x, const RouteMatch& m);
+  // A sandbox's route: relayed to its server, counted for a drain, a free member refused.
+  void sandbox_call(Exchange& x, const Route& route, const Call& call);
+  void session_call(Exchange& x, const Route& route, const RouteMatch& m);
 
-  void create_sandbox(Exchange& x);
-  void pool_route(Exchange& x);
+  void livez(Exchange& x, const Call&);
+  void readyz(Exchange& x, const Call&);
+  void info(Exchange& x, const Call&);
+  void create_sandbox(Exchange& x, const Call&);
+  void pool_status(Exchange& x, const Call&);
+  void set_pool(Exchange& x, const Call&);
   // A warm pool's member claimed for a create it can serve (`warm_ok`), else one built
   // for it (the cold path); the record's create_path says which.
   Result<SandboxInfo> make_sandbox(const CreateOptions& options, bool warm_ok);
-  void list_sandboxes(Exchange& x);
-  void start_sandbox(Exchange& x, const std::string& sandbox);
-  void route_snapshots(Exchange& x, const Path& rest);
-  void pty_route(Exchange& x, const std::string& sandbox, const Path& rest);
-  void patch_sandbox(Exchange& x, const std::string& sandbox);
-  void delete_sandbox(Exchange& x, const std::string& sandbox);
+  void list_sandboxes(Exchange& x, const Call&);
+  void inspect_sandbox(Exchange& x, const Call& c);
+  void patch_sandbox(Exchange& x, const Call& c);
+  void delete_sandbox(Exchange& x, const Call& c);
+  void interrupt_sandbox(Exchange& x, const Call& c);
+  void restart_sandbox(Exchange& x, const Call& c);
+  void stop_sandbox(Exchange& x, const Call& c);
+  void start_sandbox(Exchange& x, const Call& c);
+
+  // Snapshots and sessions (api/session_routes.cc).
+  void take_snapshot(Exchange& x, const Call&);
+  void list_snapshots(Exchange& x, const Call&);
+  void get_snapshot(Exchange& x, const Call& c);
+  void delete_snapshot(Exchange& x, const Call& c);
+  void create_session(Exchange& x, const Call&);
+  void list_sessions(Exchange& x, const Call&);
+  void get_session(Exchange& x, const Call& c);
+  void patch_session(Exchange& x, const Call& c);
+  void delete_session(Exchange& x, const Call& c);
+  void session_sandbox(Exchange& x, const Call& c);
+  // The session's sandbox, made now if this is its first use.
+  Result<std::string> sandbox_of_session(const std::string& sid);
+
+  // PTY sessions (api/pty_routes.cc).
+  void pty_start(Exchange& x, const Call& c);
+  void pty_kill_all(Exchange& x, const Call& c);
+  void pty_kill(Exchange& x, const Call& c);
+  void pty_output(Exchange& x, const Call& c);
+  void pty_input(Exchange& x, const Call& c);
+  void pty_resize(Exchange& x, const Call& c);
 
   // api/cluster_routes.cc
   bool ready(std::string& reason) const;
@@ -119,27 +150,32 @@ class ApiService {
   bool forward_to(Exchange& x, const std::string& shard, const std::string& sandbox);
   // 404 for a sandbox of ours that a drain moved: 410 with its snapshot.
   bool answer_if_moved(Exchange& x, const std::string& sandbox);
-  void metrics_route(Exchange& x);
-  void drain_route(Exchange& x);
+  void metrics_route(Exchange& x, const Call&);
+  void drain_route(Exchange& x, const Call&);
   bool begin_drain();
   void drain();
 
   // api/run_routes.cc
-  void run_cell(Exchange& x, const std::string& sandbox);
-  void run_command(Exchange& x, const std::string& sandbox);
-  void run_workbench_tool(Exchange& x, const std::string& sandbox, const std::string& tool);
+  void run_cell(Exchange& x, const Call& c);
+  void run_command(Exchange& x, const Call& c);
+  void run_workbench_tool(Exchange& x, const Call& c);
   void hand_links(CreateOptions& options) const;
-  void tool_events(Exchange& x, const std::string& sandbox);
-  void answer_tool_call(Exchange& x, const std::string& sandbox, const std::string& call_id);
+  void tool_events(Exchange& x, const Call& c);
+  void answer_tool_call(Exchange& x, const Call& c);
 
   // api/file_routes.cc
-  void put_file(Exchange& x, const std::string& sandbox);
-  void get_file(Exchange& x, const std::string& sandbox);
-  void delete_file(Exchange& x, const std::string& sandbox);
-  void list_files(Exchange& x, const std::string& sandbox);
-  void sign_file(Exchange& x, const std::string& sandbox);
-  void fs_route(Exchange& x, const std::string& sandbox, const std::string& verb);
-  void extract(Exchange& x, const std::string& sandbox, const std::string& dir);
+  void put_file(Exchange& x, const Call& c);
+  void get_file(Exchange& x, const Call& c);
+  void delete_file(Exchange& x, const Call& c);
+  void list_files(Exchange& x, const Call& c);
+  void sign_file(Exchange& x, const Call& c);
+  void fs_get(Exchange& x, const Call& c);
+  void fs_put(Exchange& x, const Call& c);
+  void fs_delete(Exchange& x, const Call& c);
+  void fs_list(Exchange& x, const Call& c);
+  void fs_stat(Exchange& x, const Call& c);
+  void fs_mkdir(Exchange& x, const Call& c);
+  void fs_extract(Exchange& x, const Call& c);
 
   Runtime runtime_;
   BearerToken token_;

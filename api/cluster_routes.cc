@@ -159,8 +159,16 @@ bool ApiService::answer_if_moved(Exchange& x, const std::string& sandbox) {
   return true;
 }
 
+void ApiService::livez(Exchange& x, const Call&) { x.respond(200, {{"live", true}}); }
+
+void ApiService::readyz(Exchange& x, const Call&) {
+  std::string reason;
+  if (!ready(reason)) return x.respond(503, {{"ready", false}, {"reason", reason}});
+  x.respond(200, {{"ready", true}});
+}
+
 // Without a token, so cheap: the records and the supervisors' locks, no supervisor asked.
-void ApiService::metrics_route(Exchange& x) {
+void ApiService::metrics_route(Exchange& x, const Call&) {
   MetricsState s;
   std::string reason;
   s.ready = ready(reason);
@@ -186,7 +194,7 @@ void ApiService::metrics_route(Exchange& x) {
   x.respond_text(200, metrics_.render(s), "text/plain; version=0.0.4; charset=utf-8");
 }
 
-void ApiService::drain_route(Exchange& x) {
+void ApiService::drain_route(Exchange& x, const Call&) {
   if (!cluster_.sharded())
     return respond_error(x, make_error(ErrorCode::kUnsupported, "only a sharded server drains (nsbox serve --shard)",
                                        "stop this one with SIGTERM"));

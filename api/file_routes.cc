@@ -80,9 +80,27 @@ Error too_large_download(const std::string& path, const struct stat& st) {
                         format_bytes(static_cast<uint64_t>(st.st_blocks) * 512) + " on disk), more than the download limit of 10 GiB");
 }
 
+// What every fs route starts with: its ?path= (required), the sandbox's view (409 when
+// it is not running), and the path as the sandbox shows it (422 for `..`, /proc, ...).
+struct FsTarget {
+  std::string path;   // as asked
+  std::string shown;  // normalized: absolute in the sandbox
+  SandboxFs fs;
+};
+
+Result<FsTarget> fs_target(const Runtime& runtime, const HttpRequest& r, const std::string& sandbox) {
+  auto path = r.query.find("path");
+  if (path == r.query.end() || path->second.empty())
+    return fail(make_error(ErrorCode::kMalformedRequest, "the path goes in ?path="));
+  auto fs = NSBOX_TRY(runtime.sandbox_fs(sandbox));
+  auto shown = NSBOX_TRY(SandboxFs::normalize(path->second));
+  return FsTarget{path->second, std::move(shown), std::move(fs)};
+}
+
 }  // namespace
 
-void ApiService::put_file(Exchange& x, const std::string& sandbox) {
+void ApiService::put_file(Exchange& x, const Call& c) {
+  const std::string& sandbox = c.sandbox;
   auto rel = files_path(x.request(), true);
   if (!rel) return respond_error(x, rel.error());
   auto volume = runtime_.files(sandbox);
@@ -93,7 +111,8 @@ void ApiService::put_file(Exchange& x, const std::string& sandbox) {
                   {"path", FilesVolume::inside_path(up->relative)}, {"size", up->size}, {"sha256", up->sha256}});
 }
 
-void ApiService::get_file(Exchange& x, const std::string& sandbox) {
+void ApiService::get_file(Exchange& x, const Call& c) {
+  const std::string& sandbox = c.sandbox;
   const HttpRequest& r = x.request();
   auto rel = files_path(r, true);
   if (!rel) return respond_error(x, rel.error());
@@ -116,7 +135,8 @@ void ApiService::get_file(Exchange& x, const std::string& sandbox) {
   x.respond_file(std::move(*fd), static_cast<uint64_t>(st.st_size));
 }
 
-void ApiService::delete_file(Exchange& x, const std::string& sandbox) {
+void ApiService::delete_file(Exchange& x, const Call& c) {
+  const std::string& sandbox = c.sandbox;
   auto rel = files_path(x.request(), true);
   if (!rel) return respond_error(x, rel.error());
   auto volume = runtime_.files(sandbox);
@@ -125,7 +145,8 @@ void ApiService::delete_file(Exchange& x, const std::string& sandbox) {
   x.respond(200, {{"removed", Json::array({FilesVolume::inside_path(*FilesVolume::normalize(*rel))})}});
 }
 
-void ApiService::list_files(Exchange& x, const std::string& sandbox) {
+void ApiService::list_files(Exchange& x, const Call& c) {
+  const std::string& sandbox = c.sandbox;
   auto rel = files_path(x.request(), false);
   if (!rel) return respond_error(x, rel.error());
   auto params = page_params(x.request());
@@ -138,7 +159,8 @@ void ApiService::list_files(Exchange& x, const std::string& sandbox) {
   x.respond(200, page_json(*page, norm && !norm->empty() ? FilesVolume::inside_path(*norm) : FilesVolume::kInsidePath));
 }
 
-void ApiService::sign_file(Exchange& x, const std::string& sandbox) {
+void ApiService::sign_file(Exchange& x, const Call& c) {
+  const std::string& sandbox = c.sandbox;
   const HttpRequest& r = x.request();
   auto rel = files_path(r, true);
   if (!rel) return respond_error(x, rel.error());
@@ -165,10 +187,73 @@ void ApiService::sign_file(Exchange& x, const std::string& sandbox) {
   x.respond(200, {{"download_url", config_.public_url + link}, {"download_path", link}, {"expires_at", sys::rfc3339(expires)}});
 }
 
+void ApiService::fs_get(Exchange& x, const Call& c) {
+  auto t = fs_target(runtime_, x.request(), c.sandbox);
+  if (!t) return respond_error(x, t.error());
+  struct stat st{};
+  auto fd = t->fs.open_read(t->path, &st);
+  if (!fd) return respond_error(x, fd.error());
+  if (static_cast<uint64_t>(st.st_size) > kMaxDownloadBytes) return respond_error(x, too_large_download(t->shown, st));
+  x.respond_file(std::move(*fd), static_cast<uint64_t>(st.st_size));
+}
+
+void ApiService::fs_put(Exchange& x, const Call& c) {
+  auto t = fs_target(runtime_, x.request(), c.sandbox);
+  if (!t) return respond_error(x, t.error());
+  const HttpRequest& r = x.request();
+  mode_t mode = 0644;
+  if (auto m = r.query.find("mode"); m != r.query.end()) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(m->second.c_str(), &end, 8);
+    if (m->second.empty() || *end || v > 07777) return respond_error(x, make_error(ErrorCode::kInvalidArgument, "mode must be octal, e.g. 0644"));
+    mode = static_cast<mode_t>(v);
+  }
+  auto written = t->fs.write(t->path, x.body_fd(), config_.max_upload_bytes, mode, [&] { return x.body_complete(); });
+  if (!written) return respond_error(x, written.error());
+  x.respond(200, {{"path", t->shown}, {"size", *written}});
+}
+
+void ApiService::fs_delete(Exchange& x, const Call& c) {
+  auto t = fs_target(runtime_, x.request(), c.sandbox);
+  if (!t) return respond_error(x, t.error());
+  if (auto removed = t->fs.remove(t->path, flag(x.request(), "recursive")); !removed) return respond_error(x, removed.error());
+  x.respond(200, {{"removed", Json::array({t->shown})}});
+}
+
+void ApiService::fs_list(Exchange& x, const Call& c) {
+  auto t = fs_target(runtime_, x.request(), c.sandbox);
+  if (!t) return respond_error(x, t.error());
+  auto params = page_params(x.request());
+  if (!params) return respond_error(x, params.error());
+  auto page = t->fs.list(t->path, params->first, params->second);
+  if (!page) return respond_error(x, page.error());
+  x.respond(200, page_json(*page, t->shown));
+}
+
+void ApiService::fs_mkdir(Exchange& x, const Call& c) {
+  auto t = fs_target(runtime_, x.request(), c.sandbox);
+  if (!t) return respond_error(x, t.error());
+  if (auto made = t->fs.make_dir(t->path, flag(x.request(), "parents")); !made) return respond_error(x, made.error());
+  x.respond(201, {{"path", t->shown}});
+}
+
+void ApiService::fs_stat(Exchange& x, const Call& c) {
+  auto t = fs_target(runtime_, x.request(), c.sandbox);
+  if (!t) return respond_error(x, t.error());
+  auto st = t->fs.stat(t->path);
+  if (!st) return respond_error(x, st.error());
+  std::string type = S_ISREG(st->st_mode) ? "file" : S_ISDIR(st->st_mode) ? "dir" : S_ISLNK(st->st_mode) ? "symlink" : "other";
+  x.respond(200, {{"path", t->shown}, {"type", type}, {"size", st->st_size}, {"mode", st->st_mode & 07777}, {"mtime", st->st_mtime}});
+}
+
 // A tar or zip archive unpacked into a directory of the sandbox (the Agents SDK's
 // `extract`): spooled to an unnamed file of the server's (the check reads it twice), then
 // Runtime::extract.
-void ApiService::extract(Exchange& x, const std::string& sandbox, const std::string& dir) {
+void ApiService::fs_extract(Exchange& x, const Call& c) {
+  auto t = fs_target(runtime_, x.request(), c.sandbox);
+  if (!t) return respond_error(x, t.error());
+  const std::string& sandbox = c.sandbox;
+  const std::string& dir = t->path;
   const HttpRequest& r = x.request();
   std::string format = r.query_value("format");
   if (format.empty()) format = "tar";
@@ -205,60 +290,6 @@ void ApiService::extract(Exchange& x, const std::string& sandbox, const std::str
   auto done = runtime_.extract(sandbox, dir, spool.get(), format == "zip", limit[0], limit[1]);
   if (!done) return respond_error(x, done.error());
   x.respond(200, *done);
-}
-
-void ApiService::fs_route(Exchange& x, const std::string& sandbox, const std::string& verb) {
-  const HttpRequest& r = x.request();
-  auto path = r.query.find("path");
-  if (path == r.query.end() || path->second.empty())
-    return respond_error(x, make_error(ErrorCode::kMalformedRequest, "the path goes in ?path="));
-  auto fs = runtime_.sandbox_fs(sandbox);
-  if (!fs) return respond_error(x, fs.error());
-  auto shown = SandboxFs::normalize(path->second);
-  if (!shown) return respond_error(x, shown.error());
-  if (verb == "fs" && r.method == "GET") {
-    struct stat st{};
-    auto fd = fs->open_read(path->second, &st);
-    if (!fd) return respond_error(x, fd.error());
-    if (static_cast<uint64_t>(st.st_size) > kMaxDownloadBytes) return respond_error(x, too_large_download(*shown, st));
-    return x.respond_file(std::move(*fd), static_cast<uint64_t>(st.st_size));
-  }
-  if (verb == "fs" && r.method == "PUT") {
-    mode_t mode = 0644;
-    if (auto m = r.query.find("mode"); m != r.query.end()) {
-      char* end = nullptr;
-      unsigned long v = std::strtoul(m->second.c_str(), &end, 8);
-      if (m->second.empty() || *end || v > 07777) return respond_error(x, make_error(ErrorCode::kInvalidArgument, "mode must be octal, e.g. 0644"));
-      mode = static_cast<mode_t>(v);
-    }
-    auto written = fs->write(path->second, x.body_fd(), config_.max_upload_bytes, mode, [&] { return x.body_complete(); });
-    if (!written) return respond_error(x, written.error());
-    return x.respond(200, {{"path", *shown}, {"size", *written}});
-  }
-  if (verb == "fs:extract" && r.method == "PUT") return extract(x, sandbox, path->second);
-  if (verb == "fs" && r.method == "DELETE") {
-    if (auto removed = fs->remove(path->second, flag(r, "recursive")); !removed) return respond_error(x, removed.error());
-    return x.respond(200, {{"removed", Json::array({*shown})}});
-  }
-  if (verb == "fs:ls" && r.method == "GET") {
-    auto params = page_params(r);
-    if (!params) return respond_error(x, params.error());
-    auto page = fs->list(path->second, params->first, params->second);
-    if (!page) return respond_error(x, page.error());
-    return x.respond(200, page_json(*page, *shown));
-  }
-  if (verb == "fs:mkdir" && r.method == "POST") {
-    if (auto made = fs->make_dir(path->second, flag(r, "parents")); !made) return respond_error(x, made.error());
-    return x.respond(201, {{"path", *shown}});
-  }
-  if (verb == "fs:stat" && r.method == "GET") {
-    auto st = fs->stat(path->second);
-    if (!st) return respond_error(x, st.error());
-    std::string type = S_ISREG(st->st_mode) ? "file" : S_ISDIR(st->st_mode) ? "dir" : S_ISLNK(st->st_mode) ? "symlink" : "other";
-    return x.respond(200, {{"path", *shown}, {"type", type}, {"size", st->st_size}, {"mode", st->st_mode & 07777},
-                           {"mtime", st->st_mtime}});
-  }
-  respond_error(x, make_error(ErrorCode::kNotFound, "no endpoint " + r.method + " " + r.path, "docs/api.md lists the endpoints"));
 }
 
 }  // namespace nsbox::api

@@ -97,6 +97,25 @@ Result<std::string> bytes_field(const Json& j, const char* name, bool required) 
   return std::string();
 }
 
+// A cell or command in flight: the warm pool's refill yields to them, the metrics count them.
+class Running {
+ public:
+  Running(std::atomic<int>& calls, std::atomic<int>* cells) : calls_(calls), cells_(cells) {
+    ++calls_;
+    if (cells_) ++*cells_;
+  }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+  ~Running() {
+    --calls_;
+    if (cells_) --*cells_;
+  }
+
+ private:
+  std::atomic<int>& calls_;
+  std::atomic<int>* cells_;
+};
+
 void end_with(Exchange& x, EventSender& events, const Result<Json>& result) {
   if (!result) {
     if (!events.began()) return respond_error(x, result.error());
@@ -111,7 +130,9 @@ void end_with(Exchange& x, EventSender& events, const Result<Json>& result) {
 
 }  // namespace
 
-void ApiService::run_cell(Exchange& x, const std::string& sandbox) {
+void ApiService::run_cell(Exchange& x, const Call& c) {
+  Running running(running_calls_, &running_cells_);
+  const std::string& sandbox = c.sandbox;
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   if (auto ok = only_fields(*body, {"code", "code_b64", "timeout_s", "output_limit"}); !ok) return respond_error(x, ok.error());
@@ -152,7 +173,9 @@ void ApiService::run_cell(Exchange& x, const std::string& sandbox) {
   end_with(x, events, r ? Result<Json>(r->raw) : Result<Json>(std::unexpected(r.error())));
 }
 
-void ApiService::run_command(Exchange& x, const std::string& sandbox) {
+void ApiService::run_command(Exchange& x, const Call& c) {
+  Running running(running_calls_, nullptr);
+  const std::string& sandbox = c.sandbox;
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   if (auto ok = only_fields(*body, {"command", "argv", "env", "cwd", "timeout_s", "stdin", "stdin_b64"}); !ok)
@@ -198,7 +221,8 @@ void ApiService::run_command(Exchange& x, const std::string& sandbox) {
 // The callback backend of the tool bridge: the sandbox's tool calls as NDJSON events
 // ({"type": "subscribed"} first, then {"type": "tool_call", "call_id", "cell", "helper",
 // "args"}), until the client leaves; answers come by POST .../tool_calls/{call_id}.
-void ApiService::tool_events(Exchange& x, const std::string& sandbox) {
+void ApiService::tool_events(Exchange& x, const Call& c) {
+  const std::string& sandbox = c.sandbox;
   EventSender events(x);
   CallControl control{x.gone_fd(), {}};
   control.on_started = [&](uint64_t) { events.send({{"type", "subscribed"}}); };
@@ -217,11 +241,11 @@ void ApiService::tool_events(Exchange& x, const std::string& sandbox) {
   x.end_stream();
 }
 
-void ApiService::answer_tool_call(Exchange& x, const std::string& sandbox, const std::string& call_id) {
+void ApiService::answer_tool_call(Exchange& x, const Call& c) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   if (auto ok = only_fields(*body, {"result", "error"}); !ok) return respond_error(x, ok.error());
-  auto done = runtime_.answer_tool_call(sandbox, call_id, body->value("result", Json()), body->value("error", Json()));
+  auto done = runtime_.answer_tool_call(c.sandbox, std::string(c.arg), body->value("result", Json()), body->value("error", Json()));
   if (!done) return respond_error(x, done.error());
   x.respond(200, {{"accepted", true}});
 }
@@ -229,11 +253,11 @@ void ApiService::answer_tool_call(Exchange& x, const std::string& sandbox, const
 // A hosted workbench tool's call (runtime/client/workbench_tools.h): its input is the body, its
 // answer the hosted envelope, 200 whether or not the cell or command succeeded (as the
 // hosted service answers a failed execution).
-void ApiService::run_workbench_tool(Exchange& x, const std::string& sandbox, const std::string& tool) {
+void ApiService::run_workbench_tool(Exchange& x, const Call& c) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   CallControl control{x.cancel_fd(), {}};
-  auto answer = nsbox::run_workbench_tool(runtime_, sandbox, tool, *body, {}, control);
+  auto answer = nsbox::run_workbench_tool(runtime_, c.sandbox, std::string(c.arg), *body, {}, control);
   if (!answer) return respond_error(x, answer.error());
   x.respond(200, *answer);
 }

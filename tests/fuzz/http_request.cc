@@ -1,11 +1,13 @@
 // An HTTP request's head as nsbox serve reads it: Boost.Beast's parser (as the server
 // configures it: 16 KiB of header), then what nsbox adds — the target split into a
-// percent-decoded path and query (api/request_target), the path's segments, the bearer
-// token's check and a download link's signature check (api/access).
+// percent-decoded path and query (api/request_target), the path's segments, the route it
+// finds in the API's table (api/routes), the bearer token's check and a download link's
+// signature check (api/access).
 //
-// Checks: a segment is never empty and never holds '/'; the token is accepted only for
-// "Bearer <token>" (the scheme in any case); a link verifies only with the signature the
-// server would make, and only before its expiry.
+// Checks: a segment is never empty and never holds '/'; a route found has the path's
+// segments (its literals equal them, its parameters are them, in order); the token is
+// accepted only for "Bearer <token>" (the scheme in any case); a link verifies only with
+// the signature the server would make, and only before its expiry.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -15,6 +17,7 @@
 #include <boost/beast/http.hpp>
 
 #include "api/access.h"
+#include "api/api_service.h"
 #include "api/request_target.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -51,6 +54,19 @@ void check_access(const nsbox::api::HttpRequest& r, const std::vector<std::strin
   FUZZ_CHECK(signer.verify(sandbox, path, 2000, own, 1999) && !signer.verify(sandbox, path, 2000, own, 2000));
 }
 
+void check_route(const nsbox::api::HttpRequest& r, const std::vector<std::string>& segments) {
+  auto m = nsbox::api::ApiService::routes().match(r.method, r.path);
+  if (!m.route) return;
+  FUZZ_CHECK(m.route->method == r.method);
+  std::vector<std::string> pattern = nsbox::api::split_path(m.route->pattern);
+  FUZZ_CHECK(pattern.size() == segments.size());
+  size_t param = 0;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i].front() == '{') FUZZ_CHECK(param < m.params.size() && m.params[param++] == segments[i]);
+    else FUZZ_CHECK(pattern[i] == segments[i]);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -72,6 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto it = h.find(http::field::authorization); it != h.end()) r.authorization = std::string(sv(it->value()));
   auto segments = nsbox::api::split_path(r.path);
   for (const auto& s : segments) FUZZ_CHECK(!s.empty() && s.find('/') == std::string::npos);
+  check_route(r, segments);
   check_access(r, segments);
   return 0;
 }
