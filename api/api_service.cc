@@ -54,10 +54,6 @@ Result<double> timeout_field(const Json& j, double fallback) {
   return v;
 }
 
-bool ApiService::takes_upload(const HttpRequest& r) const {
-  const Route* route = routes().match(r.method, r.path).route;
-  return route && route->body == Body::kFile;
-}
 
 bool ApiService::authorized(const HttpRequest& r, const Route* route) const {
   // No endpoint: 404 for the client, 401 for anybody else (as for every route of theirs).
@@ -82,7 +78,25 @@ bool ApiService::credentialed(const HttpRequest& r) const {
   return peer_token_ && !r.forwarded_by.empty() && peer_token_->accepts(r.authorization);
 }
 
-bool ApiService::admits(const HttpRequest& r) const { return authorized(r, routes().match(r.method, r.path).route); }
+ApiService::Intake ApiService::intake(const HttpRequest& r) const {
+  RouteMatch m = routes().match(r.method, r.path);
+  Intake in;
+  in.admitted = authorized(r, m.route);
+  if (!m.route) return in;
+  in.upload = m.route->body == Body::kFile;
+  using K = RequestBudgets::Kind;
+  if (m.route->auth == Auth::kSignedLink && r.query.count("signature")) {
+    // A link's signature is its only authority: anyone holding one may open it as often
+    // as they like, so a sandbox's links share one part of the open budget (a sandbox
+    // mints links to its own files at will).
+    in.budget = K::kOpen;
+    in.budget_key = std::string(m.params[0]);
+  } else if (m.route->budget != Budget::kRequests) {
+    in.budget = m.route->budget == Budget::kProbes ? K::kProbe : K::kOpen;
+    if (in.budget == K::kOpen) in.budget_key = m.route->pattern;
+  }
+  return in;
+}
 
 void ApiService::handle(Exchange& x) {
   const HttpRequest& r = x.request();

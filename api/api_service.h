@@ -20,6 +20,7 @@
 #include "api/exchange.h"
 #include "api/metrics.h"
 #include "api/peer_client.h"
+#include "api/request_budgets.h"
 #include "api/routes.h"
 #include "api/sessions.h"
 #include "api/warm_pool.h"
@@ -46,13 +47,20 @@ class ApiService {
   // Answers one request (exactly once).
   void handle(Exchange& x);
 
-  // For the HTTP side, before a body is read: whether the request's body is a file to
-  // stream (its route's Body::kFile: PUT of files, fs, fs:extract), and its limit.
-  bool takes_upload(const HttpRequest& r) const;
-  // Whether the request may be served at all (its token, or a route that needs none):
-  // asked before its body is read, so that nobody without the token can make the server
-  // read or hold a body.
-  bool admits(const HttpRequest& r) const;
+  // For the HTTP side, before a body is read, from the request's route: whether it may
+  // be served at all (its token, or a route that needs none: nobody without the token can
+  // make the server read or hold a body), whether its body is a file to stream (Body::
+  // kFile: PUT of files, fs, fs:extract), and which budget of requests in work it takes
+  // (`budget_key`: the share within the open budget, the route or a link's sandbox).
+  struct Intake {
+    bool admitted = false;
+    bool upload = false;
+    RequestBudgets::Kind budget = RequestBudgets::Kind::kRequest;
+    std::string budget_key;
+  };
+  Intake intake(const HttpRequest& r) const;
+  bool takes_upload(const HttpRequest& r) const { return intake(r).upload; }
+  bool admits(const HttpRequest& r) const { return intake(r).admitted; }
   // Every route the service answers (api/routes.cc).
   static const RouteTable& routes();
   uint64_t max_upload_bytes() const { return config_.max_upload_bytes; }

@@ -204,7 +204,8 @@ class Connection {
       co_await write_error(make_error(ErrorCode::kUnavailable, "the server is stopping"), version, false);
       co_return false;
     }
-    if (!shared_.service.admits(*request)) {
+    const ApiService::Intake intake = shared_.service.intake(*request);
+    if (!intake.admitted) {
       // A named vector: GCC 12 rejects an initializer list inside this co_await under ASan
       // ("array used as initializer").
       const std::vector<std::pair<std::string, std::string>> challenge = {{"WWW-Authenticate", "Bearer"}};
@@ -214,7 +215,7 @@ class Connection {
     // A client that asks first (curl does for bodies past 1 MiB) is told to go on, once
     // the limits and the token allow it, rather than waiting out its own timer.
     bool continue_first = beast::iequals(h[http::field::expect], "100-continue");
-    bool upload = shared_.service.takes_upload(*request);
+    const bool upload = intake.upload;
     uint64_t limit = upload ? shared_.service.max_upload_bytes() : kMaxJsonBody;
     if (request->content_length && *request->content_length > limit) {
       co_await write_error(make_error(ErrorCode::kLimitExceeded, "the body of " + std::to_string(*request->content_length) +
@@ -223,7 +224,7 @@ class Connection {
       co_return false;
     }
     // Its budget before its body: a request refused reads nothing more.
-    auto ticket = shared_.budgets.take(*request);
+    auto ticket = shared_.budgets.take(intake.budget, intake.budget_key);
     if (!ticket) {
       const std::vector<std::pair<std::string, std::string>> retry = {{"Retry-After", "1"}};
       co_await write_error(ticket.error(), version, false, 0, retry);

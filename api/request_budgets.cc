@@ -1,32 +1,11 @@
 #include "api/request_budgets.h"
 
-#include "api/request_target.h"
 
 namespace nsbox::api {
 
 RequestBudgets::RequestBudgets(Limits limits) : limits_(limits), counts_(std::make_shared<Counts>()) {}
 
-RequestBudgets::Kind RequestBudgets::kind_of(const HttpRequest& r, std::string* key) {
-  if (r.method != "GET") return Kind::kRequest;
-  // Split as ApiService routes them ("//livez" is /livez).
-  const auto path = split_path(r.path);
-  if (path.size() == 1 && (path[0] == "livez" || path[0] == "readyz")) return Kind::kProbe;
-  if (path.size() == 1 && path[0] == "metrics") {
-    if (key) *key = "/metrics";
-    return Kind::kOpen;
-  }
-  // A download link (runtime/links/download_link.h): its signature is its only authority
-  // (ApiService::authorized), so anyone holding one may open it, as often as they like.
-  if (r.query.count("signature") && path.size() == 4 && path[0] == "v1" && path[1] == "sandboxes" && path[3] == "files") {
-    if (key) *key = path[2];  // the sandbox (an id never starts with '/')
-    return Kind::kOpen;
-  }
-  return Kind::kRequest;
-}
-
-Result<RequestBudgets::Ticket> RequestBudgets::take(const HttpRequest& r) {
-  std::string key;
-  const Kind kind = kind_of(r, &key);
+Result<RequestBudgets::Ticket> RequestBudgets::take(Kind kind, const std::string& key) {
   const size_t k = static_cast<size_t>(kind);
   const size_t limit = kind == Kind::kProbe ? limits_.probes : kind == Kind::kOpen ? limits_.open : limits_.requests;
   {

@@ -22,7 +22,7 @@
 #include <mutex>
 #include <string>
 
-#include "api/exchange.h"
+#include "isolation/sys/error.h"
 
 namespace nsbox::api {
 
@@ -50,12 +50,10 @@ class RequestBudgets {
   RequestBudgets(const RequestBudgets&) = delete;
   RequestBudgets& operator=(const RequestBudgets&) = delete;
 
-  // The kind of `r`, and for the open kind the key its own limit counts under (the
-  // sandbox of a link, or "/metrics").
-  static Kind kind_of(const HttpRequest& r, std::string* key = nullptr);
-
-  // A slot for `r`, or kUnavailable naming the budget that is full.
-  Result<Ticket> take(const HttpRequest& r);
+  // A slot of `kind` (the route table says which: ApiService::intake), or kUnavailable
+  // naming the budget that is full. `key`: for the open kind, the share it counts under (a
+  // link's sandbox, or a route such as "/metrics").
+  Result<Ticket> take(Kind kind, const std::string& key = "");
 
   size_t in_use(Kind kind) const;
   const Limits& limits() const { return limits_; }

@@ -80,9 +80,9 @@ const RouteTable& ApiService::routes() {
   using Sc = Scope;
   static const RouteTable table({
       // Probes and the scrape: no token.
-      {"GET", "/livez", &S::livez, A::kNone},
-      {"GET", "/readyz", &S::readyz, A::kNone},
-      {"GET", "/metrics", &S::metrics_route, A::kNone, Sc::kServer, Body::kJson, Answer::kText},
+      {"GET", "/livez", &S::livez, A::kNone, Sc::kServer, Body::kJson, Answer::kJson, false, Budget::kProbes},
+      {"GET", "/readyz", &S::readyz, A::kNone, Sc::kServer, Body::kJson, Answer::kJson, false, Budget::kProbes},
+      {"GET", "/metrics", &S::metrics_route, A::kNone, Sc::kServer, Body::kJson, Answer::kText, false, Budget::kOpen},
       // The server's own.
       {"GET", "/v1/info", &S::info, A::kToken},
       {"POST", "/v1/drain", &S::drain_route, A::kToken},

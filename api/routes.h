@@ -65,6 +65,15 @@ enum class Answer : uint8_t {
   kText,          // text (the metrics)
 };
 
+// Which of the HTTP server's budgets of requests in work a route draws from
+// (api/request_budgets.h). A download link admitted by its signature alone draws from the
+// open budget whatever its row says.
+enum class Budget : uint8_t {
+  kRequests,  // the token holders'
+  kProbes,    // the probes' own: never behind any other request
+  kOpen,      // requests without a token, each route (or sandbox, for links) with its share
+};
+
 // What a handler is given besides the exchange.
 struct Call {
   std::string sandbox;         // kSandbox: as asked (id or name); kSessionSandbox: the session's sandbox's id
@@ -85,6 +94,7 @@ struct Route {
   // A warm pool's free member is nobody's yet: only routes that read it alone (inspect)
   // may touch it (others answer 403).
   bool free_member_ok = false;
+  Budget budget = Budget::kRequests;
 };
 
 constexpr size_t kMaxRouteSegments = 8;

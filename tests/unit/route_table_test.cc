@@ -306,3 +306,24 @@ TEST_CASE("route table: the bodies streamed as files are those of the routes tha
   CHECK_FALSE(service->takes_upload(request("POST", "/v1/sandboxes/etl/files")));
   CHECK_FALSE(service->takes_upload(request("PUT", "/v1/sandboxes/etl/bogus/files")));
 }
+
+TEST_CASE("route table: the probes, the metrics and a signed link take budgets of their own; the rest the token holders'") {
+  using Kind = nsbox::api::RequestBudgets::Kind;
+  Service service;
+  auto intake = [&](const std::string& target, const std::string& method = "GET") { return service->intake(request(method, target)); };
+  const std::string link = "/v1/sandboxes/sbx-b-1/files?path=a.bin&expires=9&signature=x";
+  CHECK(intake("/livez").budget == Kind::kProbe);
+  CHECK(intake("/readyz").budget == Kind::kProbe);
+  CHECK(intake("//livez/").budget == Kind::kProbe);  // as it is routed
+  CHECK(intake("/metrics").budget == Kind::kOpen);
+  CHECK(intake("/metrics").budget_key == "/metrics");
+  CHECK(intake(link).budget == Kind::kOpen);
+  CHECK(intake(link).budget_key == "sbx-b-1");  // a sandbox's links share one part
+  CHECK(intake(link).admitted);
+  // Only a GET of a sandbox's file with a signature is a link; the rest need a token.
+  CHECK(intake("/v1/sandboxes/sbx-b-1/files?path=a.bin").budget == Kind::kRequest);
+  CHECK(intake(link, "PUT").budget == Kind::kRequest);
+  CHECK(intake("/v1/sessions/s/files?path=a&signature=x").budget == Kind::kRequest);
+  CHECK(intake("/livez", "POST").budget == Kind::kRequest);
+  CHECK(intake("/v1/info").budget == Kind::kRequest);
+}
