@@ -347,6 +347,19 @@ void ApiService::list_sandboxes(Exchange& x, const Call&) {
   x.respond(200, {{"sandboxes", arr}});
 }
 
+// {"ttl_s": N}: the sandbox is removed N seconds from now (docs/semantics.md, "Time to
+// live"); the answer is the sandbox, its expires_at with it.
+void ApiService::set_ttl(Exchange& x, const Call& c) {
+  auto body = body_object(x.request());
+  if (!body) return respond_error(x, body.error());
+  if (auto ok = only_fields(*body, {"ttl_s"}); !ok) return respond_error(x, ok.error());
+  SandboxSpec asked;
+  if (auto read = read_request_fields({{"ttl_s", body->value("ttl_s", Json())}}, asked); !read) return respond_error(x, read.error());
+  auto info = runtime_.set_ttl(c.sandbox, asked.ttl_s);
+  if (!info) return respond_error(x, info.error());
+  x.respond(200, info->to_json());
+}
+
 void ApiService::patch_sandbox(Exchange& x, const Call& c) {
   const std::string& sandbox = c.sandbox;
   auto body = body_object(x.request());

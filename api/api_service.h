@@ -103,6 +103,7 @@ class ApiService {
   void list_sandboxes(Exchange& x, const Call&);
   void inspect_sandbox(Exchange& x, const Call& c);
   void patch_sandbox(Exchange& x, const Call& c);
+  void set_ttl(Exchange& x, const Call& c);
   void delete_sandbox(Exchange& x, const Call& c);
   void interrupt_sandbox(Exchange& x, const Call& c);
   void restart_sandbox(Exchange& x, const Call& c);

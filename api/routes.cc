@@ -104,6 +104,7 @@ const RouteTable& ApiService::routes() {
       {"POST", "/v1/sandboxes/{id}/restart", &S::restart_sandbox, A::kPeerRelayable, Sc::kSandbox},
       {"POST", "/v1/sandboxes/{id}/stop", &S::stop_sandbox, A::kPeerRelayable, Sc::kSandbox},
       {"POST", "/v1/sandboxes/{id}/start", &S::start_sandbox, A::kPeerRelayable, Sc::kSandbox},
+      {"POST", "/v1/sandboxes/{id}/ttl", &S::set_ttl, A::kPeerRelayable, Sc::kSandbox},
       {"POST", "/v1/sandboxes/{id}/cells", &S::run_cell, A::kPeerRelayable, Sc::kSandbox, Body::kJson, Answer::kJsonOrStream},
       {"POST", "/v1/sandboxes/{id}/commands", &S::run_command, A::kPeerRelayable, Sc::kSandbox, Body::kJson, Answer::kJsonOrStream},
       // Files of /mnt/files; a download is also a signed link's.

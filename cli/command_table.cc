@@ -133,6 +133,7 @@ const std::vector<CommandHelp>& command_table() {
        {{"allow", "HOST[,*.DOMAIN,HOST:PORT...]", "the new allowlist (\"\" allows nothing)"},
         {"allow-private", "HOST[,HOST...]", "hosts of it that may resolve to private or loopback addresses"}},
        cmd_net},
+      {"ttl", "ID SECONDS", "remove the running sandbox SECONDS from now (its time to live, extended or set)", {}, cmd_ttl},
       {"files", "ID (upload LOCAL [REMOTE] | ls [PATH] | download REMOTE [LOCAL] | rm PATH...)",
        "the sandbox's /mnt/files, from the host",
        {{"limit", "N", "ls: entries per page (default 1000, at most 100000)"},

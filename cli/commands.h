@@ -26,6 +26,7 @@ int cmd_sh(const Invocation& inv);
 int cmd_run(const Invocation& inv);
 int cmd_resize(const Invocation& inv);
 int cmd_net(const Invocation& inv);
+int cmd_ttl(const Invocation& inv);
 int cmd_rm(const Invocation& inv);
 int cmd_stop(const Invocation& inv);
 int cmd_start(const Invocation& inv);

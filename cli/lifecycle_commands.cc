@@ -266,6 +266,25 @@ int cmd_net(const Invocation& inv) {
   return 0;
 }
 
+int cmd_ttl(const Invocation& inv) {
+  int code = 0;
+  auto ctx = prepare(inv, code);
+  if (!ctx) return code;
+  const auto& pos = ctx->args.positionals;
+  if (pos.size() != 2)
+    return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox ttl takes a sandbox id or name, then SECONDS"));
+  // The seconds as a create's --ttl reads them (the spec's bounds, the same error).
+  SandboxSpec asked;
+  nlohmann::json seconds = pos[1];
+  if (!pos[1].empty() && pos[1].size() < 20 && std::all_of(pos[1].begin(), pos[1].end(), ::isdigit)) seconds = std::stoull(pos[1]);
+  if (auto read = read_request_fields({{"ttl_s", seconds}}, asked); !read) return ctx->out.error(read.error());
+  auto info = ctx->runtime->set_ttl(pos[0], asked.ttl_s);
+  if (!info) return ctx->out.error(info.error());
+  if (ctx->out.json) ctx->out.document(info->to_json());
+  else ctx->out.line(info->record.id + ": removed at " + info->record.facts.expires_at);
+  return 0;
+}
+
 int cmd_resize(const Invocation& inv) {
   int code = 0;
   auto ctx = prepare(inv, code);

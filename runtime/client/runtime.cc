@@ -296,6 +296,7 @@ Result<SandboxInfo> Runtime::stop(const std::string& id_or_name) const {
     NSBOX_CHECK(clean_after_supervisor(record));
     SandboxFacts& facts = record.facts;
     if (facts.stopped_at.empty()) facts.stopped_at = sys::now_rfc3339();
+    facts.expires_at.clear();  // no deadline runs while it is stopped: a start sets one again
     facts.supervisor_pid = 0;
     facts.init_pid = 0;
     facts.cgroup = {};
@@ -580,6 +581,13 @@ Result<SandboxInfo> Runtime::set_allowlist(const std::string& id_or_name, const 
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   if (!store_.supervisor_alive(id)) return fail(not_running(id));
   NSBOX_CHECK(request(id, {{"op", "net"}, {"allow", allow.to_json()}}, kRequestTimeoutMs));
+  return inspect(id);
+}
+
+Result<SandboxInfo> Runtime::set_ttl(const std::string& id_or_name, uint64_t ttl_s) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
+  NSBOX_CHECK(request(id, {{"op", "ttl"}, {"ttl_s", ttl_s}}, kRequestTimeoutMs));
   return inspect(id);
 }
 

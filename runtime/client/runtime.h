@@ -180,6 +180,9 @@ class Runtime {
   Result<SandboxInfo> resize(const std::string& id_or_name, SizeTier size) const;
   // Replaces the allowlist of a `--net allow=` sandbox, live (docs/network.md).
   Result<SandboxInfo> set_allowlist(const std::string& id_or_name, const net::AllowList& allow) const;
+  // The running sandbox is removed `ttl_s` seconds from now (docs/semantics.md, "Time to
+  // live"): a TTL's extension, or a first one.
+  Result<SandboxInfo> set_ttl(const std::string& id_or_name, uint64_t ttl_s) const;
   // Ends every process of the sandbox (its kernel's state is lost) and its supervisor; the
   // sandbox stays, `stopped`, with its files and home volumes and its definition.
   // Stopping a stopped sandbox does nothing; a dead one is cleaned up and marked stopped.

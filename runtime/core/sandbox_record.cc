@@ -39,6 +39,7 @@ Json SandboxRecord::to_json() const {
   j["id"] = id;
   j["created_at"] = f.created_at;
   j["stopped_at"] = f.stopped_at;
+  if (!f.expires_at.empty()) j["expires_at"] = f.expires_at;
   j["home"] = f.home;
   j["supervisor_pid"] = f.supervisor_pid;
   j["init_pid"] = f.init_pid;
@@ -59,6 +60,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const Json& j) {
     r.id = j.at("id").get<std::string>();
     f.created_at = j.value("created_at", "");
     f.stopped_at = j.value("stopped_at", "");
+    f.expires_at = j.value("expires_at", "");
     f.home = j.value("home", "");
     f.supervisor_pid = NSBOX_TRY(pid_field(j, "supervisor_pid"));
     f.init_pid = NSBOX_TRY(pid_field(j, "init_pid"));

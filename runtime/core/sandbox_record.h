@@ -24,6 +24,7 @@ std::string_view enforcement_name(Enforcement e);
 struct SandboxFacts {
   std::string created_at;  // RFC 3339, UTC
   std::string stopped_at;  // RFC 3339, when `nsbox stop` stopped it; empty while it runs
+  std::string expires_at;  // RFC 3339, when its time to live runs out; empty: none runs (a stopped sandbox's)
   std::string home;  // its home volume's name (/home/user); empty: made before homes were kept
   pid_t supervisor_pid = 0;
   pid_t init_pid = 0;

@@ -89,19 +89,41 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   NSBOX_CHECK(self->start_helpers(layout));
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(id)));
   NSBOX_CHECK(self->loop_->add(self->listen_fd_.get(), EPOLLIN, [s = self.get()](uint32_t) { s->accept_clients(); }));
-  NSBOX_CHECK(store.save(self->record_facts_at_start()));
   // Its time to live runs here, not in a server: it holds while none runs.
-  if (spec.ttl_s)
-    NSBOX_CHECK(self->loop_->add_timer(spec.ttl_s * 1000, [s = self.get()] {
-      log::info("the sandbox's time to live (" + std::to_string(s->record_.spec.ttl_s) + " s) ran out: removing it");
-      s->shutdown(nullptr);  // everything of it stopped; its mounts are ours alone now
-      const std::string& id = s->record_.id;
-      for (const std::string& mount : {s->store_.root().volume_mount(id), s->store_.root().home_mount(id)})
-        ::umount2(mount.c_str(), MNT_DETACH);
-      if (auto removed = remove_sandbox_files(s->store_, id, s->record_, /*keep_files=*/false); !removed)
-        log::error("remove the expired sandbox: " + removed.error().message);
-    }));
+  if (spec.ttl_s) NSBOX_CHECK(self->set_deadline(spec.ttl_s));
+  NSBOX_CHECK(store.save(self->record_facts_at_start()));
   return self;
+}
+
+Result<void> Supervisor::set_deadline(uint64_t seconds) {
+  if (ttl_timer_ >= 0) loop_->cancel_timer(ttl_timer_);
+  ttl_timer_ = NSBOX_TRY(loop_->add_timer(seconds * 1000, [this] { expire(); }));
+  record_.facts.expires_at = sys::rfc3339(static_cast<int64_t>(::time(nullptr)) + static_cast<int64_t>(seconds));
+  return {};
+}
+
+void Supervisor::expire() {
+  ttl_timer_ = -1;
+  log::info("the sandbox's time to live ran out (" + record_.facts.expires_at + "): removing it");
+  shutdown(nullptr);  // everything of it stopped; its mounts are ours alone now
+  const std::string& id = record_.id;
+  for (const std::string& mount : {store_.root().volume_mount(id), store_.root().home_mount(id)}) ::umount2(mount.c_str(), MNT_DETACH);
+  if (auto removed = remove_sandbox_files(store_, id, record_, /*keep_files=*/false); !removed)
+    log::error("remove the expired sandbox: " + removed.error().message);
+}
+
+// {"op": "ttl", "ttl_s": N}: removed N seconds from now (an extension, or a first TTL).
+void Supervisor::change_ttl(Client& client, const Json& request) {
+  SandboxSpec asked;
+  if (auto read = read_request_fields({{"ttl_s", request.value("ttl_s", Json())}}, asked); !read)
+    return reply_error(client, read.error());
+  if (asked.ttl_s == 0)
+    return reply_error(client, make_error(ErrorCode::kInvalidArgument, "\"ttl_s\" must be at least 1 second",
+                                          "to keep a sandbox without a time to live, make it without one"));
+  if (auto set = set_deadline(asked.ttl_s); !set) return reply_error(client, set.error());
+  if (auto saved = store_.save(record_); !saved) return reply_error(client, saved.error());
+  log::info("time to live set: removed at " + record_.facts.expires_at);
+  reply(client, {{"ok", true}, {"record", record_.to_json()}});
 }
 
 // The host-side processes of the sandbox: its bucket mounts' servers, its network's NAT
@@ -150,6 +172,7 @@ const SandboxRecord& Supervisor::record_facts_at_start() {
   SandboxFacts& f = record_.facts;
   if (f.created_at.empty()) f.created_at = sys::now_rfc3339();
   f.stopped_at.clear();
+  if (record_.spec.ttl_s == 0) f.expires_at.clear();  // else set_deadline's, just now
   f.supervisor_pid = ::getpid();
   f.init_pid = instance_->init_pid();
   f.enforcement = instance_->enforcement();
@@ -361,6 +384,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   if (op == "shutdown") return shutdown(&client);
   if (op == "claim") return claim(client, frame.message);
   if (op == "net") return change_allowlist(client, frame.message);
+  if (op == "ttl") return change_ttl(client, frame.message);
   if (op == "tool_events") {  // this client serves the sandbox's tool calls from now on
     auto subscribed = tools_->subscribe(client.fd.get());
     return subscribed ? reply(client, {{"ok", true}}) : reply_error(client, subscribed.error());
@@ -373,8 +397,8 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
     return done ? reply(client, {{"ok", true}}) : reply_error(client, done.error());
   }
   reply_error(client, make_error(ErrorCode::kInvalidArgument, "unknown request \"" + op + "\"",
-                                 "requests are exec, execute, interrupt, restart, status, resize, net, shutdown, ping, "
-                                 "tool_events, tool_answer and claim"));
+                                 "requests are exec, execute, interrupt, restart, status, resize, net, ttl, shutdown, "
+                                 "ping, tool_events, tool_answer and claim"));
 }
 
 // A warm pool's member becomes its creator's sandbox: its name and environment (for the

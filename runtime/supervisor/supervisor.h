@@ -115,6 +115,10 @@ class Supervisor final : private KernelHost, private PtyHost {
   void change_allowlist(Client& client, const protocol::Json& request);
   void claim(Client& client, const protocol::Json& request);
   void restore_cpu_weight();  // a claimed member's, at its first request (claim())
+  // The sandbox's time to live: removed `seconds` from now (the record's expires_at).
+  Result<void> set_deadline(uint64_t seconds);
+  void expire();  // the deadline passed: everything of the sandbox stopped and removed
+  void change_ttl(Client& client, const protocol::Json& request);
 
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
@@ -137,6 +141,7 @@ class Supervisor final : private KernelHost, private PtyHost {
 
   const StateStore& store_;
   SandboxRecord record_;  // what is saved: the spec, and the facts as they are now
+  int ttl_timer_ = -1;     // the deadline's timer, while one is set
   LaunchEnvelope launch_;  // env values; its secrets wiped once handed on
   std::unique_ptr<SandboxInstance> instance_;
   BucketServers buckets_;  // stopped before instance_ goes (members go in reverse)

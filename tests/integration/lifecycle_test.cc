@@ -243,6 +243,35 @@ TEST_CASE("a sandbox whose time to live runs out is removed by its supervisor, v
   CHECK(root.nsbox({"rm", "brief", kept}).exit_code == 0);
 }
 
+TEST_CASE("nsbox ttl sets or extends a running sandbox's time to live, and inspect shows when it runs out") {
+  TestRoot root;
+  auto id = root.create({"--ttl", "3"});
+  auto first = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  REQUIRE(first.contains("expires_at"));
+  // Extended well before its end: still there after its first deadline has passed.
+  auto extended = root.nsbox({"ttl", "--json", id, "600"});
+  REQUIRE(extended.exit_code == 0);
+  CHECK(TestRoot::json(extended)["expires_at"].get<std::string>() > first["expires_at"].get<std::string>());
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  CHECK(root.sh(id, "echo alive").out == "alive\n");
+  // A sandbox made without one gets one; a stopped one has none running, and refuses one.
+  auto plain = root.create();
+  CHECK_FALSE(TestRoot::json(root.nsbox({"inspect", "--json", plain})).contains("expires_at"));
+  CHECK(root.nsbox({"ttl", plain, "0"}).exit_code != 0);
+  CHECK(root.nsbox({"ttl", plain, "later"}).err.find("\"ttl_s\" must be whole seconds") != std::string::npos);
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  CHECK_FALSE(TestRoot::json(root.nsbox({"inspect", "--json", id})).contains("expires_at"));
+  CHECK(root.nsbox({"ttl", id, "60"}).err.find("stopped") != std::string::npos);
+  REQUIRE(root.nsbox({"ttl", plain, "1"}).exit_code == 0);
+  bool gone = false;
+  for (int waited = 0; waited < 60000 && !gone; waited += 100) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gone = !std::filesystem::exists(root.path() + "/run/sandboxes/" + plain);
+  }
+  CHECK(gone);
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
 TEST_CASE("sh passes the exit status through, runs in /home/user with the sandbox's env, and reads piped stdin") {
   TestRoot root;
   auto id = root.create({"--env", "GREETING=hi"});

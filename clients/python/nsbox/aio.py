@@ -310,6 +310,9 @@ class AsyncSandbox(_AsyncWorkbench):
     async def set_allowlist(self, allow: Sequence[str], allow_private: Sequence[str] = ()) -> SandboxInfo:
         return await _thread(self.sync.set_allowlist, allow, allow_private)
 
+    async def set_ttl(self, ttl_s: int) -> SandboxInfo:
+        return await _thread(self.sync.set_ttl, ttl_s)
+
     async def stop(self) -> SandboxInfo:
         return await _thread(self.sync.stop)
 

@@ -194,6 +194,7 @@ class Sandbox(_Workbench):
         from_snapshot: Optional[str] = None,
         *,
         lazy_kernel: bool = False,
+        ttl_s: Optional[int] = None,
         client: Optional[Client] = None,
         url: Optional[str] = None,
         token: Optional[str] = None,
@@ -215,13 +216,14 @@ class Sandbox(_Workbench):
         volume of /home/user, kept across :meth:`stop` and :meth:`start` (bytes or "2G");
         ``from_snapshot`` a snapshot's id or name restored before the first command;
         ``lazy_kernel`` no Python kernel until the first cell (commands-only use: a faster
-        create and no idle interpreter; never from a warm pool).
+        create and no idle interpreter; never from a warm pool); ``ttl_s`` its time to live:
+        removed that many seconds after it starts, by its own supervisor (see :meth:`set_ttl`).
         The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
         body: Dict[str, Any] = {}
         for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota),
-                           ("home_size", home_size), ("from_snapshot", from_snapshot)):
+                           ("home_size", home_size), ("from_snapshot", from_snapshot), ("ttl_s", ttl_s)):
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
         if env is not None:
@@ -295,6 +297,12 @@ class Sandbox(_Workbench):
         (``nsbox net ID --allow``): hosts, ``*.domain`` or ``host:port``."""
         body = {"net": {"allow": list(allow), "allow_private": list(allow_private)}}
         self._info = SandboxInfo(self._client.json("PATCH", self._base, json_body=body))
+        return self._info
+
+    def set_ttl(self, ttl_s: int) -> SandboxInfo:
+        """The running sandbox is removed ``ttl_s`` seconds from now (``nsbox ttl``): its time
+        to live extended, or a first one. ``info().raw["expires_at"]`` says when."""
+        self._info = SandboxInfo(self._client.json("POST", self._base + "/ttl", json_body={"ttl_s": ttl_s}))
         return self._info
 
     def stop(self) -> SandboxInfo:

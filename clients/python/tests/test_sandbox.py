@@ -283,6 +283,28 @@ def test_resize_is_live(sandbox: nsbox.Sandbox) -> None:
     assert sandbox.info().size == "medium"
 
 
+def test_a_time_to_live_removes_the_sandbox_and_can_be_extended(sock_client: nsbox.Client) -> None:
+    sbx = nsbox.Sandbox.create(ttl_s=600, client=sock_client)
+    try:
+        first = sbx.info().raw
+        assert first["ttl_s"] == 600 and first["expires_at"].endswith("Z")
+        with pytest.raises(nsbox.InvalidArgument):
+            sbx.set_ttl(0)
+        with pytest.raises(nsbox.MalformedRequest):
+            sbx.set_ttl("soon")  # type: ignore[arg-type]
+        shortened = sbx.set_ttl(1).raw
+        assert shortened["expires_at"] < first["expires_at"]
+        # Removed by its own supervisor: the server only finds it gone.
+        assert wait_until(lambda: not sbx.is_running(), timeout=60)
+        with pytest.raises(nsbox.NotFound):
+            nsbox.Sandbox.connect(sbx.id, client=sock_client)
+    finally:
+        try:
+            sbx.remove()
+        except nsbox.NotFound:
+            pass
+
+
 def test_errors_are_exceptions_by_code(sock_client: nsbox.Client, sandbox: nsbox.Sandbox) -> None:
     with pytest.raises(nsbox.NotFound) as nf:
         nsbox.Sandbox.connect("no-such-sandbox", client=sock_client)

@@ -37,6 +37,12 @@ def ready(server: Server) -> List[Dict[str, Any]]:
     return [m for m in members(server) if m.get("kernel_state") == "idle"][:n]
 
 
+def wait_for_ready(warm: Server, n: int) -> List[Dict[str, Any]]:
+    """The pool's ready members once there are `n` (an earlier test's claims are refilled)."""
+    assert wait_until(lambda: len(ready(warm)) >= n, BUILD_BOUND), warm.log()
+    return ready(warm)
+
+
 @contextlib.contextmanager
 def pooled_server(members_wanted: int, *args: str) -> Iterator[Server]:
     """A server of its own with `--warm standard=N` and `args`, once its N members are
@@ -66,7 +72,7 @@ def client(warm: Server) -> Iterator[nsbox.Client]:
 
 
 def claim(warm: Server, client: nsbox.Client, **kwargs: Any) -> nsbox.Sandbox:
-    assert wait_until(lambda: len(ready(warm)) >= 1, BUILD_BOUND), warm.log()
+    wait_for_ready(warm, 1)
     sbx = nsbox.Sandbox.create(client=client, **kwargs)
     assert sbx.info().raw["create_path"] == "warm", sbx.info().raw
     return sbx
@@ -86,18 +92,18 @@ def _cpu_weight(info: Dict[str, Any]) -> Optional[Tuple[str, str]]:
 
 
 def test_members_are_hidden_from_ls_and_wait_at_the_least_cpu_weight(warm: Server) -> None:
-    free = ready(warm)
+    free = wait_for_ready(warm, POOL)
     assert len(free) == POOL
     plain = run_cli(warm.root, "ls", "--json")
     assert [s for s in json.loads(plain.stdout)["sandboxes"] if s.get("pool")] == []
     assert warm.sandboxes() == []  # GET /v1/sandboxes hides them too
     for m in free:
         assert m["pool"].startswith("nsbox-server:") and m["preload"] == ["numpy", "csv"]
-        weight = _cpu_weight(m)
-        if weight is None:
-            print("no cgroup cpu controller for %s: its weight is not checked" % m["id"])
-        else:
-            assert weight[0] == {"1024": "2", "100": "1"}[weight[1]]  # the least: v1 shares 2, v2 weight 1
+    weights = [_cpu_weight(m) for m in free]
+    if None in weights:
+        pytest.skip("no cgroup cpu controller on this host: the members' weight is not checked (the rest was)")
+    for weight in weights:
+        assert weight is not None and weight[0] == {"1024": "2", "100": "1"}[weight[1]]  # the least: v1 shares 2, v2 weight 1
 
 
 def test_a_claimed_sandbox_gets_the_default_cpu_weight_at_its_first_request_or_soon_after(warm: Server, client: nsbox.Client) -> None:
@@ -120,7 +126,7 @@ def test_a_claimed_sandbox_gets_the_default_cpu_weight_at_its_first_request_or_s
 
 
 def test_a_free_member_cannot_be_used_before_it_is_claimed(warm: Server, client: nsbox.Client) -> None:
-    free = ready(warm)[0]["id"]
+    free = wait_for_ready(warm, 1)[0]["id"]
     with pytest.raises(nsbox.NsboxError) as refused:
         client.json("POST", "/v1/sandboxes/%s/commands" % free, json_body={"command": "touch /tmp/planted"}, timeout=30)
     assert "is a free member of a warm pool (nsbox-server:" in str(refused.value)
