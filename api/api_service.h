@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -208,6 +209,14 @@ class ApiService {
   std::unique_ptr<PeerClient> peers_;
   std::function<void()> stop_server_;
   Metrics metrics_;
+  // The scrape's census of the state root (every record read): taken at most once a
+  // second, however often /metrics is asked (it needs no token).
+  struct Census {
+    std::mutex mutex;
+    std::chrono::steady_clock::time_point taken{};
+    std::map<std::string, std::map<std::string, uint64_t>> sandboxes;
+    uint64_t active = 0;
+  } census_;
   std::atomic<bool> draining_ = false;
   // Requests in flight per sandbox, and the sandboxes a drain has closed to new ones: a
   // sandbox is snapshotted only once nothing acknowledged can still change it.

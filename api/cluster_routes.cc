@@ -167,7 +167,9 @@ void ApiService::readyz(Exchange& x, const Call&) {
   x.respond(200, {{"ready", true}});
 }
 
-// Without a token, so cheap: the records and the supervisors' locks, no supervisor asked.
+// Without a token, so cheap: the records and the supervisors' locks, no supervisor asked,
+// and those at most once a second (a scraper, or anybody, may ask in a loop: each answer
+// would otherwise read every record of the state root).
 void ApiService::metrics_route(Exchange& x, const Call&) {
   MetricsState s;
   std::string reason;
@@ -176,13 +178,24 @@ void ApiService::metrics_route(Exchange& x, const Call&) {
   s.capacity = cluster_.capacity();
   s.cells_running = static_cast<uint64_t>(std::max(0, running_cells_.load()));
   s.commands_running = static_cast<uint64_t>(std::max(0, running_calls_.load() - running_cells_.load()));
-  const auto& store = runtime_.store();
-  for (const auto& id : store.ids().value_or(std::vector<std::string>{})) {
-    auto record = store.load(id);
-    if (!record) continue;
-    const char* status = store.supervisor_alive(id) ? "running" : record->facts.stopped_at.empty() ? "dead" : "stopped";
-    ++s.sandboxes[status][std::string(size_tier_name(record->spec.size))];
-    if (record->facts.pool.empty()) ++s.active;
+  {
+    std::lock_guard lock(census_.mutex);
+    const auto now = std::chrono::steady_clock::now();
+    if (census_.taken == std::chrono::steady_clock::time_point{} || now - census_.taken >= std::chrono::seconds(1)) {
+      census_.sandboxes.clear();
+      census_.active = 0;
+      const auto& store = runtime_.store();
+      for (const auto& id : store.ids().value_or(std::vector<std::string>{})) {
+        auto record = store.load(id);
+        if (!record) continue;
+        const char* status = store.supervisor_alive(id) ? "running" : record->facts.stopped_at.empty() ? "dead" : "stopped";
+        ++census_.sandboxes[status][std::string(size_tier_name(record->spec.size))];
+        if (record->facts.pool.empty()) ++census_.active;
+      }
+      census_.taken = now;
+    }
+    s.sandboxes = census_.sandboxes;
+    s.active = census_.active;
   }
   const Json pool = pool_ ? pool_->status() : Json{{"sizes", Json::object()}};
   for (const auto& [size, slot] : pool["sizes"].items()) {
