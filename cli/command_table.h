@@ -12,12 +12,6 @@
 
 namespace nsbox::cli {
 
-struct FlagHelp {
-  const char* name;   // without the dashes; one letter for a short flag (-c)
-  const char* value;  // what the value is ("SIZE"), or nullptr for a switch
-  const char* help;
-};
-
 struct CommandHelp {
   const char* name;
   const char* synopsis;  // after `nsbox NAME`
