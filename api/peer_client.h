@@ -6,17 +6,18 @@
 //   client ──► edge: token checked ──► PeerClient::forward ──► owner (peer token)
 //          ◄── relay_head / relay_bytes / relay_end ◄──────────┘
 //
-// libcurl, one easy handle per request in flight, kept for the next (its connections
-// stay open). A peer that does not accept the connection within 2 s is unreachable; an
-// accepted request has no time limit of its own (a cell may run for hours): it ends with
-// the owner's answer, the client leaving or the server stopping (the Exchange's fds).
+// Through nsbox's HTTP client (mounts/http/client.h): its handles are kept with their
+// connections for the next request; never through the process's proxy (peers are ours).
+// A peer that does not accept the connection within 2 s is unreachable; an accepted
+// request has no time limit of its own (a cell may run for hours): it ends with the
+// owner's answer, the client leaving or the server stopping (the Exchange's fds).
 #pragma once
 
-#include <mutex>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "api/exchange.h"
+#include "mounts/http/client.h"
 
 namespace nsbox::api {
 
@@ -25,9 +26,6 @@ class PeerClient {
   // `token`: the peer credential sent as the bearer token; `shard`: ours, sent in
   // X-Nsbox-Forwarded-By so that the owner never relays the request again.
   PeerClient(std::string token, std::string shard);
-  ~PeerClient();
-  PeerClient(const PeerClient&) = delete;
-  PeerClient& operator=(const PeerClient&) = delete;
 
   // Relays `x`'s request to `base_url` (scheme://host:port) and its answer back; with
   // the peer credential, or (`with_credential` false: a request admitted by a download
@@ -44,12 +42,10 @@ class PeerClient {
   Result<std::pair<long, Json>> get_json(const std::string& base_url, const std::string& target, long timeout_ms);
 
  private:
-  void* take_handle();
-  void give_back(void* handle);
+  http::Headers headers(bool with_credential) const;
 
-  std::string authorization_, forwarded_by_;
-  std::mutex mutex_;
-  std::vector<void*> idle_;  // CURL easy handles
+  std::string token_, shard_;
+  http::Client http_;
 };
 
 }  // namespace nsbox::api

@@ -1,12 +1,10 @@
 // nsbox-server: the HTTP API of nsbox (docs/api.md). `nsbox serve` execs it with its own
 // arguments, so its pid, signals, ready line and exit status are the server's.
 //
-//   nsbox-server [--root DIR] [--socket PATH] [--listen ADDR:PORT] [--allow-remote]
-//                [--token-file PATH] [--public-url URL] [--max-upload SIZE]
-//                [--warm SIZE=N[,SIZE=N...]] [--preload MOD,MOD...|none] [--memory-merge]
-//                [--kernel-zygote | --no-kernel-zygote]
-//                [--shard NAME --snapshot-store URL [--peers TEMPLATE|LIST --peer-token-file PATH]]
-//                [--capacity N] [--drain-grace SECONDS]
+//   nsbox-server [--root DIR] [FLAGS]: `nsbox serve`'s flags, declared once in
+//                cli/serve_flags.cc (what `nsbox serve --help` lists) and read here by
+//                the CLI's reader (cli/args.h); --json is taken and ignored, as by every
+//                command (the ready line is JSON)
 //   stdout: one JSON line once it serves, {"url", "socket", "token_file"} (null for what
 //           is not served); nothing after
 //   stderr: its log (timestamped lines; isolation/sys/log.h)
@@ -22,6 +20,7 @@
 #include "api/access.h"
 #include "api/api_service.h"
 #include "api/http_server.h"
+#include "cli/serve_flags.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "mounts/volume_image.h"
@@ -45,44 +44,40 @@ struct ServeArgs {
   std::optional<bool> kernel_zygote;
 };
 
+nsbox::Error usage_error(const std::string& word) {
+  return nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + word,
+                           nsbox::cli::serve_synopsis());
+}
+
+// By the flags of `nsbox serve` (cli/serve_flags.cc); a flag given twice: the last one.
 Result<ServeArgs> parse_args(int argc, char** argv) {
+  auto read = nsbox::cli::read_args(std::vector<std::string>(argv + 1, argv + argc), nsbox::cli::flag_spec(nsbox::cli::serve_flags()));
+  if (!read) return nsbox::fail(usage_error(read.error().word));
+  const nsbox::cli::ParsedArgs& p = *read;
+  if (!p.positionals.empty()) return nsbox::fail(usage_error(p.positionals.front()));
+  if (p.has_command) return nsbox::fail(usage_error("--"));
+  auto value = [&](const char* flag) { return p.values.count(flag) ? std::optional<std::string>(p.value(flag)) : std::nullopt; };
   ServeArgs a;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--allow-remote" || flag == "--memory-merge") {
-      (flag == "--allow-remote" ? a.allow_remote : a.memory_merge) = true;
-      continue;
-    }
-    if (flag == "--kernel-zygote" || flag == "--no-kernel-zygote") {
-      bool wanted = flag == "--kernel-zygote";
-      if (a.kernel_zygote && *a.kernel_zygote != wanted)
-        return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument,
-                                             "nsbox serve: --kernel-zygote and --no-kernel-zygote contradict each other",
-                                             "give one of them (or neither: the zygote where the host allows it)"));
-      a.kernel_zygote = wanted;
-      continue;
-    }
-    std::optional<std::string>* slot = flag == "--root" ? &a.root : flag == "--socket" ? &a.socket : flag == "--listen" ? &a.listen
-                                     : flag == "--token-file" ? &a.token_file : flag == "--public-url" ? &a.public_url
-                                     : flag == "--max-upload" ? &a.max_upload
-                                     : flag == "--tools-config" ? &a.tools_config
-                                     : flag == "--snapshot-dir" ? &a.snapshot_dir
-                                     : flag == "--snapshot-store" ? &a.snapshot_store
-                                     : flag == "--warm" ? &a.warm : flag == "--preload" ? &a.preload
-                                     : flag == "--shard" ? &a.cluster.shard : flag == "--peers" ? &a.cluster.peers
-                                     : flag == "--peer-token-file" ? &a.cluster.peer_token_file
-                                     : flag == "--capacity" ? &a.cluster.capacity
-                                     : flag == "--drain-grace" ? &a.cluster.drain_grace : nullptr;
-    if (!slot || i + 1 >= argc)
-      return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument, "nsbox serve: unknown flag or missing value: " + flag,
-                                           "nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] [--token-file PATH] "
-                                           "[--public-url URL] [--max-upload SIZE] [--tools-config FILE] [--snapshot-dir DIR] "
-                                           "[--snapshot-store URL] [--warm SIZE=N,...] [--preload MOD,...|none] [--memory-merge] [--[no-]kernel-zygote] "
-                                           "[--shard NAME] [--peers TEMPLATE|S=URL,...] [--peer-token-file PATH] [--capacity N] "
-                                           "[--drain-grace SECONDS]"));
-    *slot = argv[++i];
-  }
-  a.cluster.snapshot_store = a.snapshot_store.has_value();
+  a.root = value("root");
+  a.socket = value("socket");
+  a.listen = value("listen");
+  a.token_file = value("token-file");
+  a.public_url = value("public-url");
+  a.max_upload = value("max-upload");
+  a.tools_config = value("tools-config");
+  a.snapshot_dir = value("snapshot-dir");
+  a.snapshot_store = value("snapshot-store");
+  a.warm = value("warm");
+  a.preload = value("preload");
+  a.cluster = {.shard = value("shard"), .peers = value("peers"), .peer_token_file = value("peer-token-file"),
+               .capacity = value("capacity"), .drain_grace = value("drain-grace"), .snapshot_store = a.snapshot_store.has_value()};
+  a.allow_remote = p.has("allow-remote");
+  a.memory_merge = p.has("memory-merge");
+  if (p.has("kernel-zygote") && p.has("no-kernel-zygote"))
+    return nsbox::fail(nsbox::make_error(ErrorCode::kInvalidArgument,
+                                         "nsbox serve: --kernel-zygote and --no-kernel-zygote contradict each other",
+                                         "give one of them (or neither: the zygote where the host allows it)"));
+  if (p.has("kernel-zygote") || p.has("no-kernel-zygote")) a.kernel_zygote = p.has("kernel-zygote");
   return a;
 }
 

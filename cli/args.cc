@@ -7,9 +7,15 @@ std::string ParsedArgs::value(const std::string& flag, const std::string& fallba
   return it == values.end() || it->second.empty() ? fallback : it->second.back();
 }
 
-Result<ParsedArgs> parse_args(const std::vector<std::string>& words, const FlagSpec& spec) {
+FlagSpec flag_spec(const std::vector<FlagHelp>& flags) {
+  FlagSpec s;
+  for (const auto& f : flags) (f.value ? s.with_value : s.switches).insert(f.name);
+  return s;
+}
+
+std::expected<ParsedArgs, RefusedWord> read_args(const std::vector<std::string>& words, const FlagSpec& spec) {
   ParsedArgs out;
-  auto usage = [](std::string m) { return fail(make_error(ErrorCode::kInvalidArgument, std::move(m), "see `nsbox help`")); };
+  auto refuse = [](std::string word, std::string message) { return std::unexpected(RefusedWord{std::move(word), std::move(message)}); };
   for (size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
     if (w == "--") {
@@ -22,7 +28,8 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& words, const FlagS
       out.positionals.push_back(w);
       continue;
     }
-    std::string flag = w.substr(short_flag ? 1 : 2), value;
+    std::string dashes = short_flag ? "-" : "--";
+    std::string flag = w.substr(dashes.size()), value;
     bool inline_value = false;
     if (auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
@@ -30,20 +37,25 @@ Result<ParsedArgs> parse_args(const std::vector<std::string>& words, const FlagS
       inline_value = true;
     }
     if (flag == "json" || spec.switches.count(flag)) {
-      if (inline_value) return usage("--" + flag + " takes no value");
+      if (inline_value) return refuse(w, "--" + flag + " takes no value");
       out.switches.insert(flag);
     } else if (flag == "root" || spec.with_value.count(flag)) {
       if (!inline_value) {
-        if (i + 1 >= words.size() || words[i + 1] == "--")
-          return usage(std::string(short_flag ? "-" : "--") + flag + " needs a value");
+        if (i + 1 >= words.size() || words[i + 1] == "--") return refuse(w, dashes + flag + " needs a value");
         value = words[++i];
       }
       out.values[flag].push_back(value);
     } else {
-      return usage(std::string("unknown option ") + (short_flag ? "-" : "--") + flag);
+      return refuse(w, "unknown option " + dashes + flag);
     }
   }
   return out;
+}
+
+Result<ParsedArgs> parse_args(const std::vector<std::string>& words, const FlagSpec& spec) {
+  auto read = read_args(words, spec);
+  if (!read) return fail(make_error(ErrorCode::kInvalidArgument, std::move(read.error().message), "see `nsbox help`"));
+  return std::move(*read);
 }
 
 }  // namespace nsbox::cli

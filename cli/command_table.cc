@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cli/serve_flags.h"
+
 namespace nsbox::cli {
 namespace {
 
@@ -16,10 +18,6 @@ const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: compo
 const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"};
 const FlagHelp kToolsConfig{"tools-config", "FILE", "tool settings and keys from a JSON file of yours, mode 0600 (or NSBOX_TOOLS_CONFIG)"};
 const FlagHelp kUserId{"user-id", "ID", "the user whose connected accounts the composio remote uses (default: default)"};
-const FlagHelp kSnapshotDir{"snapshot-dir", "DIR", "where snapshots are kept (default <data dir>/snapshots)"};
-const FlagHelp kSnapshotStore{"snapshot-store", "URL",
-                              "keep snapshots in a bucket instead: s3://BUCKET[/PREFIX] (r2://, gs://, azblob://); its "
-                              "credentials and endpoint from the environment, as a mount's"};
 const FlagHelp kTimeout{"timeout", "SECONDS", "the deadline (default 180); past it the command is killed, a cell interrupted"};
 const FlagHelp kRaw{"raw", nullptr,
                     "pass the sandbox's control sequences to this terminal as they are (by default they are shown escaped, "
@@ -158,26 +156,7 @@ const std::vector<CommandHelp>& command_table() {
         {"input", "JSON", "the tool's input, e.g. {\"code_to_execute\": \"1+1\"}"}},
        cmd_workbench, false, "Prints the hosted answer {\"data\", \"error\", \"successful\"}; exit status 1 when not successful."},
       {"doctor", "", "check this host, and say how to fix what is missing", {}, cmd_doctor},
-      {"serve", "[FLAGS]", "the HTTP API for SDKs and agent frameworks (docs/api.md)",
-       {{"socket", "PATH", "a unix socket (default: <run dir>/api.sock, mode 0600)"},
-        {"listen", "ADDR:PORT", "a TCP address too (127.0.0.1:0 takes a free port)"},
-        {"allow-remote", nullptr, "allow a --listen address that is not loopback"},
-        {"token-file", "PATH", "the bearer token's file (made if missing)"},
-        {"public-url", "URL", "the base of signed download links"},
-        {"max-upload", "SIZE", "the largest upload (default 100M)"},
-        {"tools-config", "FILE", "the tools (and keys) of the sandboxes it makes: a 0600 JSON file (docs/tools.md)"},
-        kSnapshotDir,
-        kSnapshotStore,
-        {"warm", "SIZE=N[,SIZE=N...]", "keep N ready sandboxes of each size; creates they can serve claim one (docs/semantics.md, \"Warm pool\")"},
-        {"preload", "MOD,MOD...|none", "what the warm sandboxes' kernels import before they are ready (default numpy,pandas,matplotlib)"},
-        {"memory-merge", nullptr, "offer the warm kernels' preloaded heap to KSM (off by default: docs/design.md, \"Memory merging\")"},
-        {"kernel-zygote", nullptr, "fork kernels from a preinitialised interpreter, or do not start (the default where the host allows it: root, Linux >= 6.9; docs/kernel-zygote.md)"},
-        {"no-kernel-zygote", nullptr, "start each sandbox's kernel through its init (an interpreter started per sandbox)"},
-        {"shard", "NAME", "this server's shard among several ([a-z0-9]{1,16}): ids become sbx-NAME-...; needs --snapshot-store (docs/scale-out.md)"},
-        {"peers", "TEMPLATE|S=URL,...", "the other servers: http://nsbox-{shard}.nsbox-peers:8080, or a list; requests for their sandboxes are relayed"},
-        {"peer-token-file", "PATH", "the token servers send each other (0600; made if missing)"},
-        {"capacity", "N", "at most N sandboxes here: /readyz says 503 when full (unless a warm one is ready)"},
-        {"drain-grace", "SECONDS", "how long a drain (SIGTERM on a sharded server) lets cells and commands finish (default 900)"}},
+      {"serve", "[FLAGS]", "the HTTP API for SDKs and agent frameworks (docs/api.md)", serve_flags(),
        cmd_serve, false,
        "Prints one JSON line when ready: {\"url\", \"socket\", \"token_file\"}; stops at SIGTERM (a sharded server drains first)."},
       {"drain", "[--timeout SECONDS]", "stop this root's nsbox serve: a sharded one drains its sandboxes to snapshots first",
@@ -195,11 +174,7 @@ const CommandHelp* find_command(std::string_view name) {
   return nullptr;
 }
 
-FlagSpec CommandHelp::spec() const {
-  FlagSpec s;
-  for (const auto& f : flags) (f.value ? s.with_value : s.switches).insert(f.name);
-  return s;
-}
+FlagSpec CommandHelp::spec() const { return flag_spec(flags); }
 
 namespace {
 

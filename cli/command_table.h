@@ -12,16 +12,6 @@
 
 namespace nsbox::cli {
 
-struct FlagHelp {
-  const char* name;   // without the dashes; one letter for a short flag (-c)
-  const char* value;  // what the value is ("SIZE"), or nullptr for a switch
-  const char* help;
-  // A create flag that sets one of the spec's plain fields (runtime/core/sandbox_spec.h):
-  // the field's name in the create document. The flag's value goes there as the field's
-  // type wants it (a switch is true; digits are a number).
-  const char* field = nullptr;
-};
-
 struct CommandHelp {
   const char* name;
   const char* synopsis;  // after `nsbox NAME`

@@ -47,10 +47,10 @@ std::string block_id(uint64_t tag, uint64_t index) {
 
 class AzureClient final : public BucketClient {
  public:
-  AzureClient(const BucketMount& mount, const BucketCredentials& credentials, HttpLimits limits)
+  AzureClient(const BucketMount& mount, const BucketCredentials& credentials, http::Limits limits)
       // With both a key and a SAS, the key signs and the SAS stays out of the URLs.
       : mount_(mount), sas_(credentials.azure_key.empty() ? credentials.azure_sas : ""), secrets_(credentials),
-        http_(limits) {
+        http_(store_client_options(limits)) {
     std::string url = mount.endpoint_url;
     if (url.empty()) url = "https://" + mount.account + ".blob.core.windows.net";
     auto scheme_end = url.find("://");
@@ -92,7 +92,7 @@ class AzureClient final : public BucketClient {
         ObjectEntry e;
         if (const XmlElement* props = b->child("Properties")) {
           e.size = std::strtoull(props->child_text("Content-Length").c_str(), nullptr, 10);
-          e.mtime = parse_http_date(props->child_text("Last-Modified"));
+          e.mtime = http::parse_date(props->child_text("Last-Modified"));
           e.etag = quoted(props->child_text("Etag"));
         }
         add_listed(page, prefix, name_of(b), false, std::move(e));
@@ -265,7 +265,7 @@ class AzureClient final : public BucketClient {
   }
 
   // Signs each attempt (SharedKey, a fresh date) and sends with send_with_retries.
-  Result<HttpResponse> send(const Call& call, const std::string& what, std::initializer_list<long> accepted = {}) {
+  Result<http::Response> send(const Call& call, const std::string& what, std::initializer_list<long> accepted = {}) {
     if (key_malformed_) return fail(remote_error(EACCES, what + ": the Azure account key is not valid base64"));
     std::string path = path_of(call.key);
     return send_with_retries(http_, http_request_for(call, url_for(call, path)),
@@ -277,14 +277,14 @@ class AzureClient final : public BucketClient {
   bool key_malformed_ = false;
   std::string sas_;
   BucketCredentials secrets_;
-  HttpClient http_;
+  http::Client http_;
   std::string scheme_, host_, base_path_, account_;
 };
 
 }  // namespace
 
 std::unique_ptr<BucketClient> make_azure_client(const BucketMount& mount, const BucketCredentials& credentials,
-                                                HttpLimits limits) {
+                                                http::Limits limits) {
   return std::make_unique<AzureClient>(mount, credentials, limits);
 }
 

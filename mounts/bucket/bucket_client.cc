@@ -33,7 +33,7 @@ int errno_for(const Error& e) {
 }
 
 std::unique_ptr<BucketClient> make_client(const BucketMount& mount, const BucketCredentials& credentials,
-                                          HttpLimits limits) {
+                                          http::Limits limits) {
   if (mount.kind == BucketKind::kAzureBlob) return make_azure_client(mount, credentials, limits);
   return make_s3_client(mount, credentials, limits);
 }

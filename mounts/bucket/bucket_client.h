@@ -2,7 +2,7 @@
 // R2, GCS's XML API) in s3_client.cc, Azure Blob in azure_client.cc.
 //
 // Keys are whole keys in the bucket or container (a mount's prefix included). Every call
-// is bounded in time (HttpLimits) and retried on transport failures and 5xx/429 answers
+// is bounded in time (http::Limits) and retried on transport failures and 5xx/429 answers
 // a few times with backoff; what still fails is an error naming the request and the
 // remote's answer, never a secret.
 #pragma once
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "isolation/sys/error.h"
-#include "mounts/bucket/http_client.h"
+#include "mounts/http/client.h"
 #include "mounts/bucket/mount_spec.h"
 
 namespace nsbox::bucket {
@@ -76,10 +76,10 @@ class BucketClient {
 int errno_for(const Error& e);
 
 std::unique_ptr<BucketClient> make_s3_client(const BucketMount& mount, const BucketCredentials& credentials,
-                                             HttpLimits limits = {});
+                                             http::Limits limits = {});
 std::unique_ptr<BucketClient> make_azure_client(const BucketMount& mount, const BucketCredentials& credentials,
-                                                HttpLimits limits = {});
+                                                http::Limits limits = {});
 std::unique_ptr<BucketClient> make_client(const BucketMount& mount, const BucketCredentials& credentials,
-                                          HttpLimits limits = {});
+                                          http::Limits limits = {});
 
 }  // namespace nsbox::bucket

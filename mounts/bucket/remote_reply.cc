@@ -1,7 +1,5 @@
 #include "mounts/bucket/remote_reply.h"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -34,8 +32,15 @@ Call ranged_get_call(const std::string& key, const std::string& etag, uint64_t o
   return call;
 }
 
-HttpRequest http_request_for(const Call& call, std::string url) {
-  HttpRequest request;
+http::ClientOptions store_client_options(const http::Limits& limits) {
+  http::ClientOptions options;
+  options.limits = limits;
+  options.stopping = "the mount is stopping";
+  return options;
+}
+
+http::Request http_request_for(const Call& call, std::string url) {
+  http::Request request;
   request.method = call.method;
   request.url = std::move(url);
   request.sink = call.sink;
@@ -51,10 +56,10 @@ HttpRequest http_request_for(const Call& call, std::string url) {
   return request;
 }
 
-Result<HttpResponse> send_with_retries(HttpClient& http, HttpRequest request,
+Result<http::Response> send_with_retries(http::Client& http, http::Request request,
                                        const std::function<Headers()>& attempt_headers, const std::string& what,
                                        std::initializer_list<long> accepted, const BucketCredentials& secrets) {
-  Result<HttpResponse> response = fail(make_error(ErrorCode::kInternal, "no attempt"));
+  Result<http::Response> response = fail(make_error(ErrorCode::kInternal, "no attempt"));
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     if (attempt > 0) std::this_thread::sleep_for(backoff(attempt));
     request.headers = attempt_headers();
@@ -77,7 +82,7 @@ Error remote_error(int err, std::string message) {
   return e;
 }
 
-Error remote_error_from_reply(const std::string& what, const HttpResponse& response, const BucketCredentials& secrets) {
+Error remote_error_from_reply(const std::string& what, const http::Response& response, const BucketCredentials& secrets) {
   int err = EIO;
   if (response.status == 404) err = ENOENT;
   if (response.status == 401 || response.status == 403) err = EACCES;
@@ -95,19 +100,19 @@ Error remote_error_from_reply(const std::string& what, const HttpResponse& respo
   return remote_error(err, redact(std::move(text), secrets));
 }
 
-Result<std::optional<ObjectHead>> object_head(Result<HttpResponse> response) {
+Result<std::optional<ObjectHead>> object_head(Result<http::Response> response) {
   if (!response) {
     if (response.error().sys_errno == ENOENT) return std::optional<ObjectHead>();
     return fail(std::move(response.error()));
   }
   ObjectHead h;
   h.size = std::strtoull(response->header("content-length").c_str(), nullptr, 10);
-  h.mtime = parse_http_date(response->header("last-modified"));
+  h.mtime = http::parse_date(response->header("last-modified"));
   h.etag = response->header("etag");
   return std::optional<ObjectHead>(std::move(h));
 }
 
-Result<size_t> ranged_read_result(Result<HttpResponse> response, uint64_t offset, const std::string& what,
+Result<size_t> ranged_read_result(Result<http::Response> response, uint64_t offset, const std::string& what,
                                   std::string_view range_header) {
   if (!response) return fail(std::move(response.error()));
   if (response->status == 416) return size_t{0};
@@ -132,14 +137,6 @@ std::time_t parse_iso8601(const std::string& text) {
   std::tm tm{};
   if (!::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
   return ::timegm(&tm);
-}
-
-// curl's parser, not strptime: strptime's %a and %b take the names of the process's
-// LC_TIME (a German locale refuses "Mon"), and HTTP dates are English in every locale.
-// It takes the obsolete forms HTTP recipients must read too (RFC 850, asctime).
-std::time_t parse_http_date(const std::string& text) {
-  std::time_t t = ::curl_getdate(text.c_str(), nullptr);
-  return t < 0 ? 0 : t;
 }
 
 }  // namespace nsbox::bucket

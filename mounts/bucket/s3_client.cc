@@ -20,9 +20,9 @@ constexpr int kParallelParts = 4;
 
 class S3Client final : public BucketClient {
  public:
-  S3Client(const BucketMount& mount, const BucketCredentials& credentials, HttpLimits limits)
+  S3Client(const BucketMount& mount, const BucketCredentials& credentials, http::Limits limits)
       : mount_(mount), credentials_{credentials.access_key_id, credentials.secret_access_key, credentials.session_token},
-        secrets_(credentials), http_(limits) {
+        secrets_(credentials), http_(store_client_options(limits)) {
     std::string url = mount.endpoint_url;
     auto scheme_end = url.find("://");
     scheme_ = scheme_end == std::string::npos ? "https" : url.substr(0, scheme_end);
@@ -176,17 +176,17 @@ class S3Client final : public BucketClient {
   }
 
   // "HTTP 200 with an <Error> body": CompleteMultipartUpload and CopyObject fail that way.
-  Result<void> error_in_body(const HttpResponse& response, const std::string& what) {
+  Result<void> error_in_body(const http::Response& response, const std::string& what) {
     auto doc = parse_xml(response.body);
     if (doc && doc->name == "Error") return fail(remote_error_from_reply(what, response, secrets_));
     return {};
   }
 
   // Signs each attempt with SigV4 (a fresh date) and sends with send_with_retries.
-  Result<HttpResponse> send(const Call& call, const std::string& what, std::initializer_list<long> accepted = {}) {
+  Result<http::Response> send(const Call& call, const std::string& what, std::initializer_list<long> accepted = {}) {
     std::string path = base_path_ + "/" + uri_encode(call.key, true);
     std::string query = canonical_query(call.query);
-    HttpRequest request = http_request_for(call, scheme_ + "://" + host_ + path + (query.empty() ? "" : "?" + query));
+    http::Request request = http_request_for(call, scheme_ + "://" + host_ + path + (query.empty() ? "" : "?" + query));
     SigV4Request to_sign{call.method, host_, path, call.query, call.headers,
                          call.body_fd >= 0 ? std::string(kUnsignedPayload) : to_hex(sha256_raw(call.body))};
     auto signed_headers = [&] {
@@ -201,14 +201,14 @@ class S3Client final : public BucketClient {
   BucketMount mount_;
   AwsCredentials credentials_;
   BucketCredentials secrets_;
-  HttpClient http_;
+  http::Client http_;
   std::string scheme_, host_, base_path_;
 };
 
 }  // namespace
 
 std::unique_ptr<BucketClient> make_s3_client(const BucketMount& mount, const BucketCredentials& credentials,
-                                             HttpLimits limits) {
+                                             http::Limits limits) {
   return std::make_unique<S3Client>(mount, credentials, limits);
 }
 

@@ -133,7 +133,7 @@ struct LaunchEnvelope {
 
 // How long a bucket mount's server may take to report (its check of the remote, then
 // its mount): the supervisor waits this long for each, and the client for all of them. A
-// remote that never answers costs the check three attempts of HttpLimits' bounds (under
+// remote that never answers costs the check three attempts of http::Limits' defaults (under
 // 40 s), which this must outlast.
 constexpr int kBucketServerReadyMs = 60000;
 constexpr int kHelperMountTimeoutMs = 30000;  // rclone or s3fs mounting, after the check

@@ -10,10 +10,10 @@ using protocol::Json;
 
 constexpr size_t kMaxSchemas = 4096;
 
-bucket::HttpLimits limits_for(const ToolsConfig& c) {
-  bucket::HttpLimits l;
-  l.request_timeout_s = static_cast<int>(c.call_timeout_s + 0.999);
-  l.stall_timeout_s = l.request_timeout_s;  // a slow tool may say nothing for a while
+http::Limits limits_for(const ToolsConfig& c) {
+  http::Limits l;
+  l.request_timeout_ms = static_cast<int>(c.call_timeout_s + 0.999) * 1000;
+  l.stall_timeout_s = l.request_timeout_ms / 1000;  // a slow tool may say nothing for a while
   return l;
 }
 
@@ -26,9 +26,9 @@ std::string base_of(const ToolsConfig& c) {
 }  // namespace
 
 ComposioRemote::ComposioRemote(const ToolsConfig& config, std::string api_key)
-    : config_(config), api_key_(std::move(api_key)), http_(limits_for(config)) {}
+    : config_(config), api_key_(std::move(api_key)), http_({.limits = limits_for(config)}) {}
 
-bucket::Headers ComposioRemote::headers() const { return {{"x-api-key", api_key_}}; }
+http::Headers ComposioRemote::headers() const { return {{"x-api-key", api_key_}}; }
 
 ToolAnswer ComposioRemote::answer_of(const std::string& what, const Result<RemoteReply>& reply) {
   if (!reply) return ToolAnswer::failed(what + ": " + reply.error().message);

@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "mounts/bucket/http_client.h"
+#include "mounts/http/client.h"
 #include "runtime/protocol/tool_call.h"
 #include "runtime/core/tools_config.h"
 
@@ -32,11 +32,11 @@ class ComposioRemote {
 
  private:
   ToolAnswer answer_of(const std::string& what, const Result<struct RemoteReply>& reply);
-  bucket::Headers headers() const;
+  http::Headers headers() const;
 
   const ToolsConfig& config_;
   std::string api_key_;
-  bucket::HttpClient http_;
+  http::Client http_;
   std::mutex schemas_mutex_;
   std::map<std::string, protocol::Json> schemas_;  // slug -> input_parameters (bounded: kMaxSchemas)
 };

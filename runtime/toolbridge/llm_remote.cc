@@ -7,17 +7,17 @@ namespace {
 
 using protocol::Json;
 
-bucket::HttpLimits limits_for(const ToolsConfig& c) {
-  bucket::HttpLimits l;
-  l.request_timeout_s = static_cast<int>(c.call_timeout_s + 0.999);
-  l.stall_timeout_s = l.request_timeout_s;  // a model thinks before its first byte
+http::Limits limits_for(const ToolsConfig& c) {
+  http::Limits l;
+  l.request_timeout_ms = static_cast<int>(c.call_timeout_s + 0.999) * 1000;
+  l.stall_timeout_s = l.request_timeout_ms / 1000;  // a model thinks before its first byte
   return l;
 }
 
 }  // namespace
 
 LlmRemote::LlmRemote(const ToolsConfig& config, std::string api_key)
-    : config_(config), api_key_(std::move(api_key)), http_(limits_for(config)) {}
+    : config_(config), api_key_(std::move(api_key)), http_({.limits = limits_for(config)}) {}
 
 ToolAnswer LlmRemote::complete(const Json& args) {
   const Json options = args.value("options", Json::object());
@@ -36,7 +36,7 @@ ToolAnswer LlmRemote::complete(const Json& args) {
     if (!options["max_tokens"].is_number_unsigned()) return ToolAnswer::failed("invoke_llm: max_tokens must be a whole number");
     body["max_tokens"] = options["max_tokens"];
   }
-  bucket::Headers headers;
+  http::Headers headers;
   if (!api_key_.empty()) headers.emplace_back("authorization", "Bearer " + api_key_);
   std::string url = config_.llm_url;
   while (!url.empty() && url.back() == '/') url.pop_back();

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "mounts/bucket/http_client.h"
+#include "mounts/http/client.h"
 #include "runtime/protocol/tool_call.h"
 #include "runtime/core/tools_config.h"
 
@@ -23,7 +23,7 @@ class LlmRemote {
  private:
   const ToolsConfig& config_;
   std::string api_key_;
-  bucket::HttpClient http_;
+  http::Client http_;
 };
 
 }  // namespace nsbox::tools

@@ -15,7 +15,7 @@ constexpr size_t kMessageChars = 300;
 
 // Retry-After in seconds (the HTTP-date form is not used by these services): else
 // 1 s, 2 s, ... doubled per try, plus up to half of it again at random.
-std::chrono::milliseconds backoff(const bucket::HttpResponse& r, int attempt) {
+std::chrono::milliseconds backoff(const http::Response& r, int attempt) {
   const std::string after = r.header("retry-after");
   if (!after.empty() && after.find_first_not_of("0123456789") == std::string::npos && after.size() < 6)
     return std::chrono::seconds(std::min(std::stoi(after), kMaxRetryAfterS));
@@ -27,11 +27,11 @@ std::chrono::milliseconds backoff(const bucket::HttpResponse& r, int attempt) {
 
 }  // namespace
 
-Result<RemoteReply> call_remote(bucket::HttpClient& http, const std::string& method, const std::string& url,
-                                const bucket::Headers& headers, const Json& body, double timeout_s) {
+Result<RemoteReply> call_remote(http::Client& http, const std::string& method, const std::string& url,
+                                const http::Headers& headers, const Json& body, double timeout_s) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   const std::string payload = body.is_null() ? std::string() : body.dump(-1, ' ', false, Json::error_handler_t::replace);
-  bucket::HttpRequest request;
+  http::Request request;
   request.method = method;
   request.url = url;
   request.headers = headers;
@@ -41,7 +41,7 @@ Result<RemoteReply> call_remote(bucket::HttpClient& http, const std::string& met
     request.body = payload;
   }
   for (int attempt = 0;; ++attempt) {
-    bucket::HttpResponse response = NSBOX_TRY(http.perform(request));
+    http::Response response = NSBOX_TRY(http.perform(request));
     if (response.status == 429 && attempt + 1 < kRateLimitTries) {
       auto wait = backoff(response, attempt);
       if (Clock::now() + wait < deadline) {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "isolation/sys/error.h"
-#include "mounts/bucket/http_client.h"
+#include "mounts/http/client.h"
 #include "runtime/protocol/frame.h"
 
 namespace nsbox::tools {
@@ -22,8 +22,8 @@ struct RemoteReply {
 };
 
 // POST (or GET when `body` is null) `url` with `headers`; a JSON body sent as such.
-Result<RemoteReply> call_remote(bucket::HttpClient& http, const std::string& method, const std::string& url,
-                                const bucket::Headers& headers, const protocol::Json& body, double timeout_s);
+Result<RemoteReply> call_remote(http::Client& http, const std::string& method, const std::string& url,
+                                const http::Headers& headers, const protocol::Json& body, double timeout_s);
 
 // What a failed reply says, for an error message: its JSON error's message, else the
 // start of its text.

@@ -36,7 +36,7 @@ size_t walk(const XmlElement& root) {
       FUZZ_CHECK(!e.all(c.name).empty());
       (void)e.child_text(c.name);
       (void)nsbox::bucket::parse_iso8601(c.text);
-      (void)nsbox::bucket::parse_http_date(c.text);
+      (void)nsbox::http::parse_date(c.text);
       (void)nsbox::bucket::uri_decode(c.text, n % 2 == 0);
       todo.push_back(&c);
     }
@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto tree = nsbox::bucket::parse_xml(document);
   if (tree) FUZZ_CHECK(walk(*tree) >= 1);
 
-  nsbox::bucket::HttpResponse response;
+  nsbox::http::Response response;
   response.status = size % 2 ? 403 : 500;
   response.body = std::string(document);
   response.headers = {{"x-ms-error-code", std::string(document.substr(0, 64))}};

@@ -15,7 +15,7 @@
 #include "mounts/bucket/azure_shared_key.h"
 #include "mounts/bucket/bucket_client.h"
 #include "mounts/bucket/crypto.h"
-#include "mounts/bucket/http_client.h"
+#include "mounts/http/client.h"
 #include "mounts/bucket/remote_reply.h"
 #include "mounts/bucket/xml_tree.h"
 #include "tests/support/host_features.h"
@@ -55,7 +55,7 @@ BucketCredentials with_sas(const std::string& sas) {
 
 // A request on the account signed with its key, outside the client under test: creating
 // containers and looking at a blob's committed blocks.
-HttpResponse signed_request(const AzuritePeer& peer, const std::string& method, const std::string& path,
+nsbox::http::Response signed_request(const AzuritePeer& peer, const std::string& method, const std::string& path,
                             const std::vector<std::pair<std::string, std::string>>& query, Headers headers = {}) {
   std::string full_path = "/" + kAccount + path;
   SharedKeyRequest to_sign{method, kAccount, full_path, query, headers};
@@ -64,7 +64,7 @@ HttpResponse signed_request(const AzuritePeer& peer, const std::string& method, 
   std::string url = peer.endpoint() + full_path;
   for (size_t i = 0; i < query.size(); ++i)
     url += (i ? "&" : "?") + uri_encode(query[i].first) + "=" + uri_encode(query[i].second);
-  HttpClient http;
+  nsbox::http::Client http;
   auto response = http.perform({.method = method, .url = url, .headers = headers});
   REQUIRE(response);
   return *response;
@@ -424,7 +424,7 @@ TEST_CASE("azure: a read from a frozen Azurite fails after the stall bound, not 
   NSBOX_NEEDS(nsbox::test::node_peers());
   AzuritePeer peer;
   create_container(peer, "frozen");
-  const HttpLimits limits{.connect_timeout_ms = 1000, .stall_timeout_s = 1};
+  const nsbox::http::Limits limits{.connect_timeout_ms = 1000, .stall_timeout_s = 1};
   auto client = make_azure_client(azure_mount(peer, "frozen"), with_key(), limits);
   std::string etag = upload(*client, "k", "cold");
   REQUIRE(::kill(peer.pid(), SIGSTOP) == 0);

@@ -14,7 +14,7 @@
 #include "mounts/bucket/azure_shared_key.h"
 #include "mounts/bucket/bucket_client.h"
 #include "mounts/bucket/crypto.h"
-#include "mounts/bucket/http_client.h"
+#include "mounts/http/client.h"
 #include "mounts/bucket/sigv4.h"
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
@@ -184,7 +184,7 @@ void create_container(const AzuritePeer& peer, const std::string& name) {
   std::string path = "/" + kAccount + "/" + name;
   std::vector<std::pair<std::string, std::string>> query = {{"restype", "container"}};
   Headers headers = shared_key_sign({"PUT", kAccount, path, query, {}}, *base64_decode(kKey), std::time(nullptr));
-  HttpClient http;
+  nsbox::http::Client http;
   auto response = http.perform({.method = "PUT", .url = peer.endpoint() + path + "?restype=container", .headers = headers});
   REQUIRE(response);
   INFO(response->body);

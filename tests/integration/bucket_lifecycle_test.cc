@@ -21,7 +21,8 @@
 #include <thread>
 
 #include "isolation/sys/files.h"
-#include "mounts/bucket/http_client.h"
+#include "mounts/bucket/remote_reply.h"
+#include "mounts/http/client.h"
 #include "tests/support/host_features.h"
 #include "tests/support/loopback_http.h"
 #include "tests/support/nsbox_cli.h"
@@ -114,9 +115,9 @@ TEST_CASE("a server that ignores Range: the read stops once the buffer is full, 
   LoopbackHttpServer server("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(64 << 20) + "\r\n\r\n" +
                                 std::string(2 << 20, 'x'),
                             true);
-  nsbox::bucket::HttpClient client;
+  nsbox::http::Client client;
   std::string buffer(1 << 20, '\0');
-  nsbox::bucket::HttpRequest request;
+  nsbox::http::Request request;
   request.url = server.url("/b/k");
   request.headers = {{"Range", "bytes=0-1048575"}};
   request.sink = buffer.data();
@@ -135,10 +136,10 @@ TEST_CASE("a server that ignores Range: the read stops once the buffer is full, 
 TEST_CASE("a stopped HTTP client cuts its transfers short and starts none but clean-ups", "[s3]") {
   // A server that answers nothing: without stop() the transfer would wait out the 10 s stall bound.
   LoopbackHttpServer silent("", true);
-  nsbox::bucket::HttpClient client;
-  nsbox::bucket::HttpRequest request;
+  nsbox::http::Client client(nsbox::bucket::store_client_options({}));
+  nsbox::http::Request request;
   request.url = silent.url("/b/k");
-  nsbox::Result<nsbox::bucket::HttpResponse> cut = nsbox::fail(nsbox::make_error(nsbox::ErrorCode::kInternal, "not run"));
+  nsbox::Result<nsbox::http::Response> cut = nsbox::fail(nsbox::make_error(nsbox::ErrorCode::kInternal, "not run"));
   std::jthread transfer([&] { cut = client.perform(request); });
   for (int i = 0; i < 250 && silent.connections() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   REQUIRE(silent.connections() == 1);
@@ -166,8 +167,8 @@ TEST_CASE("a stopped HTTP client cuts its transfers short and starts none but cl
 TEST_CASE("the servers' HTTP client follows no redirect and speaks nothing but http and https", "[s3]") {
   LoopbackHttpServer server("HTTP/1.1 307 Temporary Redirect\r\nLocation: file:///etc/passwd\r\nContent-Length: 0\r\n\r\n",
                             true);
-  nsbox::bucket::HttpClient client;
-  nsbox::bucket::HttpRequest request;
+  nsbox::http::Client client;
+  nsbox::http::Request request;
   request.url = server.url("/b/k");
   auto response = client.perform(request);
   REQUIRE(response);

@@ -27,7 +27,7 @@ class ReplacedObject final : public BucketClient {
   Result<ListPage> list(const std::string&, bool, const std::string&, int) override { return ListPage{}; }
   Result<std::optional<ObjectHead>> head(const std::string&) override { return std::optional<ObjectHead>(); }
   Result<size_t> read(const std::string& key, const std::string& etag, uint64_t, char*, size_t) override {
-    HttpResponse reply;
+    nsbox::http::Response reply;
     reply.status = 412;
     reply.body = "<Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold"
                  "</Message></Error>";
@@ -83,7 +83,7 @@ TEST_CASE("without an errno, the error's code decides, from one table") {
 
 TEST_CASE("a remote's refusals keep their meaning from the status to the caller") {
   auto status_errno = [](long status) {
-    HttpResponse reply;
+    nsbox::http::Response reply;
     reply.status = status;
     return errno_for(remote_error_from_reply("GET k", reply, {}));
   };

@@ -85,16 +85,16 @@ TEST_CASE("an HTTP date is read the same in a Turkish locale as in C") {
   std::strftime(day, sizeof day, "%a", &monday);
   REQUIRE(std::string(day) != "Mon");
 
-  CHECK(parse_http_date("Mon, 30 Nov 2026 01:02:03 GMT") == kNov30);
-  CHECK(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT") == 784111777);
-  CHECK(parse_http_date("not a date") == 0);
+  CHECK(nsbox::http::parse_date("Mon, 30 Nov 2026 01:02:03 GMT") == kNov30);
+  CHECK(nsbox::http::parse_date("Sun, 06 Nov 1994 08:49:37 GMT") == 784111777);
+  CHECK(nsbox::http::parse_date("not a date") == 0);
 }
 
 TEST_CASE("an HTTP date in the obsolete forms recipients must read (RFC 850, asctime) is read") {
-  CHECK(parse_http_date("Mon, 30 Nov 2026 01:02:03 GMT") == kNov30);
-  CHECK(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT") == 784111777);
-  CHECK(parse_http_date("Sun Nov  6 08:49:37 1994") == 784111777);
-  CHECK(parse_http_date("") == 0);
+  CHECK(nsbox::http::parse_date("Mon, 30 Nov 2026 01:02:03 GMT") == kNov30);
+  CHECK(nsbox::http::parse_date("Sunday, 06-Nov-94 08:49:37 GMT") == 784111777);
+  CHECK(nsbox::http::parse_date("Sun Nov  6 08:49:37 1994") == 784111777);
+  CHECK(nsbox::http::parse_date("") == 0);
 }
 
 TEST_CASE("URI encoding and header names for signing are ASCII-only in a Latin locale") {

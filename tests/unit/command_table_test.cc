@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli/command_table.h"
+#include "cli/serve_flags.h"
 
 using namespace nsbox::cli;
 
@@ -31,4 +32,33 @@ TEST_CASE("the flags that were missing from the old help are there") {
   CHECK(find_command("nope") == nullptr);
   CHECK(find_command("sh")->passes_exit_status);
   CHECK_FALSE(find_command("create")->passes_exit_status);
+}
+
+TEST_CASE("nsbox serve's help and nsbox-server's reader take the same flags, from one declaration") {
+  const CommandHelp* serve = find_command("serve");
+  REQUIRE(serve);
+  REQUIRE(serve->flags.size() == serve_flags().size());
+  std::string synopsis = serve_synopsis();
+  for (size_t i = 0; i < serve_flags().size(); ++i) {
+    const FlagHelp& f = serve_flags()[i];
+    INFO(f.name);
+    CHECK(std::string(serve->flags[i].name) == f.name);
+    CHECK(synopsis.find(std::string("[--") + f.name + (f.value ? " " + std::string(f.value) : "") + "]") != std::string::npos);
+  }
+  CHECK(synopsis.starts_with("nsbox serve [--socket PATH] [--listen ADDR:PORT] [--allow-remote] "));
+}
+
+TEST_CASE("the reader says which word it refused, as it was given") {
+  FlagSpec spec = flag_spec(serve_flags());
+  auto unknown = read_args({"--socket", "s", "--frob=1"}, spec);
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().word == "--frob=1");
+  CHECK(unknown.error().message == "unknown option --frob");
+  auto missing = read_args({"--listen"}, spec);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().word == "--listen");
+  CHECK(missing.error().message == "--listen needs a value");
+  auto valued_switch = read_args({"--allow-remote=yes"}, spec);
+  REQUIRE_FALSE(valued_switch);
+  CHECK(valued_switch.error().word == "--allow-remote=yes");
 }

@@ -277,7 +277,9 @@ def test_bad_pool_and_kernel_flags_stop_the_server_with_the_flag_named() -> None
     try:
         for args, said in ((["--warm", "huge=2"], "size"), (["--warm", "standard"], "SIZE=N"),
                            (["--warm", "standard=1", "--preload", "os;rm"], "not a module name"),
-                           (["--kernel-zygote", "--no-kernel-zygote"], "contradict")):
+                           (["--kernel-zygote", "--no-kernel-zygote"], "contradict"),
+                           (["--frobnicate"], "nsbox serve: unknown flag or missing value: --frobnicate"),
+                           (["--capacity"], "nsbox serve: unknown flag or missing value: --capacity")):
             r = run_cli(root, "serve", "--socket", os.path.join(root, "api.sock"), *args, timeout=60)
             assert r.returncode == 2 and said in r.stderr.decode(), (args, r.stderr)
     finally:
