@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -20,12 +21,19 @@ uint32_t read_be32(const char* p) {
   return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
 }
 
-Result<Frame> parse(std::string_view payload, std::vector<UniqueFd> fds) {
+Result<Frame> parse(std::string_view payload, std::vector<UniqueFd> fds, const ParseLimits& limits) {
+  if (limits.max_depth > 0 || limits.max_values > 0)
+    if (std::string past = past_limits(measure_json(payload), limits, "it"); !past.empty())
+      return fail(make_error(ErrorCode::kProtocol, "malformed message: " + past));
   Json message = Json::parse(payload, nullptr, /*allow_exceptions=*/false);
   if (message.is_discarded() || !message.is_object())
     return fail(make_error(ErrorCode::kProtocol, "malformed message: not a JSON object"));
-  return Frame{std::move(message), std::move(fds)};
+  return Frame{std::move(message), std::move(fds), payload.size()};
 }
+
+// A reader's buffer keeps its capacity when frames are taken out of it: one 4 MiB frame
+// would hold 4 MiB for as long as the connection stays, on each connection.
+constexpr size_t kKeptCapacity = 256u << 10;
 
 void take_fds(msghdr& msg, std::vector<UniqueFd>& out) {
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -85,7 +93,7 @@ Result<void> send_frame(int sock, const Json& message, std::span<const int> fds)
   return {};
 }
 
-Result<std::optional<Frame>> recv_frame(int sock, size_t max_bytes) {
+Result<std::optional<Frame>> recv_frame(int sock, size_t max_bytes, ParseLimits limits) {
   std::vector<UniqueFd> fds;
   char header[4];
   size_t got = 0;
@@ -110,7 +118,7 @@ Result<std::optional<Frame>> recv_frame(int sock, size_t max_bytes) {
     if (n == 0) return fail(make_error(ErrorCode::kProtocol, "connection closed inside a message"));
     got += static_cast<size_t>(n);
   }
-  auto frame = NSBOX_TRY(parse(payload, std::move(fds)));
+  auto frame = NSBOX_TRY(parse(payload, std::move(fds), limits));
   return std::optional<Frame>(std::move(frame));
 }
 
@@ -118,7 +126,7 @@ Result<FrameReader::Status> FrameReader::read_available(int sock, size_t budget)
   char buf[65536];
   for (size_t taken = 0; taken < budget;) {
     std::vector<UniqueFd> fds;
-    ssize_t n = recv_some(sock, buf, sizeof buf, fds);
+    ssize_t n = recv_some(sock, buf, std::min(sizeof buf, budget - taken), fds);
     if (n > 0)
       for (auto& fd : fds) pending_fds_.push_back({buffer_offset_ + buffer_.size() + static_cast<uint64_t>(n) - 1, std::move(fd)});
     if (pending_fds_.size() > static_cast<size_t>(kMaxFdsPerFrame) * 4)
@@ -154,20 +162,33 @@ void FrameReader::extract_frames() {
       fds.push_back(std::move(pending_fds_.front().fd));
       pending_fds_.erase(pending_fds_.begin());
     }
-    ready_.push_back(parse(std::string_view(buffer_).substr(pos + 4, len), std::move(fds)));
+    if (pos == 0 && 4 + len == buffer_.size()) {  // the whole buffer, as a reader of one frame at a time has: not copied
+      buffer_.erase(0, 4);
+      ready_.push_back({std::move(buffer_), std::move(fds)});
+      buffer_.clear();
+      buffer_offset_ += 4 + len;
+      return;
+    }
+    ready_.push_back({buffer_.substr(pos + 4, len), std::move(fds)});
     pos += 4 + len;
   }
   buffer_.erase(0, pos);
   buffer_offset_ += pos;
+  if (buffer_.capacity() > kKeptCapacity && buffer_.size() < kKeptCapacity / 2) buffer_.shrink_to_fit();
 }
 
 Result<Frame> FrameReader::next() {
-  Result<Frame> f = std::move(ready_.front());
+  Unparsed f = std::move(ready_.front());
   ready_.pop_front();
-  return f;
+  return parse(f.text, std::move(f.fds), limits_);
 }
 
-size_t dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(const Json&)>& handle) {
+std::optional<size_t> FrameReader::next_length() const {
+  if (buffer_.size() < 4) return std::nullopt;
+  return read_be32(buffer_.data());
+}
+
+size_t dispatch_untrusted(FrameReader& reader, std::string_view source, const std::function<void(Json&)>& handle) {
   size_t skipped = 0;
   while (reader.has_frame()) {
     auto frame = reader.next();
@@ -286,7 +307,10 @@ std::string get_bytes(const Json& message) {
   return {};
 }
 
-bool nests_deeper_than(std::string_view json, int max) {
+bool nests_deeper_than(std::string_view json, int max) { return measure_json(json).depth > max; }
+
+JsonShape measure_json(std::string_view json) {
+  JsonShape shape{0, 1};
   int depth = 0;
   bool in_string = false, escaped = false;
   for (char c : json) {
@@ -297,12 +321,23 @@ bool nests_deeper_than(std::string_view json, int max) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
-      if (++depth > max) return true;
+      ++shape.values;
+      shape.depth = std::max(shape.depth, ++depth);
     } else if (c == '}' || c == ']') {
       --depth;
+    } else if (c == ',') {
+      ++shape.values;
     }
   }
-  return false;
+  return shape;
+}
+
+std::string past_limits(const JsonShape& shape, const ParseLimits& limits, std::string_view what) {
+  if (limits.max_depth > 0 && shape.depth > limits.max_depth)
+    return std::string(what) + " nests deeper than " + std::to_string(limits.max_depth) + " levels";
+  if (limits.max_values > 0 && shape.values > limits.max_values)
+    return std::string(what) + " holds more than " + std::to_string(limits.max_values) + " values";
+  return {};
 }
 
 }  // namespace nsbox::protocol

@@ -14,6 +14,12 @@ namespace nsbox::tools {
 inline constexpr const char* kHelpers[] = {"run_tool",          "invoke_llm",  "proxy_execute",     "web_search",
                                            "upload_local_file", "tool_schema", "smart_file_extract"};
 
+// What one call may send (docs/tools.md, "Limits"): its frame's JSON text, and that
+// text's shape (protocol::kUntrustedJson: 64 levels, 65,536 values). nsbox_helpers
+// (transport.py) refuses a call past them before sending it, with the same words; the
+// supervisor refuses it again, whoever sent it.
+inline constexpr size_t kMaxCallBytes = 4u << 20;
+
 struct ToolCall {
   std::string helper;  // one of kHelpers
   protocol::Json args;  // an object; its fields are the helper's (docs/tools.md)

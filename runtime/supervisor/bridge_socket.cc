@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "isolation/sys/log.h"
 #include "runtime/protocol/unix_socket.h"
 #include "runtime/protocol/tool_call.h"
@@ -67,26 +69,83 @@ void BridgeSocket::accept_connections() {
 }
 
 void BridgeSocket::on_event(int fd, uint32_t events) {
+  using Status = protocol::FrameReader::Status;
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   Connection& c = it->second;
+  if (c.evicted) return;  // closed after this batch of events
   if (events & EPOLLOUT) flush(c);
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
-  auto status = c.reader.read_available(fd);
+  if (c.waiting) {  // not read until there is room; a peer that hung up is gone for good
+    if (events & (EPOLLHUP | EPOLLERR)) close(fd);
+    return;
+  }
+  // Frames one after another, as long as bytes come, up to the loop's read budget.
+  Result<Status> status = Status::kOpen;
+  const uint64_t start = c.reader.consumed() + c.reader.buffered();
+  for (uint64_t before = start;;) {
+    status = read_some(c);
+    const uint64_t now = c.reader.consumed() + c.reader.buffered();
+    if (!status || *status == Status::kClosed || c.waiting || now == before ||
+        now - start >= protocol::FrameReader::kDefaultReadBudget)
+      break;
+    before = now;
+  }
   uint64_t generation = c.generation;
   size_t bad = protocol::dispatch_untrusted(c.reader, "a process in the sandbox (tool bridge socket)",
-                                            [&](const Json& m) { on_request(fd, m); });
+                                            [&](Json& m) { on_request(fd, m); });
   it = connections_.find(fd);
   if (it == connections_.end() || it->second.generation != generation) return;  // closed meanwhile
   it->second.bad_frames += bad;
-  if (!status || *status == protocol::FrameReader::Status::kClosed || it->second.bad_frames > kMaxBadFrames) close(fd);
+  if (!status || *status == Status::kClosed || it->second.bad_frames > kMaxBadFrames) close(fd);
 }
 
-void BridgeSocket::on_request(int fd, const Json& m) {
+// The next bytes of `c` that may be held: a frame's 4-byte header, read alone; then, once
+// reading_ has room for the whole frame it declares, the frame, never past its end.
+Result<protocol::FrameReader::Status> BridgeSocket::read_some(Connection& c) {
+  using Status = protocol::FrameReader::Status;
+  if (c.admitted == 0) {
+    if (size_t have = c.reader.buffered(); have < 4) {
+      auto status = c.reader.read_available(c.fd.get(), 4 - have);  // an oversized length fails here
+      if (!status || *status == Status::kClosed || c.reader.buffered() < 4) return status;  // or an empty frame, done
+    }
+    const size_t frame = 4 + *c.reader.next_length();
+    if (reading_ + frame > kMaxReading) {
+      c.waiting = true;
+      watch(c);
+      return Status::kOpen;
+    }
+    c.admitted = frame;
+    reading_ += frame;
+  }
+  auto status = c.reader.read_available(
+      c.fd.get(), std::min(c.admitted - c.reader.buffered(), protocol::FrameReader::kDefaultReadBudget));
+  if (c.reader.buffered() == 0) end_frame(c);  // complete: taken out as a frame
+  return status;
+}
+
+void BridgeSocket::end_frame(Connection& c) {
+  if (bridge_) bridge_->released(c.admitted);  // parsed and handled, then freed, within this event
+  reading_ -= c.admitted;
+  c.admitted = 0;
+  wake_waiting();
+}
+
+// Each tries again (level-triggered, its bytes are still there); who finds no room waits again.
+void BridgeSocket::wake_waiting() {
+  for (auto& [fd, c] : connections_)
+    if (c.waiting) {
+      c.waiting = false;
+      watch(c);
+    }
+}
+
+void BridgeSocket::on_request(int fd, Json& m) {
   Connection& c = connections_.at(fd);
-  const Json& call = m.contains("call") ? m["call"] : Json();
-  const Json& helper = m.contains("helper") ? m["helper"] : Json();
-  const Json& args = m.contains("args") ? m["args"] : Json();
+  Json none;
+  const Json& call = m.contains("call") ? m["call"] : none;
+  const Json& helper = m.contains("helper") ? m["helper"] : none;
+  Json& args = m.contains("args") ? m["args"] : none;  // moved on, not copied
   if (!call.is_number_unsigned() || !helper.is_string() || !args.is_object() || !is_bridge_helper(helper.get<std::string>())) {
     ++c.bad_frames;
     answer(fd, c.generation, {{"call", call.is_number_unsigned() ? call : Json(0)}, {"result", nullptr},
@@ -101,7 +160,7 @@ void BridgeSocket::on_request(int fd, const Json& m) {
   }
   ++c.outstanding;
   uint64_t generation = c.generation;
-  bridge_->call(helper.get<std::string>(), args, 0, [this, fd, generation, id = call](const Json& a) {
+  bridge_->call(helper.get<std::string>(), std::move(args), 0, [this, fd, generation, id = call](const Json& a) {
     auto it = connections_.find(fd);
     if (it == connections_.end() || it->second.generation != generation) return;
     --it->second.outstanding;
@@ -111,18 +170,33 @@ void BridgeSocket::on_request(int fd, const Json& m) {
 
 void BridgeSocket::answer(int fd, uint64_t generation, const Json& reply) {
   auto it = connections_.find(fd);
-  if (it == connections_.end() || it->second.generation != generation) return;
+  if (it == connections_.end() || it->second.generation != generation || it->second.evicted) return;
   Connection& c = it->second;
-  c.out += protocol::encode(reply);
-  if (c.out.size() > kMaxUnsent) {
-    log::limited(log::Level::kWarn, "bridge-unread", "closed a tool bridge connection that stopped reading its answers");
-    loop_->defer([this, fd, generation] {
-      auto again = connections_.find(fd);
-      if (again != connections_.end() && again->second.generation == generation) close(fd);
-    });
-    return;
-  }
-  flush(c);
+  std::string frame = protocol::encode(reply);
+  unsent_ += frame.size();
+  c.out += frame;
+  if (unsent_ > kMaxUnsent) evict_largest_backlog();
+  if (!c.evicted) flush(c);
+}
+
+// Answers nobody reads are what a connection can make the supervisor hold: all together
+// stay under kMaxUnsent, and the connection holding the most goes (a reader that keeps
+// up holds at most the answer it is reading).
+void BridgeSocket::evict_largest_backlog() {
+  Connection* largest = nullptr;
+  for (auto& [fd, c] : connections_)
+    if (!c.evicted && (!largest || c.out.size() > largest->out.size())) largest = &c;
+  if (!largest) return;
+  log::limited(log::Level::kWarn, "bridge-unread",
+               "closed a tool bridge connection that stopped reading its answers (" + std::to_string(largest->out.size()) +
+                   " bytes unread; the connections of a sandbox may hold " + std::to_string(kMaxUnsent >> 20) + " MiB)");
+  unsent_ -= largest->out.size();
+  std::string().swap(largest->out);
+  largest->evicted = true;
+  loop_->defer([this, fd = largest->fd.get(), generation = largest->generation] {
+    auto again = connections_.find(fd);
+    if (again != connections_.end() && again->second.generation == generation) close(fd);
+  });
 }
 
 void BridgeSocket::flush(Connection& c) {
@@ -130,18 +204,41 @@ void BridgeSocket::flush(Connection& c) {
     ssize_t n = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL);
     if (n > 0) {
       c.out.erase(0, static_cast<size_t>(n));
+      unsent_ -= static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN) c.out.clear();  // the peer is gone; the read side closes it
+    if (n < 0 && errno != EAGAIN) {  // the peer is gone; the read side closes it
+      unsent_ -= c.out.size();
+      c.out.clear();
+    }
     break;
   }
-  (void)loop_->modify(c.fd.get(), EPOLLIN | (c.out.empty() ? 0u : uint32_t{EPOLLOUT}));
+  if (c.out.empty() && c.out.capacity() > (256u << 10)) {
+    if (bridge_) bridge_->released(c.out.capacity());
+    std::string().swap(c.out);
+  }
+  watch(c);
+}
+
+// What the loop watches for `c`: its requests unless it waits for room, and room to send
+// while answers wait. (Hang-ups are reported always.)
+void BridgeSocket::watch(Connection& c) {
+  (void)loop_->modify(c.fd.get(), (c.waiting ? 0u : uint32_t{EPOLLIN}) | (c.out.empty() ? 0u : uint32_t{EPOLLOUT}));
 }
 
 void BridgeSocket::close(int fd) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  Connection& c = it->second;
+  const size_t admitted = c.admitted;
+  const size_t freed = c.reader.buffered() + c.out.capacity();
+  reading_ -= admitted;
+  unsent_ -= c.out.size();
   loop_->remove(fd);
-  connections_.erase(fd);
+  connections_.erase(it);
+  if (bridge_) bridge_->released(freed);
+  if (admitted > 0) wake_waiting();
 }
 
 }  // namespace nsbox

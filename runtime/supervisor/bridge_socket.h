@@ -8,10 +8,17 @@
 //   <- {"call": N, "result": ..., "error": null | "..."}     in any order
 //
 // Hostile input is answered with errors and costs bounded memory: at most kMaxConnections
-// at once, frames of at most kMaxRequestFrame, kMaxCallsPerConnection outstanding per
-// connection, a connection that sends kMaxBadFrames malformed frames or stops reading
-// its answers (kMaxUnsent) is closed. The bridge's own rate and in-flight limits apply to
-// every call.
+// at once, frames of at most kMaxRequestFrame and protocol::kUntrustedJson's shape,
+// kMaxCallsPerConnection outstanding per connection, a connection that sends
+// kMaxBadFrames malformed frames is closed. What the connections hold together is
+// bounded too, not per connection (64 of them would multiply it):
+//   - frames being read, kMaxReading: a frame is read only once its whole length fits
+//     (its header says it); until then its connection is not read, and its sender waits
+//     (the bytes stay in the sandbox's socket buffer). A frame admitted can always be
+//     completed, so readers never deadlock one another;
+//   - answers not yet read by their connection, kMaxUnsent: past it, the connection with
+//     the most unread is closed.
+// The bridge's own rate, in-flight and held-bytes limits apply to every call.
 #pragma once
 
 #include <map>
@@ -29,6 +36,7 @@ class BridgeSocket {
  public:
   static constexpr size_t kMaxConnections = 64;
   static constexpr size_t kMaxRequestFrame = 4u << 20;
+  static constexpr size_t kMaxReading = 8u << 20;
   static constexpr size_t kMaxCallsPerConnection = 64;
   static constexpr size_t kMaxBadFrames = 16;
   static constexpr size_t kMaxUnsent = 32u << 20;
@@ -45,17 +53,25 @@ class BridgeSocket {
   struct Connection {
     UniqueFd fd;
     uint64_t generation = 0;
-    protocol::FrameReader reader{kMaxRequestFrame};
+    protocol::FrameReader reader{kMaxRequestFrame, protocol::kUntrustedJson};
     std::string out;
     size_t outstanding = 0;
     size_t bad_frames = 0;
+    size_t admitted = 0;   // the length of the frame being read, held in reading_ (0: none)
+    bool waiting = false;  // for room in reading_: not read meanwhile
+    bool evicted = false;  // closing: what comes for it is dropped
   };
   BridgeSocket() = default;
   void accept_connections();
   void on_event(int fd, uint32_t events);
-  void on_request(int fd, const protocol::Json& m);
+  Result<protocol::FrameReader::Status> read_some(Connection& c);
+  void end_frame(Connection& c);
+  void wake_waiting();
+  void on_request(int fd, protocol::Json& m);
   void answer(int fd, uint64_t generation, const protocol::Json& reply);
+  void evict_largest_backlog();
   void flush(Connection& c);
+  void watch(Connection& c);
   void close(int fd);
 
   EventLoop* loop_ = nullptr;
@@ -63,6 +79,8 @@ class BridgeSocket {
   UniqueFd listen_fd_;
   std::map<int, Connection> connections_;
   uint64_t next_generation_ = 1;
+  size_t reading_ = 0;  // admitted frames' lengths, summed
+  size_t unsent_ = 0;   // answers not yet sent, summed
 };
 
 }  // namespace nsbox

@@ -94,7 +94,7 @@ void KernelSession::start() {
     return;
   }
   command_id_ = *id;
-  reader_ = protocol::FrameReader(protocol::kMaxClientFrame);
+  reader_ = protocol::FrameReader(protocol::kMaxClientFrame, protocol::kUntrustedJson);
   to_kernel_.clear();
   to_kernel_sent_ = 0;
   execute_bytes_ = 0;

@@ -160,7 +160,7 @@ class KernelSession {
   pid_t sandbox_pid_ = 0;
   std::string seccomp_kill_;
   UniqueFd control_, out_, err_;
-  protocol::FrameReader reader_{protocol::kMaxClientFrame};
+  protocol::FrameReader reader_{protocol::kMaxClientFrame, protocol::kUntrustedJson};  // the sandbox writes it
   std::string to_kernel_;      // encoded frames; the channel took the first to_kernel_sent_ bytes
   size_t to_kernel_sent_ = 0;
   size_t execute_bytes_ = 0;   // of them, the cell being sent (not an answer backlog)

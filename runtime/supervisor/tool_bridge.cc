@@ -1,14 +1,18 @@
 #include "runtime/supervisor/tool_bridge.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "isolation/sys/log.h"
+#include "runtime/protocol/tool_call.h"
 
 namespace nsbox {
 
@@ -17,6 +21,18 @@ using protocol::Json;
 namespace {
 
 Json error_answer(const std::string& message) { return {{"result", nullptr}, {"error", message}}; }
+
+// glibc keeps what a burst freed for reuse rather than handing it back: after 8 frames
+// of 4 MiB the supervisor stayed at 306 MB. Trimmed a second after this many bytes of
+// calls and answers went by: once a burst, not once a frame.
+constexpr size_t kTrimAfterBytes = 1u << 20;
+constexpr uint64_t kTrimDelayMs = 1000;
+
+std::string mib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1u << 20));
+  return text;
+}
 
 }  // namespace
 
@@ -38,22 +54,39 @@ void ToolBridge::call(const std::string& helper, Json args, uint64_t cell, Reply
   if (!rate_allows())
     return refuse("too many tool calls (more than " + std::to_string(static_cast<int>(kRatePerSecond)) +
                   " a second); make fewer at once");
-  if (pending_.size() >= kMaxPending || out_.size() > kMaxQueuedBytes)
+  if (pending_.size() >= kMaxPending)
     return refuse("too many tool calls in flight (" + std::to_string(pending_.size()) + "); wait for some to finish");
-  if (setup_.config.backend == ToolsBackend::kCallback && helper != "upload_local_file" && helper != "tool_schema") {
+  const bool embedder =
+      setup_.config.backend == ToolsBackend::kCallback && helper != "upload_local_file" && helper != "tool_schema";
+  // The frame for the bridge, measured whoever answers: one call's limits are the same.
+  uint64_t id = next_call_++;
+  std::string frame = protocol::encode({{"call", id}, {"helper", helper}, {"args", embedder ? Json(args) : std::move(args)}});
+  const size_t text = frame.size() - 4;
+  const protocol::JsonShape shape = protocol::measure_json(std::string_view(frame).substr(4));
+  if (text > tools::kMaxCallBytes) return refuse("the call is " + mib(text) + ", more than the 4 MiB a tool call may send");
+  if (std::string past = protocol::past_limits(shape, protocol::kUntrustedJson, "the call"); !past.empty())
+    return refuse(past + " (a tool call's limit)");
+  if (embedder) {
     if (subscriber_ < 0)
       return refuse("no client serves this sandbox's tool calls (subscribe with GET /v1/sandboxes/" + setup_.sandbox_id +
                     "/events, or Sandbox.on_tool_call in the Python client)");
     return call_embedder(helper, std::move(args), cell, std::move(reply));
   }
+  const size_t weight = frame.size() + shape.values * protocol::kParsedValueBytes;
+  if (held_ + weight > kMaxHeldBytes)
+    return refuse("the tool bridge holds " + mib(held_) + " of this sandbox's calls, and this one (" + mib(weight) +
+                  " parsed) would pass the limit of " + std::to_string(kMaxHeldBytes >> 20) + " MiB; wait for some to finish, or send less");
   if (!channel_) {
     if (starts_ >= kMaxStarts)
       return refuse("the tool bridge failed " + std::to_string(starts_) + " times; see tools.log in the sandbox's state");
     if (auto started = spawn(); !started) return refuse("could not start the tool bridge: " + started.error().message);
   }
-  uint64_t id = next_call_++;
   pending_[id] = {cell, std::move(reply), false, -1};
-  out_ += protocol::encode({{"call", id}, {"helper", helper}, {"args", std::move(args)}});
+  at_bridge_[id] = weight;
+  held_ += weight;
+  trim_soon(frame.size());
+  if (out_.empty()) out_ = std::move(frame);
+  else out_ += frame;
   flush();
 }
 
@@ -172,24 +205,53 @@ void ToolBridge::flush() {
     if (n < 0 && errno == EINTR) continue;
     break;  // EAGAIN: the loop says when; an error: the read side sees the end
   }
+  if (out_.empty() && out_.capacity() > (256u << 10)) std::string().swap(out_);
   (void)loop_.modify(channel_.get(), EPOLLIN | (out_.empty() ? 0u : uint32_t{EPOLLOUT}));
 }
 
 void ToolBridge::on_readable() {
+  const uint64_t before = reader_.consumed();
   auto status = reader_.read_available(channel_.get());
-  protocol::dispatch_untrusted(reader_, "the tool bridge", [this](const Json& m) {
-    auto it = pending_.find(m.at("call").get<uint64_t>());
+  protocol::dispatch_untrusted(reader_, "the tool bridge", [this](Json& m) {
+    const uint64_t id = m.at("call").get<uint64_t>();
+    if (auto held = at_bridge_.find(id); held != at_bridge_.end()) {
+      held_ -= held->second;
+      at_bridge_.erase(held);
+    }
+    auto it = pending_.find(id);
     if (it == pending_.end()) return;  // abandoned
     Reply reply = std::move(it->second.reply);
     pending_.erase(it);
-    reply({{"result", m.value("result", Json())}, {"error", m.value("error", Json())}});
+    Json answer = Json::object();  // the result moved, not copied: it can be megabytes
+    answer["result"] = m.contains("result") ? std::move(m["result"]) : Json();
+    answer["error"] = m.contains("error") ? std::move(m["error"]) : Json();
+    reply(answer);
   });
+  trim_soon(reader_.consumed() - before);
   if (!status || *status == protocol::FrameReader::Status::kClosed) {
     loop_.remove(channel_.get());
     channel_.reset();
     out_.clear();
     fail_all("the tool bridge exited; see tools.log in the sandbox's state");
   }
+}
+
+void ToolBridge::released(size_t bytes) { trim_soon(bytes); }
+
+void ToolBridge::trim_soon(size_t bytes) {
+  since_trim_ += bytes;
+  if (since_trim_ < kTrimAfterBytes || trim_timer_ >= 0) return;
+  auto timer = loop_.add_timer(kTrimDelayMs, [this] {
+    trim_timer_ = -1;
+    since_trim_ = 0;
+    ::malloc_trim(0);
+  });
+  if (timer) trim_timer_ = *timer;
+}
+
+void ToolBridge::forget_held() {
+  at_bridge_.clear();
+  held_ = 0;
 }
 
 void ToolBridge::on_exit() {
@@ -207,6 +269,7 @@ void ToolBridge::on_exit() {
 
 // The bridge process's calls (an embedder's are not its).
 void ToolBridge::fail_all(const std::string& why) {
+  forget_held();
   std::vector<Reply> replies;
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto next = std::next(it);
@@ -220,6 +283,8 @@ void ToolBridge::stop() {
   for (auto& [id, p] : pending_)
     if (p.timer >= 0) loop_.cancel_timer(p.timer);
   pending_.clear();
+  forget_held();
+  if (trim_timer_ >= 0) loop_.cancel_timer(std::exchange(trim_timer_, -1));
   if (channel_) {
     loop_.remove(channel_.get());
     channel_.reset();

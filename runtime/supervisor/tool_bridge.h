@@ -7,8 +7,13 @@
 // errors, never by blocking the event loop:
 //   - calls outstanding at the bridge (kMaxPending); more are refused at once;
 //   - a rate (kRatePerSecond, bursts of kRateBurst);
-//   - the bytes waiting to go to the bridge (kMaxQueuedBytes).
-// The bridge process itself runs max_in_flight calls at once and queues the rest.
+//   - one call's text and shape (tools::kMaxCallBytes, protocol::kUntrustedJson);
+//   - what the bridge process holds of this sandbox's calls, queued or running, weighed
+//     as their text plus what their values cost parsed (kMaxHeldBytes): the count alone
+//     let 4 MiB frames of `[[],[],...]` grow the bridge by 70 MB each. A call abandoned at
+//     its cell's deadline weighs until the bridge answers it: the bridge still holds it.
+// The bridge process itself runs max_in_flight calls at once and queues the rest. A
+// second after a burst the heap is handed back to the system (malloc_trim).
 //
 // A cell's calls still in flight at its deadline are abandoned: each is answered with an
 // error at once (so the threads waiting in the cell go on), its real answer dropped when
@@ -48,7 +53,7 @@ class ToolBridge {
   static constexpr size_t kMaxPending = 1024;
   static constexpr double kRatePerSecond = 1000;
   static constexpr double kRateBurst = 2000;
-  static constexpr size_t kMaxQueuedBytes = 32u << 20;
+  static constexpr size_t kMaxHeldBytes = 16u << 20;
   static constexpr int kMaxStarts = 5;
 
   // answer: {"result": ..., "error": null | "..."}; called exactly once, maybe at once.
@@ -74,6 +79,9 @@ class ToolBridge {
   Result<void> answer(const std::string& call_id, const protocol::Json& result, const protocol::Json& error);
   // The process goes, outstanding calls are dropped unanswered (their askers are going too).
   void stop();
+  // The sandbox's tool traffic held `bytes` elsewhere (a frame read from the socket, a
+  // connection's buffers) and freed them: counted towards handing the heap back.
+  void released(size_t bytes);
 
  private:
   struct Pending {
@@ -89,6 +97,8 @@ class ToolBridge {
   void on_exit();
   void flush();
   bool rate_allows();
+  void forget_held();
+  void trim_soon(size_t bytes);
   void fail_all(const std::string& why);
 
   EventLoop& loop_;
@@ -100,6 +110,10 @@ class ToolBridge {
   protocol::FrameReader reader_{protocol::kMaxClientFrame};
   std::string out_;  // frames not yet taken by the bridge
   std::map<uint64_t, Pending> pending_;
+  std::map<uint64_t, size_t> at_bridge_;  // the bridge process's unanswered calls, and their weight
+  size_t held_ = 0;                       // their weights, summed
+  size_t since_trim_ = 0;                 // bytes of calls and answers since the heap was last trimmed
+  int trim_timer_ = -1;
   uint64_t next_call_ = 1;
   int starts_ = 0;
   double tokens_ = kRateBurst;

@@ -54,7 +54,9 @@ ToolAnswer ToolRouter::dispatch(const ToolCall& call) {
 
 ToolAnswer ToolRouter::run_tool(const Json& args) {
   const std::string slug = args["tool"].get<std::string>();
-  const Json arguments = args.value("arguments", Json::object());
+  static const Json kNone = Json::object();
+  auto given = args.find("arguments");
+  const Json& arguments = given != args.end() ? *given : kNone;  // not a copy: it can be megabytes
   if (remote_) return remote_->execute(slug, arguments);
   if (local_) return local_->run(slug, arguments);
   return ToolAnswer::failed(slug + ": no tool backend is configured for this sandbox (--tools composio, --tools-dir DIR or "

@@ -4,16 +4,21 @@
 // descriptor (SCM_RIGHTS). FrameReader reads it on a non-blocking socket as the event
 // loop does; recv_frame reads the same bytes on a blocking one.
 //
-// Checks: every frame handed out is a JSON object that survives encode() unchanged; no
-// more descriptors come out than went in, and none is left open afterwards; a stream of
-// well-formed frames gives back exactly the frames written.
+// Checks: every frame handed out is a JSON object that survives encode() unchanged, and
+// within the reader's parse limits when it has some; no more descriptors come out than
+// went in, and none is left open afterwards; a stream of well-formed frames gives back
+// exactly the frames written, less those past the limits; measure_json's shape of a
+// payload bounds the document parsed from it (its depth and values, an empty container
+// counted once more), so that what it lets through costs what it says.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -26,6 +31,7 @@ namespace {
 using nsbox::protocol::Frame;
 using nsbox::protocol::FrameReader;
 using nsbox::protocol::Json;
+using nsbox::protocol::ParseLimits;
 
 struct Pair {
   int writer = -1, reader = -1;
@@ -64,13 +70,44 @@ bool send_chunk(int sock, std::string_view bytes, bool with_fd, int fd_to_send) 
   return ::sendmsg(sock, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
 
-void check_frame(const Frame& frame) {
+void check_frame(const Frame& frame, const ParseLimits& limits) {
   FUZZ_CHECK(frame.message.is_object());
   FUZZ_CHECK(frame.fds.size() <= static_cast<size_t>(nsbox::protocol::kMaxFdsPerFrame) * 4);
   std::string encoded = nsbox::protocol::encode(frame.message);
   FUZZ_CHECK(encoded.size() >= 4);
   Json again = nsbox::fuzz::parse_json(std::string_view(encoded).substr(4));
   FUZZ_CHECK(again == frame.message || nsbox::fuzz::has_non_finite(frame.message));
+  FUZZ_CHECK(nsbox::protocol::past_limits(nsbox::protocol::measure_json(std::string_view(encoded).substr(4)), limits, "it")
+                 .empty());
+}
+
+// A parsed document's real depth, its values (a member of an object is one) and its
+// empty containers, walked without recursion (the document may be deep).
+struct RealShape {
+  int depth = 0;
+  size_t values = 0, empty = 0;
+};
+RealShape real_shape(const Json& root) {
+  RealShape shape;
+  std::vector<std::pair<const Json*, int>> todo{{&root, 1}};
+  while (!todo.empty()) {
+    auto [j, level] = todo.back();
+    todo.pop_back();
+    ++shape.values;
+    if (!j->is_structured()) continue;
+    shape.depth = std::max(shape.depth, level);
+    if (j->empty()) ++shape.empty;
+    for (const Json& member : *j) todo.emplace_back(&member, level + 1);
+  }
+  return shape;
+}
+
+// measure_json bounds what parsing gives (duplicate keys can make the document smaller).
+void check_shape(std::string_view payload, const Json& parsed) {
+  auto measured = nsbox::protocol::measure_json(payload);
+  RealShape real = real_shape(parsed);
+  FUZZ_CHECK(measured.depth >= real.depth);
+  FUZZ_CHECK(measured.values >= real.values + real.empty);
 }
 
 // The lowest free descriptor number: it rises if a run leaks a descriptor.
@@ -88,8 +125,8 @@ uint64_t splitmix(uint64_t& state) {
 }
 
 // Whether `stream` is a sequence of whole frames whose payloads are JSON objects: then
-// every reader must give back exactly those.
-std::vector<Json> well_formed_frames(std::string_view stream, size_t max_bytes) {
+// every reader must give back exactly those within `limits`.
+std::vector<Json> well_formed_frames(std::string_view stream, size_t max_bytes, const ParseLimits& limits) {
   std::vector<Json> frames;
   while (!stream.empty()) {
     if (stream.size() < 4) return {};
@@ -98,7 +135,9 @@ std::vector<Json> well_formed_frames(std::string_view stream, size_t max_bytes) 
     if (len > max_bytes || stream.size() - 4 < len) return {};
     Json j = nsbox::fuzz::parse_json(stream.substr(4, len));
     if (j.is_discarded() || !j.is_object()) return {};
-    frames.push_back(std::move(j));
+    check_shape(stream.substr(4, len), j);
+    if (nsbox::protocol::past_limits(nsbox::protocol::measure_json(stream.substr(4, len)), limits, "it").empty())
+      frames.push_back(std::move(j));
     stream.remove_prefix(4 + len);
   }
   return frames;
@@ -116,18 +155,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Small limits, so that the fuzzer reaches them; kMaxInitFrame is what init gets.
   const size_t max_bytes = (plan & 1) ? 64 : (plan & 2) ? 4096 : nsbox::protocol::kMaxInitFrame;
   const bool through_dispatch = plan & 4;
-  std::vector<Json> expected = well_formed_frames(stream, max_bytes);
+  // Small limits, also reached, on a reader of frames from a sandbox.
+  const ParseLimits limits = (plan & 8) ? ParseLimits{3, 12} : ParseLimits{};
+  std::vector<Json> expected = well_formed_frames(stream, max_bytes, limits);
+  const bool any_frame = !well_formed_frames(stream, max_bytes, {}).empty() || stream.empty();
 
   size_t fds_sent = 0, fds_received = 0;
   std::vector<Json> read_back;
   bool failed = false;
   {
     Pair pair(/*nonblocking=*/true);
-    FrameReader reader(max_bytes);
+    FrameReader reader(max_bytes, limits);
     auto drain = [&] {
       if (through_dispatch) {
         // As the supervisor takes the kernel's frames: typed access that may throw.
-        nsbox::protocol::dispatch_untrusted(reader, "the fuzzer", [&](const Json& m) {
+        nsbox::protocol::dispatch_untrusted(reader, "the fuzzer", [&](Json& m) {
           read_back.push_back(m);
           (void)nsbox::protocol::get_bytes(m);
           (void)m.value("id", uint64_t{0});
@@ -138,7 +180,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       while (reader.has_frame()) {
         auto frame = reader.next();
         if (!frame) continue;
-        check_frame(*frame);
+        check_frame(*frame, limits);
         fds_received += frame->fds.size();
         read_back.push_back(frame->message);
       }
@@ -166,7 +208,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     drain();
   }
   FUZZ_CHECK(fds_received <= fds_sent);
-  if (!expected.empty()) FUZZ_CHECK(read_back == expected);
+  if (any_frame) FUZZ_CHECK(read_back == expected);
 
   // The same bytes through the blocking reader, without descriptors.
   {
@@ -175,12 +217,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       ::shutdown(pair.writer, SHUT_WR);
       std::vector<Json> frames;
       for (;;) {
-        auto frame = nsbox::protocol::recv_frame(pair.reader, max_bytes);
+        auto frame = nsbox::protocol::recv_frame(pair.reader, max_bytes, limits);
         if (!frame || !*frame) break;
-        check_frame(**frame);
+        check_frame(**frame, limits);
         frames.push_back((*frame)->message);
       }
-      if (!expected.empty()) FUZZ_CHECK(frames == expected);
+      // recv_frame stops at the first frame past the limits (a protocol error).
+      if (any_frame && expected.size() == well_formed_frames(stream, max_bytes, {}).size()) FUZZ_CHECK(frames == expected);
     }
   }
   FUZZ_CHECK(lowest_free_fd() == baseline_fd);

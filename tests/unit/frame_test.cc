@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <thread>
+#include <vector>
 
 #include "runtime/protocol/frame.h"
 
@@ -116,4 +118,88 @@ TEST_CASE("fds sent with the second of two queued frames belong to the second") 
   CHECK(second->fds.size() == 1);
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
+}
+
+TEST_CASE("JSON's shape is read without parsing it: nesting, and an upper bound on values exact but for empty containers") {
+  using protocol::measure_json;
+  CHECK(measure_json("7").depth == 0);
+  CHECK(measure_json("7").values == 1);
+  CHECK(measure_json(R"({"a": [1, 2, {"b": null}], "c": "x"})").depth == 3);
+  CHECK(measure_json(R"({"a": [1, 2, {"b": null}], "c": "x"})").values == 7);  // root, a, 1, 2, {}, b, c
+  CHECK(measure_json("[[],[],[]]").values == 4 + 3);  // each empty one counted once more
+  // Brackets and commas inside strings, escaped quotes included, are text.
+  CHECK(measure_json(R"(["[[[,,,{{", "\"[,", "\\"])").depth == 1);
+  CHECK(measure_json(R"(["[[[,,,{{", "\"[,", "\\"])").values == 4);
+  CHECK(protocol::past_limits(measure_json(std::string(65, '[') + std::string(65, ']')), protocol::kUntrustedJson, "it") ==
+        "it nests deeper than 64 levels");
+  CHECK(protocol::past_limits(measure_json(std::string(64, '[') + std::string(64, ']')), protocol::kUntrustedJson, "it") == "");
+  std::string wide = "[0";
+  for (int i = 0; i < 70000; ++i) wide += ",0";
+  wide += "]";
+  CHECK(protocol::past_limits(measure_json(wide), protocol::kUntrustedJson, "the call") ==
+        "the call holds more than 65536 values");
+}
+
+TEST_CASE("a reader with limits refuses a frame past them before parsing it, and reads the next") {
+  SocketPair sp;
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string wide = "[";
+  for (int i = 0; i < 100000; ++i) wide += "[],";
+  wide += "[]]";
+  std::string stream;
+  for (const std::string& body : {"{\"a\":" + deep + "}", "{\"a\":" + wide + "}"}) {
+    uint32_t len = htonl(static_cast<uint32_t>(body.size()));
+    stream += std::string(reinterpret_cast<char*>(&len), 4) + body;
+  }
+  stream += protocol::encode({{"op", "ping"}});
+  std::thread writer([&] { REQUIRE(::write(sp.a, stream.data(), stream.size()) == static_cast<ssize_t>(stream.size())); });
+  ::fcntl(sp.b, F_SETFL, O_NONBLOCK);
+  protocol::FrameReader reader(1 << 20, protocol::kUntrustedJson);
+  std::vector<Result<protocol::Frame>> frames;
+  while (frames.size() < 3) {
+    REQUIRE(reader.read_available(sp.b));
+    while (reader.has_frame()) frames.push_back(reader.next());
+  }
+  writer.join();
+  REQUIRE_FALSE(frames[0]);
+  CHECK(frames[0].error().message == "malformed message: it nests deeper than 64 levels");
+  REQUIRE_FALSE(frames[1]);
+  CHECK(frames[1].error().message == "malformed message: it holds more than 65536 values");
+  REQUIRE(frames[2]);
+  CHECK(frames[2]->message["op"] == "ping");
+  CHECK(frames[2]->bytes == 13);
+
+  // recv_frame refuses the same.
+  SocketPair sp2;
+  std::string one = stream.substr(0, 4 + deep.size() + 6);
+  std::thread writer2([&] { REQUIRE(::write(sp2.a, one.data(), one.size()) == static_cast<ssize_t>(one.size())); });
+  auto refused = protocol::recv_frame(sp2.b, 1 << 20, protocol::kUntrustedJson);
+  writer2.join();
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("64 levels") != std::string::npos);
+}
+
+TEST_CASE("a reader reads no more than its budget, and says what a partial frame declares") {
+  SocketPair sp;
+  std::string stream = protocol::encode({{"text", std::string(1000, 'x')}}) + protocol::encode({{"n", 2}});
+  REQUIRE(::write(sp.a, stream.data(), stream.size()) == static_cast<ssize_t>(stream.size()));
+  ::fcntl(sp.b, F_SETFL, O_NONBLOCK);
+  protocol::FrameReader reader(1 << 20);
+  CHECK_FALSE(reader.next_length());
+  REQUIRE(reader.read_available(sp.b, 3));
+  CHECK(reader.buffered() == 3);
+  CHECK_FALSE(reader.next_length());
+  REQUIRE(reader.read_available(sp.b, 1));
+  REQUIRE(reader.next_length());
+  const size_t first = *reader.next_length();
+  CHECK(first == stream.size() - protocol::encode({{"n", 2}}).size() - 4);
+  REQUIRE(reader.read_available(sp.b, first));  // exactly the rest of the first frame
+  CHECK(reader.buffered() == 0);
+  CHECK(reader.consumed() == 4 + first);
+  REQUIRE(reader.has_frame());
+  CHECK(reader.next()->message["text"].get<std::string>().size() == 1000);
+  CHECK_FALSE(reader.has_frame());
+  REQUIRE(reader.read_available(sp.b));
+  REQUIRE(reader.has_frame());
+  CHECK(reader.next()->message["n"] == 2);
 }
