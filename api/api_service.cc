@@ -112,6 +112,9 @@ void ApiService::handle(Exchange& x) {
     // A field of the wrong type somewhere nlohmann was asked for it: the client's error.
     respond_error(x, make_error(ErrorCode::kMalformedRequest, std::string("a field of the wrong type: ") + e.what()));
   }
+  // What may have changed the state root's sandboxes (a create, a claim, a removal...):
+  // the next scrape counts them again rather than a census up to a second old.
+  if (r.method != "GET") ++census_generation_;
 }
 
 void ApiService::dispatch(Exchange& x, const RouteMatch& m) {

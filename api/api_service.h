@@ -211,8 +211,13 @@ class ApiService {
   Metrics metrics_;
   // The scrape's census of the state root (every record read): taken at most once a
   // second, however often /metrics is asked (it needs no token).
+  // Taken again after a request of this server that may have changed them (anything but a
+  // GET: census_generation_); a sandbox made or removed by another (the CLI) shows within
+  // a second.
+  std::atomic<uint64_t> census_generation_ = 1;
   struct Census {
     std::mutex mutex;
+    uint64_t generation = 0;
     std::chrono::steady_clock::time_point taken{};
     std::map<std::string, std::map<std::string, uint64_t>> sandboxes;
     uint64_t active = 0;

@@ -181,7 +181,8 @@ void ApiService::metrics_route(Exchange& x, const Call&) {
   {
     std::lock_guard lock(census_.mutex);
     const auto now = std::chrono::steady_clock::now();
-    if (census_.taken == std::chrono::steady_clock::time_point{} || now - census_.taken >= std::chrono::seconds(1)) {
+    const uint64_t generation = census_generation_.load();
+    if (census_.generation != generation || now - census_.taken >= std::chrono::seconds(1)) {
       census_.sandboxes.clear();
       census_.active = 0;
       const auto& store = runtime_.store();
@@ -193,6 +194,7 @@ void ApiService::metrics_route(Exchange& x, const Call&) {
         if (record->facts.pool.empty()) ++census_.active;
       }
       census_.taken = now;
+      census_.generation = generation;
     }
     s.sandboxes = census_.sandboxes;
     s.active = census_.active;
