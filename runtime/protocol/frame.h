@@ -39,6 +39,10 @@ struct ParseLimits {
 // For messages from a process the sandbox controls: the kernel's channel, the tool
 // bridge's socket (docs/tools.md, "Limits"). 64 levels, as the API and CLI allow.
 inline constexpr ParseLimits kUntrustedJson{64, 1u << 16};
+// For answers from outside that the tool bridge relays (a tool remote, an LLM, a tool
+// program) and the supervisor reads from the bridge: deeper than any real API nests, and
+// at most ~64 MiB once parsed; past them an answer is refused, never crashes a process.
+inline constexpr ParseLimits kAnswerJson{256, 1u << 19};
 // What one value can cost parsed, at most (above): for weighing a message's memory.
 inline constexpr size_t kParsedValueBytes = 128;
 

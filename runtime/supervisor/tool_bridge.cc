@@ -183,7 +183,7 @@ Result<void> ToolBridge::spawn() {
     log::warn("the tool bridge did not take its config: " + sent.error().message);
   ::fcntl(ours.get(), F_SETFL, O_NONBLOCK);
   channel_ = std::move(ours);
-  reader_ = protocol::FrameReader(protocol::kMaxClientFrame);
+  reader_ = protocol::FrameReader(protocol::kMaxClientFrame, protocol::kAnswerJson);
   NSBOX_CHECK(loop_.add(channel_.get(), EPOLLIN, [this](uint32_t events) {
     if (events & EPOLLOUT) flush();
     if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) on_readable();

@@ -57,6 +57,9 @@ ToolAnswer LocalTools::run(const std::string& name, const Json& arguments) const
   if (r.status < 0) return ToolAnswer::failed(name + ": could not run the tool: " + r.err);
   if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0)
     return ToolAnswer::failed(name + ": the tool " + sys::describe_wait_status(r.status) + ": " + tail(r.err, 2000));
+  if (std::string past = protocol::past_limits(protocol::measure_json(r.out), protocol::kAnswerJson, name + ": the tool's output");
+      !past.empty())
+    return ToolAnswer::failed(past);
   Json result = Json::parse(r.out, nullptr, false);
   if (result.is_discarded())
     return ToolAnswer::failed(name + ": the tool's output is not JSON: " + r.out.substr(0, 200));

@@ -51,6 +51,12 @@ Result<RemoteReply> call_remote(http::Client& http, const std::string& method, c
     }
     RemoteReply reply;
     reply.status = response.status;
+    std::string past = protocol::past_limits(protocol::measure_json(response.body), protocol::kAnswerJson, "the remote's answer");
+    if (!past.empty()) {  // not parsed: its text says why, as a body that is not JSON would
+      reply.body = Json(Json::value_t::discarded);
+      reply.text = past;
+      return reply;
+    }
     reply.body = Json::parse(response.body, nullptr, false);
     reply.text = std::move(response.body);
     return reply;

@@ -239,3 +239,27 @@ print(json.dumps([run_tool("NOOP", {"a": [[] for _ in range(70000)]})[1], run_to
   REQUIRE(script.exit_code == 0);
   check(json::parse(script.out));
 }
+
+// What comes back is bounded too: a tool (or a remote) answering a million nested arrays
+// once crashed whoever copied or wrote the answer out (the bridge, then the supervisor,
+// whose sandbox died with it). It is refused with the limit named, and the sandbox goes on.
+TEST_CASE("a tool's answer nested a million deep or holding a million values is refused, and the sandbox goes on", "[tools]") {
+  TempDir tools("nsbox-tools");
+  std::ofstream(tools.path() + "/DEEP") << "#!/usr/bin/python3.11\nimport sys\nsys.stdin.read()\n"
+                                           "sys.stdout.write('[' * 1000000 + ']' * 1000000)\n";
+  std::ofstream(tools.path() + "/WIDE") << "#!/usr/bin/python3.11\nimport sys\nsys.stdin.read()\n"
+                                           "sys.stdout.write('[' + ','.join(['0'] * 1000000) + ']')\n";
+  std::ofstream(tools.path() + "/FINE") << "#!/bin/sh\ncat >/dev/null\necho '[[[1]]]'\n";
+  for (const char* t : {"/DEEP", "/WIDE", "/FINE"}) ::chmod((tools.path() + t).c_str(), 0755);
+  TestRoot root;
+  auto id = root.create({"--tools-dir", tools.path()});
+  auto cell = root.cell(id, "import json\nprint(json.dumps([run_tool('DEEP', {})[1], run_tool('WIDE', {})[1], run_tool('FINE', {})]))");
+  INFO(cell.dump());
+  REQUIRE(cell["status"] == "ok");
+  auto got = json::parse(cell["stdout"].get<std::string>());
+  CHECK(got[0].get<std::string>().find("DEEP: the tool's output nests deeper than 256 levels") != std::string::npos);
+  CHECK(got[1].get<std::string>().find("WIDE: the tool's output holds more than 524288 values") != std::string::npos);
+  CHECK(got[2] == json::array({json::array({json::array({json::array({1})})}), nullptr}));
+  CHECK(root.cell(id, "1 + 1")["results"] == "2");  // the same kernel, the same supervisor
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}

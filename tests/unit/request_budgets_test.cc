@@ -52,7 +52,7 @@ TEST_CASE("request budgets: probes are admitted while every other slot is taken"
   CHECK(budgets.take(Kind::kProbe));
 }
 
-TEST_CASE("request budgets: one sandbox's links take at most their share; another's and /metrics still get theirs") {
+TEST_CASE("request budgets: one sandbox's links take at most their share, and another's and /metrics still get theirs") {
   RequestBudgets budgets;
   auto first = fill(budgets, link("sbx-b-1"));
   CHECK(first.size() == budgets.limits().open_per_key);

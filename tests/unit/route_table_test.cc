@@ -307,7 +307,7 @@ TEST_CASE("route table: the bodies streamed as files are those of the routes tha
   CHECK_FALSE(service->takes_upload(request("PUT", "/v1/sandboxes/etl/bogus/files")));
 }
 
-TEST_CASE("route table: the probes, the metrics and a signed link take budgets of their own; the rest the token holders'") {
+TEST_CASE("route table: the probes, the metrics and a signed link take budgets of their own, and the rest the token holders'") {
   using Kind = nsbox::api::RequestBudgets::Kind;
   Service service;
   auto intake = [&](const std::string& target, const std::string& method = "GET") { return service->intake(request(method, target)); };
