@@ -4,6 +4,7 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,6 +56,82 @@ Error over_limit(const std::string& what, uint64_t limit) {
   return make_error(ErrorCode::kLimitExceeded, "the workspace has more than " + std::to_string(limit) + " " + what,
                     "NSBOX_SNAPSHOT_MAX_MEMBERS and NSBOX_SNAPSHOT_MAX_BYTES raise the limits");
 }
+
+// What runs of data cost a volume: the blocks they touch, of 1 KiB (ext4's smallest, which
+// mkfs gives nsbox's volumes under 512 MiB), each counted once. Runs come in order, apart.
+class BlockCount {
+ public:
+  static constexpr uint64_t kBlock = 1024;
+  void add(uint64_t offset, uint64_t length) {
+    if (length == 0) return;
+    uint64_t from = std::max(offset / kBlock * kBlock, covered_);
+    uint64_t to = (offset + length + kBlock - 1) / kBlock * kBlock;
+    if (to > from) total_ += to - from;
+    covered_ = std::max(covered_, to);
+  }
+  uint64_t total() const { return total_; }
+
+ private:
+  uint64_t total_ = 0, covered_ = 0;
+};
+
+// A file's data as SEEK_DATA and SEEK_HOLE see it, within its size: its runs, in order.
+struct Extent {
+  uint64_t offset = 0, length = 0;
+  uint64_t end() const { return offset + length; }
+};
+struct FileData {
+  std::vector<Extent> extents;  // in order, apart; [0, size) for a dense file
+  bool sparse = false;          // some of [0, size) is a hole
+};
+
+// At most `max_runs` runs: libarchive holds a file's whole map in memory, writing or
+// reading (~170 bytes a run). A file of more is refused, not stored with some holes filled:
+// zeros stored would cost a restore more than the file cost the sandbox.
+Result<FileData> file_data(int fd, uint64_t size, uint64_t max_runs, const std::string& rel) {
+  FileData d;
+  for (uint64_t pos = 0; pos < size;) {
+    off_t data = ::lseek(fd, static_cast<off_t>(pos), SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break;  // only a hole is left
+    if (data < 0) return fail(sys_error("find data in " + rel));
+    if (static_cast<uint64_t>(data) >= size) break;
+    off_t hole = ::lseek(fd, data, SEEK_HOLE);
+    if (hole < 0) return fail(sys_error("find a hole in " + rel));
+    Extent run{static_cast<uint64_t>(data), std::min(static_cast<uint64_t>(hole), size) - static_cast<uint64_t>(data)};
+    if (run.length == 0) break;  // it shrank under us
+    pos = run.end();
+    if (!d.extents.empty() && d.extents.back().end() == run.offset) {  // it changed under us
+      d.extents.back().length += run.length;
+      continue;
+    }
+    if (d.extents.size() == max_runs)
+      return fail(make_error(ErrorCode::kLimitExceeded, "'" + rel + "' has more than " + std::to_string(max_runs) + " runs of data between holes",
+                             "a snapshot keeps at most that many in a file: rewrite it with fewer holes, or remove it"));
+    d.extents.push_back(run);
+  }
+  d.sparse = size > 0 && !(d.extents.size() == 1 && d.extents[0].offset == 0 && d.extents[0].length == size);
+  if (!d.sparse) d.extents = {Extent{0, size}};
+  return d;
+}
+
+// Zeros for the holes: libarchive's pax writer is handed a sparse file's every byte and
+// stores only its data, so a hole is passed as one call of up to 1 GiB from a mapping
+// that is never touched (no memory).
+class Zeros {
+ public:
+  static constexpr size_t kSize = 1ull << 30;
+  ~Zeros() {
+    if (map_ != MAP_FAILED) ::munmap(map_, kSize);
+  }
+  Result<const void*> get() {
+    if (map_ == MAP_FAILED) map_ = ::mmap(nullptr, kSize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map_ == MAP_FAILED) return fail(sys_error("map zeros for the holes"));
+    return map_;
+  }
+
+ private:
+  void* map_ = MAP_FAILED;
+};
 
 // The archive's digest, computed on two threads while it is written: the bytes are cut
 // into 1 MiB chunks (whatever blocks libarchive hands over), each chunk's SHA-256 is taken
@@ -267,15 +344,26 @@ class Packer {
     return names;
   }
 
-  Result<void> count(const std::string&, uint64_t size) {
+  // A member, its data's cost and its size (both 0 but for files).
+  Result<void> count(uint64_t bytes, uint64_t apparent) {
     if (++summary_.members > limits_.max_members) return fail(over_limit("members", limits_.max_members));
-    summary_.bytes += size;
+    summary_.bytes += bytes;
     if (summary_.bytes > limits_.max_bytes) return fail(over_limit("bytes of files", limits_.max_bytes));
+    summary_.apparent_bytes += apparent;
+    if (summary_.apparent_bytes > limits_.max_apparent_bytes)
+      return fail(over_limit("bytes of files counting their holes", limits_.max_apparent_bytes));
     return {};
   }
 
-  Result<void> header(const std::string& rel, unsigned type, const struct stat& st, uint64_t size, const char* link) {
-    NSBOX_CHECK(count(rel, size));
+  Result<void> header(const std::string& rel, unsigned type, const struct stat& st, uint64_t size, const char* link,
+                      const FileData* data = nullptr) {
+    if (data && data->sparse) {
+      BlockCount blocks;
+      for (const auto& run : data->extents) blocks.add(run.offset, run.length);
+      NSBOX_CHECK(count(blocks.total(), size));
+    } else {
+      NSBOX_CHECK(count(size, size));
+    }
     Entry e(archive_entry_new());
     archive_entry_set_pathname(e.get(), rel.c_str());
     archive_entry_set_filetype(e.get(), type);
@@ -285,6 +373,12 @@ class Packer {
     archive_entry_set_uid(e.get(), kSandboxUid);
     archive_entry_set_gid(e.get(), kSandboxUid);
     if (link) archive_entry_set_symlink(e.get(), link);
+    if (data && data->sparse) {
+      for (const auto& run : data->extents) archive_entry_sparse_add_entry(e.get(), static_cast<la_int64_t>(run.offset), static_cast<la_int64_t>(run.length));
+      // A file that is all hole: an empty run at its end still makes it a sparse entry
+      // (with no map, libarchive would store its zeros).
+      if (data->extents.empty()) archive_entry_sparse_add_entry(e.get(), static_cast<la_int64_t>(size), 0);
+    }
     if (archive_write_header(a_, e.get()) != ARCHIVE_OK) return fail(archive_error(a_, "archive " + rel));
     return {};
   }
@@ -300,16 +394,26 @@ class Packer {
       return {};
     }
     uint64_t size = static_cast<uint64_t>(st.st_size);
-    NSBOX_CHECK(header(rel, AE_IFREG, st, size, nullptr));
+    FileData data = NSBOX_TRY(file_data(fd.get(), size, limits_.max_runs, rel));
+    NSBOX_CHECK(header(rel, AE_IFREG, st, size, nullptr, &data));
+    uint64_t at = 0;
+    for (const auto& run : data.extents) {
+      NSBOX_CHECK(add_hole(run.offset - at, rel));
+      NSBOX_CHECK(add_data(fd.get(), run, rel));
+      at = run.end();
+    }
+    return add_hole(size - at, rel);
+  }
+
+  Result<void> add_data(int fd, const Extent& run, const std::string& rel) {
     buffer_.resize(kChunk);
-    uint64_t done = 0;
-    while (done < size) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - done));
-      ssize_t got = ::read(fd.get(), buffer_.data(), want);
+    for (uint64_t done = 0; done < run.length;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, run.length - done));
+      ssize_t got = ::pread(fd, buffer_.data(), want, static_cast<off_t>(run.offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return fail(sys_error("read " + rel));
       if (got == 0) {
-        // It shrank while we read (a live sandbox): the header promised `size`; pad
+        // It shrank while we read (a live sandbox): the header promised the run; pad
         // with zeros, as tar does.
         std::fill(buffer_.begin(), buffer_.begin() + static_cast<long>(want), '\0');
         got = static_cast<ssize_t>(want);
@@ -320,11 +424,23 @@ class Packer {
     return {};
   }
 
+  Result<void> add_hole(uint64_t length, const std::string& rel) {
+    if (length == 0) return {};
+    const void* zeros = NSBOX_TRY(zeros_.get());
+    while (length > 0) {
+      la_ssize_t took = archive_write_data(a_, zeros, static_cast<size_t>(std::min<uint64_t>(length, Zeros::kSize)));
+      if (took <= 0) return fail(archive_error(a_, "archive " + rel));
+      length -= static_cast<uint64_t>(took);
+    }
+    return {};
+  }
+
   archive* a_;
   const std::set<std::string>& skip_;
   ArchiveLimits limits_;
   ArchiveSummary summary_;
   std::vector<char> buffer_;
+  Zeros zeros_;
 };
 
 }  // namespace
@@ -421,15 +537,39 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
                              source.raise_members));
     la_int64_t size = type == AE_IFREG ? archive_entry_size(e) : 0;
     if (size < 0) return fail(refused(name, "a negative size"));
-    summary.bytes += static_cast<uint64_t>(size);
-    if (summary.bytes > limits.max_bytes)
-      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " holds more than " + std::to_string(limits.max_bytes) + " bytes of files",
-                             source.raise_bytes));
-    if (!out) continue;  // the data is skipped
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_perm(e, archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID));
-    if (archive_write_header(out, e) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+    summary.apparent_bytes += static_cast<uint64_t>(size);
+    if (summary.apparent_bytes > limits.max_apparent_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " holds more than " + std::to_string(limits.max_apparent_bytes) +
+                                                            " bytes of files counting their holes"));
+    auto over_bytes = [&] {
+      return make_error(ErrorCode::kLimitExceeded, source.noun + " holds more than " + std::to_string(limits.max_bytes) + " bytes of files",
+                        source.raise_bytes);
+    };
+    // A sparse entry's cost is known from its data's runs (BlockCount), which are read even
+    // when only checking; a dense one costs its size.
+    const int runs = type == AE_IFREG ? archive_entry_sparse_count(e) : 0;
+    const bool sparse = runs > 0;
+    if (static_cast<uint64_t>(runs) > limits.max_runs)
+      return fail(make_error(ErrorCode::kLimitExceeded, "'" + name.substr(0, 256) + "' in " + source.noun + " has more than " +
+                                                            std::to_string(limits.max_runs) + " runs of data between holes"));
+    if (!sparse) {
+      summary.bytes += static_cast<uint64_t>(size);
+      if (summary.bytes > limits.max_bytes) return fail(over_bytes());
+    }
+    if (!out && !sparse) continue;  // the data is skipped
+    if (out) {
+      archive_entry_set_pathname(e, name.c_str());
+      archive_entry_set_perm(e, archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID));
+      if (archive_write_header(out, e) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+    }
     if (type == AE_IFREG) {
+      // The reader hands over blocks where the map puts them, and a map (or a zip's size)
+      // may say anything: blocks must come in order, apart, and within the size, sparse or
+      // not, so that what is written is what was counted. (Past the size, libarchive's
+      // disk writer, 3.6.2, computes a negative length, which Linux refuses.)
+      BlockCount blocks;
+      const uint64_t before = summary.bytes;
+      uint64_t end = 0;
       const void* block = nullptr;
       size_t len = 0;
       la_int64_t offset = 0;
@@ -437,9 +577,19 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
         int got = archive_read_data_block(in.get(), &block, &len, &offset);
         if (got == ARCHIVE_EOF) break;
         if (got != ARCHIVE_OK) return fail(archive_error(in.get(), "read " + name));
-        if (archive_write_data_block(out, block, len, offset) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+        const uint64_t at = static_cast<uint64_t>(offset), limit = static_cast<uint64_t>(size);
+        if (offset < 0 || at < end || at > limit || len > limit - at)
+          return fail(refused(name, "data out of order or past its size (a lying size or sparse map)"));
+        end = at + len;
+        if (sparse) {
+          blocks.add(at, len);
+          summary.bytes = before + blocks.total();
+          if (summary.bytes > limits.max_bytes) return fail(over_bytes());
+        }
+        if (out && archive_write_data_block(out, block, len, offset) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
       }
     }
+    if (!out) continue;
     if (archive_write_finish_entry(out) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
   }
   return summary;
