@@ -5,13 +5,17 @@
 //
 //   nsbox-archive pack   (--image IMG | --dir DIR) --out FILE [--skip REL]... [limits]
 //   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [--replace] [limits]
-//   nsbox-archive check  --archive FILE [limits]     (every member, nothing written)
+//   nsbox-archive check  --archive FILE --uid U --gid G [limits]
+//                        (every member, nothing written)
 //   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
 //                        (pack's report, the archive written nowhere: a live fingerprint)
 //   nsbox-archive extract --archive FILE --dir DIR [--format tar|zip] [limits]
 //                        (a caller's archive into a directory: `fs:extract`, run *inside*
 //                        the sandbox, as its user, in its namespaces: Runtime::extract)
 //   limits: --max-members N --max-bytes N
+//
+// Archives are read as U:G only (the sandbox user; as root, giving them is required): the
+// files are opened first, then every id dropped, then the bytes parsed.
 //
 // On success one JSON line on stdout: {"members", "bytes", "skipped", "left_out", "sha256"}. On
 // failure the error on stderr, and the exit status says its kind: 2 a refused member, 3 a
@@ -105,10 +109,25 @@ Result<void> empty_root(int root_fd) {
   return {};
 }
 
+// From here on, the sandbox user's rights only (--uid, --gid): what an archive makes is
+// theirs, nothing it names can reach what they could not, and the parser of bytes a store
+// handed over holds nothing of root's. Never root: without the ids, nothing is read.
+Result<void> become_reader(const Args& a) {
+  uid_t uid = static_cast<uid_t>(NSBOX_TRY(number(a, "uid", ::getuid())));
+  gid_t gid = static_cast<gid_t>(NSBOX_TRY(number(a, "gid", ::getgid())));
+  if (uid == 0 || gid == 0)
+    return fail(make_error(ErrorCode::kInternal, a.mode + " reads an archive as the sandbox user, never as root: give --uid and --gid"));
+  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups"));
+  if (::setresgid(gid, gid, gid) != 0) return fail(sys_error("setresgid " + std::to_string(gid)));
+  if (::setresuid(uid, uid, uid) != 0) return fail(sys_error("setresuid " + std::to_string(uid)));
+  return {};
+}
+
 Result<snapshot::ArchiveSummary> run(const Args& a) {
   snapshot::ArchiveLimits limits{NSBOX_TRY(number(a, "max-members", 100000)), NSBOX_TRY(number(a, "max-bytes", 4ull << 30))};
   if (a.mode == "check") {
     UniqueFd in = NSBOX_TRY(open_archive(a));
+    NSBOX_CHECK(become_reader(a));
     return snapshot::check(in.get(), limits);
   }
   UniqueFd root = NSBOX_TRY(open_root(a));
@@ -134,13 +153,7 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
       source = {format == "zip", "the archive", "archive_limits' max_members raises the limit", "archive_limits' max_bytes raises the limit"};
     }
     UniqueFd in = NSBOX_TRY(open_archive(a));
-    uid_t uid = static_cast<uid_t>(NSBOX_TRY(number(a, "uid", ::getuid())));
-    gid_t gid = static_cast<gid_t>(NSBOX_TRY(number(a, "gid", ::getgid())));
-    // From here on, the sandbox user's rights only: what the archive makes is theirs, and
-    // nothing it names can reach what they could not.
-    if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups"));
-    if (::setresgid(gid, gid, gid) != 0) return fail(sys_error("setresgid " + std::to_string(gid)));
-    if (::setresuid(uid, uid, uid) != 0) return fail(sys_error("setresuid " + std::to_string(uid)));
+    NSBOX_CHECK(become_reader(a));
     // Every member checked before the workspace is touched: a refused archive leaves it
     // as it was, even with --replace.
     NSBOX_CHECK(snapshot::check(in.get(), limits, source));

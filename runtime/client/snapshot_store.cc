@@ -318,12 +318,16 @@ Result<void> SnapshotStore::restore(const SnapshotInfo& snapshot, const Volume& 
 
 Result<void> SnapshotStore::restore_from(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const {
   auto ids = userns::host_ids();
+  // nsbox-archive reads every archive as the sandbox user, never as root.
+  const std::vector<std::string> as = {"--uid", std::to_string(ids.uid), "--gid", std::to_string(ids.gid)};
   // Both archives checked, and their contents measured against the volumes, before either
   // volume is touched.
   std::vector<std::pair<std::string, const Volume*>> parts = {{"home.tar", &home}};
   if (snapshot.include_files) parts.push_back({"files.tar", &files});
   for (const auto& [archive, volume] : parts) {
-    json checked = NSBOX_TRY(run_archiver({"check", "--archive", snapshot.dir + "/" + archive}, "check " + archive + " of " + snapshot.id));
+    std::vector<std::string> argv = {"check", "--archive", snapshot.dir + "/" + archive};
+    argv.insert(argv.end(), as.begin(), as.end());
+    json checked = NSBOX_TRY(run_archiver(argv, "check " + archive + " of " + snapshot.id));
     uint64_t bytes = checked.value("bytes", uint64_t{0});
     if (volume->quota_bytes && bytes > volume->quota_bytes)
       return fail(make_error(ErrorCode::kLimitExceeded,
@@ -334,7 +338,8 @@ Result<void> SnapshotStore::restore_from(const SnapshotInfo& snapshot, const Vol
   auto unpack = [&](const Volume& v, const std::string& archive, const std::string& what) -> Result<void> {
     std::vector<std::string> argv = {"unpack"};
     for (auto& a : volume_args(v)) argv.push_back(a);
-    argv.insert(argv.end(), {"--archive", snapshot.dir + "/" + archive, "--uid", std::to_string(ids.uid), "--gid", std::to_string(ids.gid)});
+    argv.insert(argv.end(), {"--archive", snapshot.dir + "/" + archive});
+    argv.insert(argv.end(), as.begin(), as.end());
     if (replace) argv.push_back("--replace");
     NSBOX_CHECK(run_archiver(argv, "restore " + what + " from " + snapshot.id));
     return {};
