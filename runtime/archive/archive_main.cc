@@ -4,7 +4,9 @@
 // and so that unpacking runs as the sandbox user, holding nothing of the caller's.
 //
 //   nsbox-archive pack   (--image IMG | --dir DIR) --out FILE [--skip REL]... [limits]
-//   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [--replace] [limits]
+//   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [limits]
+//                        (into a new volume: a restore that replaces a workspace unpacks
+//                        beside it and swaps, runtime/client/snapshot_store.cc)
 //   nsbox-archive check  --archive FILE --uid U --gid G [limits]
 //                        (every member, nothing written)
 //   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
@@ -34,7 +36,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "isolation/sys/files.h"
+#include "isolation/sys/unique_fd.h"
 #include "mounts/volume_image.h"
 #include "runtime/archive/tree_archive.h"
 
@@ -53,7 +55,6 @@ struct Args {
   std::string mode;
   std::map<std::string, std::string> values;
   std::set<std::string> skip;
-  bool replace = false;
 };
 
 Result<Args> parse(int argc, char** argv) {
@@ -62,10 +63,6 @@ Result<Args> parse(int argc, char** argv) {
   a.mode = argv[1];
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--replace") {
-      a.replace = true;
-      continue;
-    }
     if (i + 1 >= argc || !flag.starts_with("--")) return fail(make_error(ErrorCode::kInvalidArgument, "bad argument '" + flag + "'"));
     std::string value = argv[++i];
     if (flag == "--skip") a.skip.insert(value);
@@ -101,12 +98,6 @@ Result<UniqueFd> open_archive(const Args& a) {
   UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!in) return fail(sys_error("open " + path));
   return in;
-}
-
-// Everything in the root goes (as the sandbox user): a restore replaces the workspace.
-Result<void> empty_root(int root_fd) {
-  for (const auto& name : NSBOX_TRY(files::list_dir_at(root_fd, "the volume"))) NSBOX_CHECK(files::remove_tree_at(root_fd, name, name));
-  return {};
 }
 
 // From here on, the sandbox user's rights only (--uid, --gid): what an archive makes is
@@ -154,10 +145,8 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     }
     UniqueFd in = NSBOX_TRY(open_archive(a));
     NSBOX_CHECK(become_reader(a));
-    // Every member checked before the workspace is touched: a refused archive leaves it
-    // as it was, even with --replace.
+    // Every member checked before anything is written: a refused archive writes nothing.
     NSBOX_CHECK(snapshot::check(in.get(), limits, source));
-    if (a.replace) NSBOX_CHECK(empty_root(root.get()));
     if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
     ::umask(022);
     return snapshot::unpack(in.get(), limits, source);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -45,7 +46,13 @@ using Entry = std::unique_ptr<archive_entry, EntryDeleter>;
 
 Error archive_error(archive* a, const std::string& what) {
   const char* text = archive_error_string(a);
-  return make_error(ErrorCode::kSystem, what + ": " + (text ? text : "libarchive failed"));
+  std::string message = what + ": " + (text ? text : "libarchive failed");
+  // libarchive's text for a failed write(2) is "Write failed": the errno says why (a full
+  // disk). Its own codes for a bad archive (EILSEQ on Linux) or a misuse (EINVAL) add
+  // nothing to its text.
+  int err = archive_errno(a);
+  if (err > 0 && err != EILSEQ && err != EINVAL) message += std::string(": ") + std::strerror(err);
+  return make_error(ErrorCode::kSystem, message);
 }
 
 Error refused(const std::string& member, const std::string& why) {
