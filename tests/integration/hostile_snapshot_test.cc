@@ -114,3 +114,29 @@ TEST_CASE("nsbox-archive opens a store's archive as root, then reads it with the
   CHECK(refused.exit_code == 1);
   CHECK(refused.err.find("never as root: give --uid and --gid") != std::string::npos);
 }
+
+TEST_CASE("upload_local_file of a sparse file made inside copies its data, not its holes, to the volume and the host", "[sparse]") {
+  TestRoot root;
+  auto id = root.create();
+  auto r = root.cell(id, R"PY(import json, os
+with open("/tmp/sparse.bin", "wb") as f:
+    f.write(b"head"); f.seek(512 << 20); f.write(b"end")
+print(json.dumps(upload_local_file("/tmp/sparse.bin")))
+)PY");
+  INFO(r.dump());
+  REQUIRE(r["status"] == "ok");
+  auto answer = json::parse(r["stdout"].get<std::string>());
+  REQUIRE(answer[1].is_null());
+  const json& up = answer[0];
+  CHECK(up["size"] == (512ull << 20) + 3);
+  std::string volume_copy = up["sandbox_path"];
+  auto used = root.sh(id, "du -k '" + volume_copy + "' | cut -f1; tail -c 3 '" + volume_copy + "'");
+  REQUIRE(used.exit_code == 0);
+  CHECK(std::stoull(used.out) < 1024);
+  CHECK(used.out.ends_with("\nend"));
+  std::string host_copy = up["url"].get<std::string>().substr(std::string("file://").size());
+  struct stat st{};
+  REQUIRE(::stat(host_copy.c_str(), &st) == 0);
+  CHECK(static_cast<uint64_t>(st.st_size) == (512ull << 20) + 3);
+  CHECK(static_cast<uint64_t>(st.st_blocks) * 512 < (1u << 20));
+}
