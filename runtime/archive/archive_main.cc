@@ -141,7 +141,8 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     if (a.mode == "extract") {
       std::string format = a.values.count("format") ? a.values.at("format") : "tar";
       if (format != "tar" && format != "zip") return fail(make_error(ErrorCode::kInvalidArgument, "--format takes tar or zip, not '" + format + "'"));
-      source = {format == "zip", "the archive", "archive_limits' max_members raises the limit", "archive_limits' max_bytes raises the limit"};
+      source = {format == "zip", "the archive", "archive_limits' max_members raises the limit", "archive_limits' max_bytes raises the limit",
+                /*hard_links=*/false};
     }
     UniqueFd in = NSBOX_TRY(open_archive(a));
     NSBOX_CHECK(become_reader(a));

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <system_error>
@@ -400,6 +401,20 @@ class Packer {
       leave_out(rel);
       return {};
     }
+    if (st.st_nlink > 1) {
+      // Another name of a file already archived is archived as a hard link to it: copies
+      // would cost the snapshot and its restore once per name, so that two names of a
+      // 600 MiB file made a snapshot no 1 GiB home could take. The first names are kept up
+      // to kMaxLinkNames bytes; past that, further files are archived whole, name by name.
+      auto [first, fresh] = first_names_.try_emplace({st.st_dev, st.st_ino});
+      if (!fresh) return add_link(rel, st, first->second);
+      if (link_names_bytes_ + rel.size() <= kMaxLinkNames) {
+        first->second = rel;
+        link_names_bytes_ += rel.size();
+      } else {
+        first_names_.erase(first);
+      }
+    }
     uint64_t size = static_cast<uint64_t>(st.st_size);
     FileData data = NSBOX_TRY(file_data(fd.get(), size, limits_.max_runs, rel));
     NSBOX_CHECK(header(rel, AE_IFREG, st, size, nullptr, &data));
@@ -410,6 +425,21 @@ class Packer {
       at = run.end();
     }
     return add_hole(size - at, rel);
+  }
+
+  Result<void> add_link(const std::string& rel, const struct stat& st, const std::string& target) {
+    NSBOX_CHECK(count(0, 0));
+    Entry e(archive_entry_new());
+    archive_entry_set_pathname(e.get(), rel.c_str());
+    archive_entry_set_filetype(e.get(), AE_IFREG);
+    archive_entry_set_perm(e.get(), st.st_mode & 07777 & ~(S_ISUID | S_ISGID));
+    archive_entry_set_size(e.get(), 0);
+    archive_entry_set_mtime(e.get(), st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    archive_entry_set_uid(e.get(), kSandboxUid);
+    archive_entry_set_gid(e.get(), kSandboxUid);
+    archive_entry_set_hardlink(e.get(), target.c_str());
+    if (archive_write_header(a_, e.get()) != ARCHIVE_OK) return fail(archive_error(a_, "archive " + rel));
+    return {};
   }
 
   Result<void> add_data(int fd, const Extent& run, const std::string& rel) {
@@ -448,6 +478,9 @@ class Packer {
   ArchiveSummary summary_;
   std::vector<char> buffer_;
   Zeros zeros_;
+  static constexpr size_t kMaxLinkNames = 16 << 20;
+  std::map<std::pair<dev_t, ino_t>, std::string> first_names_;  // of files of several names
+  size_t link_names_bytes_ = 0;
 };
 
 }  // namespace
@@ -521,7 +554,10 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
   else archive_read_support_format_tar(in.get());
   if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) return fail(archive_error(in.get(), "open " + source.noun));
   ArchiveSummary summary;
-  std::unordered_set<size_t> seen;  // names' hashes: memory bounded by the member limit alone
+  // Names' hashes: memory bounded by the member limit alone. (A crafted collision can at
+  // worst have a hard link name a directory or a symlink of the archive's own: link(2)
+  // refuses the one and links the other itself, never what it points to.)
+  std::unordered_set<size_t> seen, files_made;
   for (;;) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(in.get(), &e);
@@ -529,7 +565,26 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
     if (r != ARCHIVE_OK) return fail(archive_error(in.get(), "read " + source.noun));
     const char* raw = archive_entry_pathname(e);
     std::string name = NSBOX_TRY(clean_member_name(raw ? raw : ""));
-    if (archive_entry_hardlink(e)) return fail(refused(name, "a hard link"));
+    if (!seen.insert(std::hash<std::string>{}(name)).second) return fail(refused(name, "a duplicate"));
+    if (++summary.members > limits.max_members)
+      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " has more than " + std::to_string(limits.max_members) + " members",
+                             source.raise_members));
+    if (const char* link = archive_entry_hardlink(e)) {
+      if (!source.hard_links) return fail(refused(name, "a hard link"));
+      // Only another name for a file this archive already made, carrying no data of its
+      // own (which would rewrite that file): all a hard link made inside a workspace needs.
+      // libarchive's disk writer refuses a target through a symlink or with `..`.
+      auto target = clean_member_name(link);
+      if (!target || !files_made.count(std::hash<std::string>{}(*target)))
+        return fail(refused(name, "a hard link to what is not a file before it ('" + std::string(link).substr(0, 256) + "')"));
+      if (archive_entry_size(e) > 0) return fail(refused(name, "a hard link carrying data"));
+      if (!out) continue;
+      archive_entry_set_pathname(e, name.c_str());
+      archive_entry_set_hardlink(e, target->c_str());
+      if (archive_write_header(out, e) != ARCHIVE_OK || archive_write_finish_entry(out) != ARCHIVE_OK)
+        return fail(archive_error(out, "restore " + name));
+      continue;
+    }
     unsigned type = archive_entry_filetype(e);
     if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
       return fail(refused(name, type == AE_IFCHR || type == AE_IFBLK ? "a device node" : type == AE_IFIFO ? "a FIFO" : "not a file, directory or symlink"));
@@ -538,10 +593,7 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
       if (!target || !link_stays_inside(name, target))
         return fail(refused(name, std::string("a symlink pointing out (to '") + (target ? target : "") + "')"));
     }
-    if (!seen.insert(std::hash<std::string>{}(name)).second) return fail(refused(name, "a duplicate"));
-    if (++summary.members > limits.max_members)
-      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " has more than " + std::to_string(limits.max_members) + " members",
-                             source.raise_members));
+    if (type == AE_IFREG) files_made.insert(std::hash<std::string>{}(name));
     la_int64_t size = type == AE_IFREG ? archive_entry_size(e) : 0;
     if (size < 0) return fail(refused(name, "a negative size"));
     summary.apparent_bytes += static_cast<uint64_t>(size);

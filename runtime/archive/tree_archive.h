@@ -7,9 +7,11 @@
 // same bytes (the fingerprint). Left out, counted and named: FIFOs, sockets, devices, and
 // symlinks pointing out of the root (absolute, or climbing above it), which unpacking
 // would refuse: a snapshot can always be restored. A sparse file keeps its holes (a pax
-// entry with a GNU 1.0 sparse map): its data is stored, its holes are not.
+// entry with a GNU 1.0 sparse map): its data is stored, its holes are not. A file of
+// several names is stored once, under its first name; its other names are hard links.
 // Unpacking refuses, before writing anything of that member: absolute names, `..`,
-// symlinks whose target is absolute or leads out of the root, hard links, devices, FIFOs,
+// symlinks whose target is absolute or leads out of the root, hard links (but, in a
+// snapshot, to a file the archive made before them, carrying no data), devices, FIFOs,
 // duplicates, sparse maps whose data overlaps or lies past the file's end, and more
 // members or bytes than the limits; it extracts with libarchive's secure flags (no write
 // through a symlink, no `..`, no absolute path) into the current directory, as whoever
@@ -49,6 +51,9 @@ struct ArchiveSource {
   std::string noun = "the snapshot";
   std::string raise_members = "NSBOX_SNAPSHOT_MAX_MEMBERS raises the limit";
   std::string raise_bytes = "NSBOX_SNAPSHOT_MAX_BYTES raises the limit";
+  // Hard links to a file made before them: a snapshot's other names of a file. A caller's
+  // archive has none (the Agents SDK refuses them at extract).
+  bool hard_links = true;
 };
 
 struct ArchiveSummary {

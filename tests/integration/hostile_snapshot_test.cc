@@ -140,3 +140,23 @@ print(json.dumps(upload_local_file("/tmp/sparse.bin")))
   CHECK(static_cast<uint64_t>(st.st_size) == (512ull << 20) + 3);
   CHECK(static_cast<uint64_t>(st.st_blocks) * 512 < (1u << 20));
 }
+
+TEST_CASE("a file given several names inside costs a snapshot once, and it restores into a home of the same size with its links",
+          "[snapshot]") {
+  TestRoot root;
+  auto id = root.create({"--home-size", "64M"});
+  // Three names of 24 MiB: 72 MiB as copies, more than the home the snapshot came from.
+  REQUIRE(root.sh(id, "head -c 24M /dev/urandom > ~/a && mkdir ~/sub && ln ~/a ~/sub/b && ln ~/a ~/c").exit_code == 0);
+  std::string before = root.sh(id, "cd ~ && sha256sum a sub/b c").out;
+  auto made = root.nsbox({"snapshot", "create", "--json", id});
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+  auto snap = TestRoot::json(made);
+  CHECK(snap["bytes"].get<uint64_t>() < (32u << 20));
+  auto copy = root.nsbox({"create", "--home-size", "64M", "--from-snapshot", snap["id"]});
+  INFO(copy.err);
+  REQUIRE(copy.exit_code == 0);
+  std::string restored = first_line(copy.out);
+  CHECK(root.sh(restored, "cd ~ && sha256sum a sub/b c").out == before);
+  CHECK(root.sh(restored, "cd ~ && stat -c %h:%i a sub/b c | uniq | wc -l; stat -c %h a").out == "1\n3\n");
+}

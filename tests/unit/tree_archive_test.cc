@@ -272,3 +272,92 @@ TEST_CASE("a file of more runs than the limit, or files larger than the limit co
   REQUIRE_FALSE(unchecked);
   CHECK(unchecked.error().message.find("counting their holes") != std::string::npos);
 }
+
+namespace {
+
+// A pax archive written by libarchive of `members`: (name, hard link target or "" for a
+// file of one byte, or "/" for a directory).
+std::string archive_of(const std::vector<std::pair<std::string, std::string>>& members) {
+  auto fd = memfd();
+  archive* a = archive_write_new();
+  REQUIRE(archive_write_set_format_pax_restricted(a) == ARCHIVE_OK);
+  REQUIRE(archive_write_open_fd(a, fd.get()) == ARCHIVE_OK);
+  for (const auto& [name, link] : members) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_filetype(e, link == "/" ? AE_IFDIR : AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, link.empty() ? 1 : 0);
+    if (!link.empty() && link != "/") archive_entry_set_hardlink(e, link.c_str());
+    REQUIRE(archive_write_header(a, e) == ARCHIVE_OK);
+    if (link.empty()) REQUIRE(archive_write_data(a, "x", 1) == 1);
+    archive_entry_free(e);
+  }
+  REQUIRE(archive_write_close(a) == ARCHIVE_OK);
+  archive_write_free(a);
+  return contents(fd.get());
+}
+
+ino_t inode(const std::string& path) {
+  struct stat st{};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return st.st_ino;
+}
+
+}  // namespace
+
+TEST_CASE("a file of several names is archived once and its other names as hard links to it, and other hard links are refused") {
+  TempDir from("nsbox-links-from"), to("nsbox-links-to");
+  REQUIRE(::mkdir((from.path() + "/sub").c_str(), 0755) == 0);
+  make_sparse(from.path() + "/a", 100000, {{0, std::string(100000, 'a')}});
+  REQUIRE(::link((from.path() + "/a").c_str(), (from.path() + "/sub/b").c_str()) == 0);
+  REQUIRE(::link((from.path() + "/a").c_str(), (from.path() + "/c").c_str()) == 0);
+  auto archive = memfd();
+  auto packed = pack_dir(from.path(), archive.get());
+  REQUIRE(packed);
+  CHECK(packed->bytes == 100000);  // once, not three times
+  CHECK(packed->members == 4);
+  struct stat st{};
+  REQUIRE(::fstat(archive.get(), &st) == 0);
+  CHECK(st.st_size < 200000);
+  REQUIRE(::lseek(archive.get(), 0, SEEK_SET) == 0);
+  auto checked = check(archive.get(), {});
+  REQUIRE(checked);
+  CHECK(checked->bytes == 100000);
+  REQUIRE(unpack_into(to.path(), archive.get()));
+  CHECK(inode(to.path() + "/sub/b") == inode(to.path() + "/a"));
+  CHECK(inode(to.path() + "/c") == inode(to.path() + "/a"));
+  CHECK(read_at(to.path() + "/c", 99990, 10) == std::string(10, 'a'));
+
+  struct Case {
+    const char* what;
+    std::vector<std::pair<std::string, std::string>> members;
+  };
+  const Case cases[] = {
+      {"to a file after it", {{"b", "a"}, {"a", ""}}},
+      {"to no member", {{"a", ""}, {"b", "elsewhere"}}},
+      {"to a directory", {{"d", "/"}, {"b", "d"}}},
+      {"to a hard link", {{"a", ""}, {"b", "a"}, {"c", "b"}}},
+      {"out of the root", {{"a", ""}, {"b", "../a"}}},
+      {"absolute", {{"a", ""}, {"b", "/etc/passwd"}}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    auto fd = memfd_of(archive_of(c.members));
+    auto r = check(fd.get(), {});
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("refused: a hard link to what is not a file before it") != std::string::npos);
+  }
+}
+
+TEST_CASE("an archive a caller hands to fs:extract has no hard link, even to a file before it") {
+  auto fd = memfd_of(archive_of({{"a", ""}, {"b", "a"}}));
+  ArchiveSource extract;
+  extract.noun = "the archive";
+  extract.hard_links = false;
+  auto r = check(fd.get(), {}, extract);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("'b' refused: a hard link") != std::string::npos);
+  REQUIRE(::lseek(fd.get(), 0, SEEK_SET) == 0);
+  CHECK(check(fd.get(), {}));  // as a snapshot's
+}
