@@ -4,25 +4,20 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <system_error>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "isolation/sys/files.h"
-#include "isolation/sys/sha256.h"
 #include "isolation/sys/unique_fd.h"
+#include "runtime/archive/hash_list.h"
+#include "runtime/archive/sparse_file.h"
 
 namespace nsbox::snapshot {
 namespace {
@@ -64,179 +59,6 @@ Error over_limit(const std::string& what, uint64_t limit) {
   return make_error(ErrorCode::kLimitExceeded, "the workspace has more than " + std::to_string(limit) + " " + what,
                     "NSBOX_SNAPSHOT_MAX_MEMBERS and NSBOX_SNAPSHOT_MAX_BYTES raise the limits");
 }
-
-// What runs of data cost a volume: the blocks they touch, of 1 KiB (ext4's smallest, which
-// mkfs gives nsbox's volumes under 512 MiB), each counted once. Runs come in order, apart.
-class BlockCount {
- public:
-  static constexpr uint64_t kBlock = 1024;
-  void add(uint64_t offset, uint64_t length) {
-    if (length == 0) return;
-    uint64_t from = std::max(offset / kBlock * kBlock, covered_);
-    uint64_t to = (offset + length + kBlock - 1) / kBlock * kBlock;
-    if (to > from) total_ += to - from;
-    covered_ = std::max(covered_, to);
-  }
-  uint64_t total() const { return total_; }
-
- private:
-  uint64_t total_ = 0, covered_ = 0;
-};
-
-// A file's data as SEEK_DATA and SEEK_HOLE see it, within its size: its runs, in order.
-struct Extent {
-  uint64_t offset = 0, length = 0;
-  uint64_t end() const { return offset + length; }
-};
-struct FileData {
-  std::vector<Extent> extents;  // in order, apart; [0, size) for a dense file
-  bool sparse = false;          // some of [0, size) is a hole
-};
-
-// At most `max_runs` runs: libarchive holds a file's whole map in memory, writing or
-// reading (~170 bytes a run). A file of more is refused, not stored with some holes filled:
-// zeros stored would cost a restore more than the file cost the sandbox.
-Result<FileData> file_data(int fd, uint64_t size, uint64_t max_runs, const std::string& rel) {
-  FileData d;
-  for (uint64_t pos = 0; pos < size;) {
-    off_t data = ::lseek(fd, static_cast<off_t>(pos), SEEK_DATA);
-    if (data < 0 && errno == ENXIO) break;  // only a hole is left
-    if (data < 0) return fail(sys_error("find data in " + rel));
-    if (static_cast<uint64_t>(data) >= size) break;
-    off_t hole = ::lseek(fd, data, SEEK_HOLE);
-    if (hole < 0) return fail(sys_error("find a hole in " + rel));
-    Extent run{static_cast<uint64_t>(data), std::min(static_cast<uint64_t>(hole), size) - static_cast<uint64_t>(data)};
-    if (run.length == 0) break;  // it shrank under us
-    pos = run.end();
-    if (!d.extents.empty() && d.extents.back().end() == run.offset) {  // it changed under us
-      d.extents.back().length += run.length;
-      continue;
-    }
-    if (d.extents.size() == max_runs)
-      return fail(make_error(ErrorCode::kLimitExceeded, "'" + rel + "' has more than " + std::to_string(max_runs) + " runs of data between holes",
-                             "a snapshot keeps at most that many in a file: rewrite it with fewer holes, or remove it"));
-    d.extents.push_back(run);
-  }
-  d.sparse = size > 0 && !(d.extents.size() == 1 && d.extents[0].offset == 0 && d.extents[0].length == size);
-  if (!d.sparse) d.extents = {Extent{0, size}};
-  return d;
-}
-
-// Zeros for the holes: libarchive's pax writer is handed a sparse file's every byte and
-// stores only its data, so a hole is passed as one call of up to 1 GiB from a mapping
-// that is never touched (no memory).
-class Zeros {
- public:
-  static constexpr size_t kSize = 1ull << 30;
-  ~Zeros() {
-    if (map_ != MAP_FAILED) ::munmap(map_, kSize);
-  }
-  Result<const void*> get() {
-    if (map_ == MAP_FAILED) map_ = ::mmap(nullptr, kSize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (map_ == MAP_FAILED) return fail(sys_error("map zeros for the holes"));
-    return map_;
-  }
-
- private:
-  void* map_ = MAP_FAILED;
-};
-
-// The archive's digest, computed on two threads while it is written: the bytes are cut
-// into 1 MiB chunks (whatever blocks libarchive hands over), each chunk's SHA-256 is taken
-// by whichever thread is free, and the digest is the SHA-256 of those digests in order (a
-// hash list: as collision-resistant as SHA-256 of the stream, and not bound to one core,
-// which on two cores was what made a snapshot slower than tar: docs/design.md, "Snapshots").
-// At most kQueue chunks wait: memory stays bounded whatever the workspace's size.
-class BackgroundHash {
- public:
-  static constexpr size_t kChunk = 1 << 20;
-  static constexpr size_t kQueue = 8;
-  static constexpr int kThreads = 2;
-
-  BackgroundHash() {
-    // A thread that cannot start (a pids limit) leaves the hashing to the others, or to
-    // the writer itself: never a std::terminate.
-    for (int i = 0; i < kThreads; ++i) {
-      try {
-        threads_.emplace_back([this] { run(); });
-      } catch (const std::system_error&) {
-        break;
-      }
-    }
-  }
-  ~BackgroundHash() { finish(); }
-
-  void update(std::string_view bytes) {
-    while (!bytes.empty()) {
-      size_t take = std::min(bytes.size(), kChunk - pending_.size());
-      pending_.append(bytes.substr(0, take));
-      bytes.remove_prefix(take);
-      if (pending_.size() == kChunk) push();
-    }
-  }
-  std::string hex_digest() {
-    if (!pending_.empty()) push();
-    finish();
-    Sha256 list;
-    list.update("nsbox-hash-list-v1:" + std::to_string(kChunk) + ":");
-    for (const auto& d : digests_) list.update(d);
-    return list.hex_digest();
-  }
-
- private:
-  void push() {
-    if (threads_.empty()) {
-      Sha256 hash;
-      hash.update(pending_);
-      digests_.push_back(hash.hex_digest());
-      pending_.clear();
-      return;
-    }
-    std::unique_lock lock(mutex_);
-    room_.wait(lock, [&] { return queue_.size() < kQueue; });
-    queue_.emplace_back(next_++, std::move(pending_));
-    digests_.emplace_back();
-    pending_.clear();
-    pending_.reserve(kChunk);
-    ready_.notify_one();
-  }
-  void run() {
-    for (;;) {
-      std::pair<size_t, std::string> chunk;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return !queue_.empty() || done_; });
-        if (queue_.empty()) break;
-        chunk = std::move(queue_.front());
-        queue_.pop_front();
-        room_.notify_one();
-      }
-      Sha256 hash;
-      hash.update(chunk.second);
-      std::string digest = hash.hex_digest();
-      std::lock_guard lock(mutex_);
-      digests_[chunk.first] = std::move(digest);
-    }
-  }
-  void finish() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-      ready_.notify_all();
-    }
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-
-  std::string pending_;  // the chunk being filled (the writer's thread only)
-  std::mutex mutex_;
-  std::condition_variable ready_, room_;
-  std::deque<std::pair<size_t, std::string>> queue_;
-  std::vector<std::string> digests_;  // by chunk index, filled as the threads finish them
-  size_t next_ = 0;
-  bool done_ = false;
-  std::vector<std::thread> threads_;
-};
 
 // The archive's bytes go to a file and through the hash.
 struct Sink {
