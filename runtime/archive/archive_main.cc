@@ -4,8 +4,11 @@
 // and so that unpacking runs as the sandbox user, holding nothing of the caller's.
 //
 //   nsbox-archive pack   (--image IMG | --dir DIR) --out FILE [--skip REL]... [limits]
-//   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [--replace] [limits]
-//   nsbox-archive check  --archive FILE [limits]     (every member, nothing written)
+//   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [limits]
+//                        (into a new volume: a restore that replaces a workspace unpacks
+//                        beside it and swaps, runtime/client/snapshot_store.cc)
+//   nsbox-archive check  --archive FILE --uid U --gid G [limits]
+//                        (every member, nothing written)
 //   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
 //                        (pack's report, the archive written nowhere: a live fingerprint)
 //   nsbox-archive extract --archive FILE --dir DIR [--format tar|zip] [limits]
@@ -13,11 +16,19 @@
 //                        the sandbox, as its user, in its namespaces: Runtime::extract)
 //   limits: --max-members N --max-bytes N
 //
+// Archives are read as U:G only (the sandbox user; as root, giving them is required): the
+// files are opened first, then every id dropped, then the bytes parsed.
+//
+// Whatever it reads, it holds at most kMaxMemory (RLIMIT_DATA): libarchive builds a sparse
+// map's list before nsbox sees the entry, ~12 bytes of memory for each byte of map, so a
+// crafted 4 GiB archive from a store would take ~50 GB of the host's memory.
+//
 // On success one JSON line on stdout: {"members", "bytes", "skipped", "left_out", "sha256"}. On
 // failure the error on stderr, and the exit status says its kind: 2 a refused member, 3 a
 // limit, 1 anything else (never read from the message, which holds names the sandbox chose).
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,7 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "isolation/sys/files.h"
+#include "isolation/sys/unique_fd.h"
 #include "mounts/volume_image.h"
 #include "runtime/archive/tree_archive.h"
 
@@ -49,7 +60,6 @@ struct Args {
   std::string mode;
   std::map<std::string, std::string> values;
   std::set<std::string> skip;
-  bool replace = false;
 };
 
 Result<Args> parse(int argc, char** argv) {
@@ -58,10 +68,6 @@ Result<Args> parse(int argc, char** argv) {
   a.mode = argv[1];
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--replace") {
-      a.replace = true;
-      continue;
-    }
     if (i + 1 >= argc || !flag.starts_with("--")) return fail(make_error(ErrorCode::kInvalidArgument, "bad argument '" + flag + "'"));
     std::string value = argv[++i];
     if (flag == "--skip") a.skip.insert(value);
@@ -99,9 +105,17 @@ Result<UniqueFd> open_archive(const Args& a) {
   return in;
 }
 
-// Everything in the root goes (as the sandbox user): a restore replaces the workspace.
-Result<void> empty_root(int root_fd) {
-  for (const auto& name : NSBOX_TRY(files::list_dir_at(root_fd, "the volume"))) NSBOX_CHECK(files::remove_tree_at(root_fd, name, name));
+// From here on, the sandbox user's rights only (--uid, --gid): what an archive makes is
+// theirs, nothing it names can reach what they could not, and the parser of bytes a store
+// handed over holds nothing of root's. Never root: without the ids, nothing is read.
+Result<void> become_reader(const Args& a) {
+  uid_t uid = static_cast<uid_t>(NSBOX_TRY(number(a, "uid", ::getuid())));
+  gid_t gid = static_cast<gid_t>(NSBOX_TRY(number(a, "gid", ::getgid())));
+  if (uid == 0 || gid == 0)
+    return fail(make_error(ErrorCode::kInternal, a.mode + " reads an archive as the sandbox user, never as root: give --uid and --gid"));
+  if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups"));
+  if (::setresgid(gid, gid, gid) != 0) return fail(sys_error("setresgid " + std::to_string(gid)));
+  if (::setresuid(uid, uid, uid) != 0) return fail(sys_error("setresuid " + std::to_string(uid)));
   return {};
 }
 
@@ -109,6 +123,7 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
   snapshot::ArchiveLimits limits{NSBOX_TRY(number(a, "max-members", 100000)), NSBOX_TRY(number(a, "max-bytes", 4ull << 30))};
   if (a.mode == "check") {
     UniqueFd in = NSBOX_TRY(open_archive(a));
+    NSBOX_CHECK(become_reader(a));
     return snapshot::check(in.get(), limits);
   }
   UniqueFd root = NSBOX_TRY(open_root(a));
@@ -131,20 +146,13 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     if (a.mode == "extract") {
       std::string format = a.values.count("format") ? a.values.at("format") : "tar";
       if (format != "tar" && format != "zip") return fail(make_error(ErrorCode::kInvalidArgument, "--format takes tar or zip, not '" + format + "'"));
-      source = {format == "zip", "the archive", "archive_limits' max_members raises the limit", "archive_limits' max_bytes raises the limit"};
+      source = {format == "zip", "the archive", "archive_limits' max_members raises the limit", "archive_limits' max_bytes raises the limit",
+                /*hard_links=*/false};
     }
     UniqueFd in = NSBOX_TRY(open_archive(a));
-    uid_t uid = static_cast<uid_t>(NSBOX_TRY(number(a, "uid", ::getuid())));
-    gid_t gid = static_cast<gid_t>(NSBOX_TRY(number(a, "gid", ::getgid())));
-    // From here on, the sandbox user's rights only: what the archive makes is theirs, and
-    // nothing it names can reach what they could not.
-    if (::geteuid() == 0 && ::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups"));
-    if (::setresgid(gid, gid, gid) != 0) return fail(sys_error("setresgid " + std::to_string(gid)));
-    if (::setresuid(uid, uid, uid) != 0) return fail(sys_error("setresuid " + std::to_string(uid)));
-    // Every member checked before the workspace is touched: a refused archive leaves it
-    // as it was, even with --replace.
+    NSBOX_CHECK(become_reader(a));
+    // Every member checked before anything is written: a refused archive writes nothing.
     NSBOX_CHECK(snapshot::check(in.get(), limits, source));
-    if (a.replace) NSBOX_CHECK(empty_root(root.get()));
     if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
     ::umask(022);
     return snapshot::unpack(in.get(), limits, source);
@@ -154,7 +162,13 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
 
 }  // namespace
 
+// Packing a file of 65,536 runs holds ~11 MiB of map, and the rest (the hash's queue,
+// buffers, a directory's names, two threads' stacks) tens of MiB.
+constexpr rlim_t kMaxMemory = 256 << 20;
+
 int main(int argc, char** argv) {
+  const rlimit memory{kMaxMemory, kMaxMemory};
+  if (::setrlimit(RLIMIT_DATA, &memory) != 0) return failed(sys_error("setrlimit RLIMIT_DATA"));
   auto args = parse(argc, argv);
   if (!args) return failed(args.error());
   auto summary = run(*args);

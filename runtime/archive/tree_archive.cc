@@ -8,18 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
+#include <cstring>
+#include <map>
 #include <memory>
-#include <mutex>
-#include <system_error>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "isolation/sys/files.h"
-#include "isolation/sys/sha256.h"
 #include "isolation/sys/unique_fd.h"
+#include "runtime/archive/hash_list.h"
+#include "runtime/archive/sparse_file.h"
 
 namespace nsbox::snapshot {
 namespace {
@@ -44,7 +42,13 @@ using Entry = std::unique_ptr<archive_entry, EntryDeleter>;
 
 Error archive_error(archive* a, const std::string& what) {
   const char* text = archive_error_string(a);
-  return make_error(ErrorCode::kSystem, what + ": " + (text ? text : "libarchive failed"));
+  std::string message = what + ": " + (text ? text : "libarchive failed");
+  // libarchive's text for a failed write(2) is "Write failed": the errno says why (a full
+  // disk). Its own codes for a bad archive (EILSEQ on Linux) or a misuse (EINVAL) add
+  // nothing to its text.
+  int err = archive_errno(a);
+  if (err > 0 && err != EILSEQ && err != EINVAL) message += std::string(": ") + std::strerror(err);
+  return make_error(ErrorCode::kSystem, message);
 }
 
 Error refused(const std::string& member, const std::string& why) {
@@ -55,103 +59,6 @@ Error over_limit(const std::string& what, uint64_t limit) {
   return make_error(ErrorCode::kLimitExceeded, "the workspace has more than " + std::to_string(limit) + " " + what,
                     "NSBOX_SNAPSHOT_MAX_MEMBERS and NSBOX_SNAPSHOT_MAX_BYTES raise the limits");
 }
-
-// The archive's digest, computed on two threads while it is written: the bytes are cut
-// into 1 MiB chunks (whatever blocks libarchive hands over), each chunk's SHA-256 is taken
-// by whichever thread is free, and the digest is the SHA-256 of those digests in order (a
-// hash list: as collision-resistant as SHA-256 of the stream, and not bound to one core,
-// which on two cores was what made a snapshot slower than tar: docs/design.md, "Snapshots").
-// At most kQueue chunks wait: memory stays bounded whatever the workspace's size.
-class BackgroundHash {
- public:
-  static constexpr size_t kChunk = 1 << 20;
-  static constexpr size_t kQueue = 8;
-  static constexpr int kThreads = 2;
-
-  BackgroundHash() {
-    // A thread that cannot start (a pids limit) leaves the hashing to the others, or to
-    // the writer itself: never a std::terminate.
-    for (int i = 0; i < kThreads; ++i) {
-      try {
-        threads_.emplace_back([this] { run(); });
-      } catch (const std::system_error&) {
-        break;
-      }
-    }
-  }
-  ~BackgroundHash() { finish(); }
-
-  void update(std::string_view bytes) {
-    while (!bytes.empty()) {
-      size_t take = std::min(bytes.size(), kChunk - pending_.size());
-      pending_.append(bytes.substr(0, take));
-      bytes.remove_prefix(take);
-      if (pending_.size() == kChunk) push();
-    }
-  }
-  std::string hex_digest() {
-    if (!pending_.empty()) push();
-    finish();
-    Sha256 list;
-    list.update("nsbox-hash-list-v1:" + std::to_string(kChunk) + ":");
-    for (const auto& d : digests_) list.update(d);
-    return list.hex_digest();
-  }
-
- private:
-  void push() {
-    if (threads_.empty()) {
-      Sha256 hash;
-      hash.update(pending_);
-      digests_.push_back(hash.hex_digest());
-      pending_.clear();
-      return;
-    }
-    std::unique_lock lock(mutex_);
-    room_.wait(lock, [&] { return queue_.size() < kQueue; });
-    queue_.emplace_back(next_++, std::move(pending_));
-    digests_.emplace_back();
-    pending_.clear();
-    pending_.reserve(kChunk);
-    ready_.notify_one();
-  }
-  void run() {
-    for (;;) {
-      std::pair<size_t, std::string> chunk;
-      {
-        std::unique_lock lock(mutex_);
-        ready_.wait(lock, [&] { return !queue_.empty() || done_; });
-        if (queue_.empty()) break;
-        chunk = std::move(queue_.front());
-        queue_.pop_front();
-        room_.notify_one();
-      }
-      Sha256 hash;
-      hash.update(chunk.second);
-      std::string digest = hash.hex_digest();
-      std::lock_guard lock(mutex_);
-      digests_[chunk.first] = std::move(digest);
-    }
-  }
-  void finish() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-      ready_.notify_all();
-    }
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-
-  std::string pending_;  // the chunk being filled (the writer's thread only)
-  std::mutex mutex_;
-  std::condition_variable ready_, room_;
-  std::deque<std::pair<size_t, std::string>> queue_;
-  std::vector<std::string> digests_;  // by chunk index, filled as the threads finish them
-  size_t next_ = 0;
-  bool done_ = false;
-  std::vector<std::thread> threads_;
-};
 
 // The archive's bytes go to a file and through the hash.
 struct Sink {
@@ -267,15 +174,26 @@ class Packer {
     return names;
   }
 
-  Result<void> count(const std::string&, uint64_t size) {
+  // A member, its data's cost and its size (both 0 but for files).
+  Result<void> count(uint64_t bytes, uint64_t apparent) {
     if (++summary_.members > limits_.max_members) return fail(over_limit("members", limits_.max_members));
-    summary_.bytes += size;
+    summary_.bytes += bytes;
     if (summary_.bytes > limits_.max_bytes) return fail(over_limit("bytes of files", limits_.max_bytes));
+    summary_.apparent_bytes += apparent;
+    if (summary_.apparent_bytes > limits_.max_apparent_bytes)
+      return fail(over_limit("bytes of files counting their holes", limits_.max_apparent_bytes));
     return {};
   }
 
-  Result<void> header(const std::string& rel, unsigned type, const struct stat& st, uint64_t size, const char* link) {
-    NSBOX_CHECK(count(rel, size));
+  Result<void> header(const std::string& rel, unsigned type, const struct stat& st, uint64_t size, const char* link,
+                      const FileData* data = nullptr) {
+    if (data && data->sparse) {
+      BlockCount blocks;
+      for (const auto& run : data->extents) blocks.add(run.offset, run.length);
+      NSBOX_CHECK(count(blocks.total(), size));
+    } else {
+      NSBOX_CHECK(count(size, size));
+    }
     Entry e(archive_entry_new());
     archive_entry_set_pathname(e.get(), rel.c_str());
     archive_entry_set_filetype(e.get(), type);
@@ -285,6 +203,12 @@ class Packer {
     archive_entry_set_uid(e.get(), kSandboxUid);
     archive_entry_set_gid(e.get(), kSandboxUid);
     if (link) archive_entry_set_symlink(e.get(), link);
+    if (data && data->sparse) {
+      for (const auto& run : data->extents) archive_entry_sparse_add_entry(e.get(), static_cast<la_int64_t>(run.offset), static_cast<la_int64_t>(run.length));
+      // A file that is all hole: an empty run at its end still makes it a sparse entry
+      // (with no map, libarchive would store its zeros).
+      if (data->extents.empty()) archive_entry_sparse_add_entry(e.get(), static_cast<la_int64_t>(size), 0);
+    }
     if (archive_write_header(a_, e.get()) != ARCHIVE_OK) return fail(archive_error(a_, "archive " + rel));
     return {};
   }
@@ -299,17 +223,56 @@ class Packer {
       leave_out(rel);
       return {};
     }
+    if (st.st_nlink > 1) {
+      // Another name of a file already archived is archived as a hard link to it: copies
+      // would cost the snapshot and its restore once per name, so that two names of a
+      // 600 MiB file made a snapshot no 1 GiB home could take. The first names are kept up
+      // to kMaxLinkNames bytes; past that, further files are archived whole, name by name.
+      auto [first, fresh] = first_names_.try_emplace({st.st_dev, st.st_ino});
+      if (!fresh) return add_link(rel, st, first->second);
+      if (link_names_bytes_ + rel.size() <= kMaxLinkNames) {
+        first->second = rel;
+        link_names_bytes_ += rel.size();
+      } else {
+        first_names_.erase(first);
+      }
+    }
     uint64_t size = static_cast<uint64_t>(st.st_size);
-    NSBOX_CHECK(header(rel, AE_IFREG, st, size, nullptr));
+    FileData data = NSBOX_TRY(file_data(fd.get(), size, limits_.max_runs, rel));
+    NSBOX_CHECK(header(rel, AE_IFREG, st, size, nullptr, &data));
+    uint64_t at = 0;
+    for (const auto& run : data.extents) {
+      NSBOX_CHECK(add_hole(run.offset - at, rel));
+      NSBOX_CHECK(add_data(fd.get(), run, rel));
+      at = run.end();
+    }
+    return add_hole(size - at, rel);
+  }
+
+  Result<void> add_link(const std::string& rel, const struct stat& st, const std::string& target) {
+    NSBOX_CHECK(count(0, 0));
+    Entry e(archive_entry_new());
+    archive_entry_set_pathname(e.get(), rel.c_str());
+    archive_entry_set_filetype(e.get(), AE_IFREG);
+    archive_entry_set_perm(e.get(), st.st_mode & 07777 & ~(S_ISUID | S_ISGID));
+    archive_entry_set_size(e.get(), 0);
+    archive_entry_set_mtime(e.get(), st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    archive_entry_set_uid(e.get(), kSandboxUid);
+    archive_entry_set_gid(e.get(), kSandboxUid);
+    archive_entry_set_hardlink(e.get(), target.c_str());
+    if (archive_write_header(a_, e.get()) != ARCHIVE_OK) return fail(archive_error(a_, "archive " + rel));
+    return {};
+  }
+
+  Result<void> add_data(int fd, const Extent& run, const std::string& rel) {
     buffer_.resize(kChunk);
-    uint64_t done = 0;
-    while (done < size) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - done));
-      ssize_t got = ::read(fd.get(), buffer_.data(), want);
+    for (uint64_t done = 0; done < run.length;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, run.length - done));
+      ssize_t got = ::pread(fd, buffer_.data(), want, static_cast<off_t>(run.offset + done));
       if (got < 0 && errno == EINTR) continue;
       if (got < 0) return fail(sys_error("read " + rel));
       if (got == 0) {
-        // It shrank while we read (a live sandbox): the header promised `size`; pad
+        // It shrank while we read (a live sandbox): the header promised the run; pad
         // with zeros, as tar does.
         std::fill(buffer_.begin(), buffer_.begin() + static_cast<long>(want), '\0');
         got = static_cast<ssize_t>(want);
@@ -320,11 +283,26 @@ class Packer {
     return {};
   }
 
+  Result<void> add_hole(uint64_t length, const std::string& rel) {
+    if (length == 0) return {};
+    const void* zeros = NSBOX_TRY(zeros_.get());
+    while (length > 0) {
+      la_ssize_t took = archive_write_data(a_, zeros, static_cast<size_t>(std::min<uint64_t>(length, Zeros::kSize)));
+      if (took <= 0) return fail(archive_error(a_, "archive " + rel));
+      length -= static_cast<uint64_t>(took);
+    }
+    return {};
+  }
+
   archive* a_;
   const std::set<std::string>& skip_;
   ArchiveLimits limits_;
   ArchiveSummary summary_;
   std::vector<char> buffer_;
+  Zeros zeros_;
+  static constexpr size_t kMaxLinkNames = 16 << 20;
+  std::map<std::pair<dev_t, ino_t>, std::string> first_names_;  // of files of several names
+  size_t link_names_bytes_ = 0;
 };
 
 }  // namespace
@@ -398,7 +376,10 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
   else archive_read_support_format_tar(in.get());
   if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) return fail(archive_error(in.get(), "open " + source.noun));
   ArchiveSummary summary;
-  std::unordered_set<size_t> seen;  // names' hashes: memory bounded by the member limit alone
+  // Names' hashes: memory bounded by the member limit alone. (A crafted collision can at
+  // worst have a hard link name a directory or a symlink of the archive's own: link(2)
+  // refuses the one and links the other itself, never what it points to.)
+  std::unordered_set<size_t> seen, files_made;
   for (;;) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(in.get(), &e);
@@ -406,7 +387,26 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
     if (r != ARCHIVE_OK) return fail(archive_error(in.get(), "read " + source.noun));
     const char* raw = archive_entry_pathname(e);
     std::string name = NSBOX_TRY(clean_member_name(raw ? raw : ""));
-    if (archive_entry_hardlink(e)) return fail(refused(name, "a hard link"));
+    if (!seen.insert(std::hash<std::string>{}(name)).second) return fail(refused(name, "a duplicate"));
+    if (++summary.members > limits.max_members)
+      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " has more than " + std::to_string(limits.max_members) + " members",
+                             source.raise_members));
+    if (const char* link = archive_entry_hardlink(e)) {
+      if (!source.hard_links) return fail(refused(name, "a hard link"));
+      // Only another name for a file this archive already made, carrying no data of its
+      // own (which would rewrite that file): all a hard link made inside a workspace needs.
+      // libarchive's disk writer refuses a target through a symlink or with `..`.
+      auto target = clean_member_name(link);
+      if (!target || !files_made.count(std::hash<std::string>{}(*target)))
+        return fail(refused(name, "a hard link to what is not a file before it ('" + std::string(link).substr(0, 256) + "')"));
+      if (archive_entry_size(e) > 0) return fail(refused(name, "a hard link carrying data"));
+      if (!out) continue;
+      archive_entry_set_pathname(e, name.c_str());
+      archive_entry_set_hardlink(e, target->c_str());
+      if (archive_write_header(out, e) != ARCHIVE_OK || archive_write_finish_entry(out) != ARCHIVE_OK)
+        return fail(archive_error(out, "restore " + name));
+      continue;
+    }
     unsigned type = archive_entry_filetype(e);
     if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
       return fail(refused(name, type == AE_IFCHR || type == AE_IFBLK ? "a device node" : type == AE_IFIFO ? "a FIFO" : "not a file, directory or symlink"));
@@ -415,21 +415,42 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
       if (!target || !link_stays_inside(name, target))
         return fail(refused(name, std::string("a symlink pointing out (to '") + (target ? target : "") + "')"));
     }
-    if (!seen.insert(std::hash<std::string>{}(name)).second) return fail(refused(name, "a duplicate"));
-    if (++summary.members > limits.max_members)
-      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " has more than " + std::to_string(limits.max_members) + " members",
-                             source.raise_members));
+    if (type == AE_IFREG) files_made.insert(std::hash<std::string>{}(name));
     la_int64_t size = type == AE_IFREG ? archive_entry_size(e) : 0;
     if (size < 0) return fail(refused(name, "a negative size"));
-    summary.bytes += static_cast<uint64_t>(size);
-    if (summary.bytes > limits.max_bytes)
-      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " holds more than " + std::to_string(limits.max_bytes) + " bytes of files",
-                             source.raise_bytes));
-    if (!out) continue;  // the data is skipped
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_perm(e, archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID));
-    if (archive_write_header(out, e) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+    summary.apparent_bytes += static_cast<uint64_t>(size);
+    if (summary.apparent_bytes > limits.max_apparent_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded, source.noun + " holds more than " + std::to_string(limits.max_apparent_bytes) +
+                                                            " bytes of files counting their holes"));
+    auto over_bytes = [&] {
+      return make_error(ErrorCode::kLimitExceeded, source.noun + " holds more than " + std::to_string(limits.max_bytes) + " bytes of files",
+                        source.raise_bytes);
+    };
+    // A sparse entry's cost is known from its data's runs (BlockCount), which are read even
+    // when only checking; a dense one costs its size.
+    const int runs = type == AE_IFREG ? archive_entry_sparse_count(e) : 0;
+    const bool sparse = runs > 0;
+    if (static_cast<uint64_t>(runs) > limits.max_runs)
+      return fail(make_error(ErrorCode::kLimitExceeded, "'" + name.substr(0, 256) + "' in " + source.noun + " has more than " +
+                                                            std::to_string(limits.max_runs) + " runs of data between holes"));
+    if (!sparse) {
+      summary.bytes += static_cast<uint64_t>(size);
+      if (summary.bytes > limits.max_bytes) return fail(over_bytes());
+    }
+    if (!out && !sparse) continue;  // the data is skipped
+    if (out) {
+      archive_entry_set_pathname(e, name.c_str());
+      archive_entry_set_perm(e, archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID));
+      if (archive_write_header(out, e) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+    }
     if (type == AE_IFREG) {
+      // The reader hands over blocks where the map puts them, and a map (or a zip's size)
+      // may say anything: blocks must come in order, apart, and within the size, sparse or
+      // not, so that what is written is what was counted. (Past the size, libarchive's
+      // disk writer, 3.6.2, computes a negative length, which Linux refuses.)
+      BlockCount blocks;
+      const uint64_t before = summary.bytes;
+      uint64_t end = 0;
       const void* block = nullptr;
       size_t len = 0;
       la_int64_t offset = 0;
@@ -437,9 +458,19 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
         int got = archive_read_data_block(in.get(), &block, &len, &offset);
         if (got == ARCHIVE_EOF) break;
         if (got != ARCHIVE_OK) return fail(archive_error(in.get(), "read " + name));
-        if (archive_write_data_block(out, block, len, offset) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
+        const uint64_t at = static_cast<uint64_t>(offset), limit = static_cast<uint64_t>(size);
+        if (offset < 0 || at < end || at > limit || len > limit - at)
+          return fail(refused(name, "data out of order or past its size (a lying size or sparse map)"));
+        end = at + len;
+        if (sparse) {
+          blocks.add(at, len);
+          summary.bytes = before + blocks.total();
+          if (summary.bytes > limits.max_bytes) return fail(over_bytes());
+        }
+        if (out && archive_write_data_block(out, block, len, offset) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
       }
     }
+    if (!out) continue;
     if (archive_write_finish_entry(out) != ARCHIVE_OK) return fail(archive_error(out, "restore " + name));
   }
   return summary;

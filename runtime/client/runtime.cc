@@ -200,11 +200,6 @@ Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
   if (!spec.from_snapshot.empty()) {
     auto restored = [&]() -> Result<void> {
       auto snapshot = NSBOX_TRY(find_snapshot(spec.from_snapshot));
-      if (snapshot.include_files && volume->named)
-        return fail(make_error(ErrorCode::kInvalidArgument,
-                               "snapshot " + snapshot.id + " holds /mnt/files: it restores into the sandbox's own files volume, not "
-                               "the named volume '" + volume->name + "'",
-                               "create without --volume, or from a snapshot made without --include-files"));
       return snapshot_store().restore(snapshot, *home, *volume, /*replace=*/false);
     }();
     if (!restored) {

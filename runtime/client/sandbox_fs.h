@@ -40,8 +40,9 @@ class SandboxFs {
 
   Result<UniqueFd> open_read(const std::string& path, struct stat* st) const;
   // Writes `source` to `path` whole or not at all (a temporary file beside it, renamed
-  // into place), parents made as needed; refused past `max_bytes`. `before_commit` as
-  // for FilesVolume::upload. Returns the bytes written.
+  // into place), parents made as needed; refused past `max_bytes`. A regular file read
+  // from its start is copied with its holes (its size counts against `max_bytes`).
+  // `before_commit` as for FilesVolume::upload. Returns the bytes written.
   Result<uint64_t> write(const std::string& path, int source, uint64_t max_bytes, mode_t mode,
                          const std::function<Result<void>()>& before_commit = {}) const;
   Result<uint64_t> write_bytes(const std::string& path, std::string_view bytes, mode_t mode) const;

@@ -1,9 +1,9 @@
 #include "runtime/client/snapshot_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,6 +16,7 @@
 #include "isolation/sys/sha256.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/userns.h"
+#include "mounts/volume_image.h"
 #include "runtime/core/command.h"
 
 namespace nsbox {
@@ -299,6 +300,11 @@ Result<RemoteSnapshotStore> RemoteSnapshotStore::parse(const std::string& url, c
 }
 
 Result<void> SnapshotStore::restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const {
+  if (snapshot.include_files && files.named)
+    return fail(make_error(ErrorCode::kInvalidArgument,
+                           "snapshot " + snapshot.id + " holds /mnt/files: it restores into a sandbox's own files volume, not the named volume '" +
+                               files.name + "', which other sandboxes may share",
+                           "create a sandbox without --volume from it, or use a snapshot made without --include-files"));
   if (!remote_) return restore_from(snapshot, home, files, replace);
   // Fetched into the directory first: the restore checks every archive before it writes.
   NSBOX_CHECK(files::ensure_private_dir(dir_));
@@ -316,14 +322,52 @@ Result<void> SnapshotStore::restore(const SnapshotInfo& snapshot, const Volume& 
   return restored;
 }
 
+namespace {
+
+// A new, empty volume beside `v` (an image of the same size, or a directory), named as
+// VolumeStore names what it is making ("<path>.making.<pid>.<tid>"), so that one a crash
+// left is removed as theirs are.
+Result<Volume> fresh_beside(const Volume& v, const userns::HostIds& ids) {
+  Volume fresh = v;
+  fresh.path = v.path + ".making." + std::to_string(::getpid()) + "." + std::to_string(::gettid());
+  (void)files::remove_tree(fresh.path);  // an earlier attempt of this pid and thread: dead
+  if (v.image) NSBOX_CHECK(volume_image::create(fresh.path, v.quota_bytes, ids.uid, ids.gid));
+  else if (::mkdir(fresh.path.c_str(), 0700) != 0) return fail(sys_error("mkdir " + fresh.path));
+  return fresh;
+}
+
+void discard(const Volume& fresh) {
+  (void)files::remove_tree(fresh.path);
+  ::unlink((fresh.path + ".lock").c_str());  // volume_image's, made when nsbox-archive attached it
+}
+
+// `fresh` takes the place of `v` in one rename; what `v` held goes.
+Result<void> swap_in(const Volume& fresh, const Volume& v) {
+  if (v.image) {
+    if (::rename(fresh.path.c_str(), v.path.c_str()) != 0) return fail(sys_error("rename " + fresh.path + " to " + v.path));
+    ::unlink((fresh.path + ".lock").c_str());
+    return {};
+  }
+  if (::renameat2(AT_FDCWD, fresh.path.c_str(), AT_FDCWD, v.path.c_str(), RENAME_EXCHANGE) != 0)
+    return fail(sys_error("exchange " + fresh.path + " and " + v.path));
+  (void)files::remove_tree(fresh.path);
+  return {};
+}
+
+}  // namespace
+
 Result<void> SnapshotStore::restore_from(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const {
   auto ids = userns::host_ids();
+  // nsbox-archive reads every archive as the sandbox user, never as root.
+  const std::vector<std::string> as = {"--uid", std::to_string(ids.uid), "--gid", std::to_string(ids.gid)};
   // Both archives checked, and their contents measured against the volumes, before either
   // volume is touched.
   std::vector<std::pair<std::string, const Volume*>> parts = {{"home.tar", &home}};
   if (snapshot.include_files) parts.push_back({"files.tar", &files});
   for (const auto& [archive, volume] : parts) {
-    json checked = NSBOX_TRY(run_archiver({"check", "--archive", snapshot.dir + "/" + archive}, "check " + archive + " of " + snapshot.id));
+    std::vector<std::string> argv = {"check", "--archive", snapshot.dir + "/" + archive};
+    argv.insert(argv.end(), as.begin(), as.end());
+    json checked = NSBOX_TRY(run_archiver(argv, "check " + archive + " of " + snapshot.id));
     uint64_t bytes = checked.value("bytes", uint64_t{0});
     if (volume->quota_bytes && bytes > volume->quota_bytes)
       return fail(make_error(ErrorCode::kLimitExceeded,
@@ -334,13 +378,37 @@ Result<void> SnapshotStore::restore_from(const SnapshotInfo& snapshot, const Vol
   auto unpack = [&](const Volume& v, const std::string& archive, const std::string& what) -> Result<void> {
     std::vector<std::string> argv = {"unpack"};
     for (auto& a : volume_args(v)) argv.push_back(a);
-    argv.insert(argv.end(), {"--archive", snapshot.dir + "/" + archive, "--uid", std::to_string(ids.uid), "--gid", std::to_string(ids.gid)});
-    if (replace) argv.push_back("--replace");
+    argv.insert(argv.end(), {"--archive", snapshot.dir + "/" + archive});
+    argv.insert(argv.end(), as.begin(), as.end());
     NSBOX_CHECK(run_archiver(argv, "restore " + what + " from " + snapshot.id));
     return {};
   };
-  NSBOX_CHECK(unpack(home, "home.tar", "/home/user"));
-  if (snapshot.include_files) NSBOX_CHECK(unpack(files, "files.tar", "/mnt/files"));
+  const std::pair<const char*, const char*> what[] = {{"home.tar", "/home/user"}, {"files.tar", "/mnt/files"}};
+  if (!replace) {  // new volumes: a failure removes the sandbox, and them with it
+    for (size_t i = 0; i < parts.size(); ++i) NSBOX_CHECK(unpack(*parts[i].second, what[i].first, what[i].second));
+    return {};
+  }
+  // Over a workspace: unpacked beside it, into new volumes of the same size, swapped in
+  // only once every archive is: whatever fails on the way (a full disk, a member refused as
+  // it is written, a killed archiver) leaves the workspace as it was. The volumes are a
+  // stopped sandbox's: nothing has them open.
+  std::vector<Volume> made;
+  auto unpacked = [&]() -> Result<void> {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      made.push_back(NSBOX_TRY(fresh_beside(*parts[i].second, ids)));
+      NSBOX_CHECK(unpack(made.back(), what[i].first, what[i].second));
+    }
+    return {};
+  }();
+  if (!unpacked) {
+    for (const auto& fresh : made) discard(fresh);
+    return unpacked;
+  }
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (auto swapped = swap_in(made[i], *parts[i].second); !swapped) {
+      for (size_t j = i; j < parts.size(); ++j) discard(made[j]);
+      return swapped;
+    }
   return {};
 }
 

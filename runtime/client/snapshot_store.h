@@ -104,8 +104,10 @@ class SnapshotStore {
   // compares it with its snapshot's to skip restoring a workspace that already matches.
   Result<std::string> fingerprint(const SandboxRecord& record, const Volume& home, const Volume& files, bool include_files,
                                   const std::vector<std::string>& skip_home) const;
-  // Unpacks a snapshot into the volumes, as the sandbox user; `replace` empties each first.
-  // The whole archive is checked before anything is written.
+  // Unpacks a snapshot into the volumes, as the sandbox user; the whole archive is checked
+  // before anything is written. `replace`: a stopped sandbox's workspace is replaced, the
+  // snapshot unpacked into new volumes beside it and swapped in once complete, so that any
+  // failure leaves the workspace as it was. Never into a named files volume.
   Result<void> restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
 
   // With a remote store only (kUnsupported otherwise): the sandbox's pointer (kNotFound

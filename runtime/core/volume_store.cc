@@ -127,15 +127,17 @@ Result<void> VolumeStore::format(const std::string& image, uint64_t bytes) const
 }
 
 // Run before a template is made (rarely): what makers that died half-way (their host was
-// shut down) left, the spare images of nsbox before templates, and the oldest templates
-// beyond kMaxTemplates.
+// shut down) left, templates' and restores' (SnapshotStore makes a volume beside the one it
+// replaces), the spare images of nsbox before templates, and the oldest templates beyond
+// kMaxTemplates.
 Result<void> VolumeStore::tidy_images() const {
   std::vector<std::pair<int64_t, std::string>> made;  // (mtime, path)
   for (const auto& entry : NSBOX_TRY(files::list_dir(dir()))) {
     std::string path = dir() + "/" + entry;
     bool is_template = entry.rfind(".template-", 0) == 0;
-    if (!is_template && entry.rfind(".spare-", 0) != 0) continue;
-    if (entry.find(".making.") != std::string::npos) {
+    bool is_temp = entry.find(".making.") != std::string::npos;
+    if (!is_template && !is_temp && entry.rfind(".spare-", 0) != 0) continue;
+    if (is_temp) {
       if (is_temp_of_dead_maker(entry) && ::unlink(path.c_str()) != 0 && errno == EISDIR) (void)files::remove_tree(path);
     } else if (!is_template) {
       ::unlink(path.c_str());

@@ -7,7 +7,8 @@
 // under the CLI the url is file://<host path> of a copy on the host, in the sandbox's
 // shared directory of the state root, which goes with the sandbox; the copies of one
 // sandbox share a budget (kDefaultBudget), past which a call is refused with a hint to
-// `nsbox files download`. Under `nsbox serve` (a link key given) the url is instead the
+// `nsbox files download`. Both copies keep a sparse file's holes; the budget counts
+// apparent sizes, since the sandbox may fill the holes between the count and the copy. Under `nsbox serve` (a link key given) the url is instead the
 // server's signed link to the file in the volume, valid kLinkSeconds; no host copy is
 // made. Never a raw sandbox path as the link.
 #pragma once
