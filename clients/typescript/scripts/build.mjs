@@ -12,6 +12,11 @@ const pkg = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const tsc = path.join(pkg, "node_modules", "typescript", "bin", "tsc");
 const dist = path.join(pkg, "dist");
 
+if (!fs.existsSync(tsc)) {
+  console.error(`clients/typescript: TypeScript is not installed in ${pkg}/node_modules: run \`npm ci\` there ` +
+    "(scripts/install-deps does)");
+  process.exit(1);
+}
 fs.rmSync(dist, { recursive: true, force: true });
 for (const [config, dir, type] of [["tsconfig.json", "esm", "module"], ["tsconfig.cjs.json", "cjs", "commonjs"]]) {
   execFileSync(process.execPath, [tsc, "-p", path.join(pkg, config)], { stdio: "inherit", cwd: pkg });

@@ -111,10 +111,7 @@ export class RemoteFile {
         if (this.data !== undefined) {
           await out.writeFile(this.data);
         } else {
-          const stream = out.createWriteStream({ autoClose: false });
-          await this.files.readInto(this.path, stream);
-          stream.end();
-          await once(stream, "finish");
+          for await (const chunk of this.files.readChunks(this.path)) await out.write(chunk);
         }
         await out.sync();
       } finally {
@@ -236,25 +233,32 @@ export class Files {
     return (await this.client.request("GET", this.route, { query: { path: filePath }, maxBytes: options.maxBytes })).data;
   }
 
-  /**
-   * Streams a file into `out` (not ended after) and returns the byte count, checked
-   * against the announced length.
-   */
-  async readInto(filePath: string, out: Writable): Promise<number> {
+  /** A file's bytes block by block, their count checked against the announced length. */
+  async *readChunks(filePath: string): AsyncGenerator<Buffer, void, undefined> {
     const answer = await this.client.open("GET", this.route, { query: { path: filePath } });
     answer.setIdleTimeout(this.client.timeoutMs);
     let n = 0;
+    let whole = false;
     try {
       for await (const chunk of answer.body) {
         n += (chunk as Buffer).length;
-        if (!out.write(chunk)) await once(out, "drain");
+        yield chunk as Buffer;
       }
-    } catch (e) {
-      answer.abandon();
-      throw e;
+      whole = true;
+    } finally {
+      if (!whole) answer.abandon();
     }
     if (answer.length !== undefined && answer.length !== n) {
       throw new ProtocolError(`${filePath}: ${answer.length} bytes announced, ${n} received`);
+    }
+  }
+
+  /** Streams a file into `out` (not ended after); the byte count. */
+  async readInto(filePath: string, out: Writable): Promise<number> {
+    let n = 0;
+    for await (const chunk of this.readChunks(filePath)) {
+      n += chunk.length;
+      if (!out.write(chunk)) await once(out, "drain");
     }
     return n;
   }
