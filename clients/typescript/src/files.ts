@@ -161,11 +161,18 @@ export class Files {
     let length: number | undefined;
     let body: Uint8Array | Readable;
     let hash: Hash | undefined;
+    let opened: Readable | undefined; // a local file this call opened, closed whatever happens
     if (typeof source === "string") {
       name = path.basename(source);
       const handle = await fsp.open(source, "r");
-      length = (await handle.stat()).size;
-      ({ stream: body, hash } = hashing(handle.createReadStream()));
+      try {
+        length = (await handle.stat()).size;
+      } catch (e) {
+        await handle.close();
+        throw e;
+      }
+      opened = handle.createReadStream();
+      ({ stream: body, hash } = hashing(opened));
     } else if (source instanceof Uint8Array) {
       body = source;
       length = source.byteLength;
@@ -176,20 +183,26 @@ export class Files {
     } else {
       throw new TypeError("upload takes a local path, bytes or a readable stream");
     }
-    let target = dest;
-    if (target === undefined || target.endsWith("/")) {
-      if (name === undefined) {
-        if (body instanceof Readable) body.destroy();
-        throw new TypeError("give the path in /mnt/files to upload bytes to");
+    let record: UploadRecord;
+    try {
+      let target = dest;
+      if (target === undefined || target.endsWith("/")) {
+        if (name === undefined) throw new TypeError("give the path in /mnt/files to upload bytes to");
+        target = (target ?? "") + name;
       }
-      target = (target ?? "") + name;
+      const headers: Record<string, string> = { "Content-Type": "application/octet-stream" };
+      if (length !== undefined) headers["Content-Length"] = String(length);
+      record = await this.client.json<UploadRecord>("PUT", this.route, {
+        query: { path: target, executable: options.executable || undefined },
+        body, headers, timeoutMs: options.timeoutMs,
+      });
+    } finally {
+      if (opened && !opened.closed) {
+        const closed = once(opened, "close");
+        opened.destroy();
+        await closed;
+      }
     }
-    const headers: Record<string, string> = { "Content-Type": "application/octet-stream" };
-    if (length !== undefined) headers["Content-Length"] = String(length);
-    const record = await this.client.json<UploadRecord>("PUT", this.route, {
-      query: { path: target, executable: options.executable || undefined },
-      body, headers, timeoutMs: options.timeoutMs,
-    });
     const sent = hash ? hash.digest("hex") : sha256(body as Uint8Array);
     if (record.sha256 && record.sha256 !== sent) {
       throw new IntegrityError(`the server's sha-256 of ${record.path} (${record.sha256}) is not that of the bytes sent (${sent})`);

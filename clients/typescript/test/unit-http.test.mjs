@@ -166,6 +166,22 @@ test("no server at the socket is ServerUnreachable with what to do", async () =>
     (e) => e instanceof nsbox.ServerUnreachable && e instanceof nsbox.Unavailable && /nsbox serve/.test(e.hint));
 });
 
+test("an upload that fails closes the local file it opened", async () => {
+  const file = path.join(dir, "upload-me.csv");
+  fs.writeFileSync(file, "a,b\n");
+  const c = new nsbox.Client({ socket: path.join(dir, "missing.sock"), token: "t", env: {} });
+  await assert.rejects(new nsbox.Files(c, "/v1/sandboxes/x").upload(file, "data/"), nsbox.ServerUnreachable);
+  await new Promise((resolve) => setImmediate(resolve));
+  const open = fs.readdirSync("/proc/self/fd").map((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      return "";
+    }
+  });
+  assert.deepEqual(open.filter((target) => target === file), []);
+});
+
 test("a server that does not answer in time is a Timeout", async () => {
   routes.set("GET /silent", () => {}); // never answers
   await assert.rejects(client({ timeoutMs: 300 }).json("GET", "/silent"),
