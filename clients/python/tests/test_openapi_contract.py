@@ -219,6 +219,9 @@ def test_the_document_is_well_formed() -> None:
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
+                # An unquoted comma in a flow mapping ({description: a, b}) ends the text
+                # and makes " b" a key of no value, which YAML accepts without a word.
+                assert v is not None or " " not in str(k), "api/openapi.yaml: a description was cut at a comma before %r" % k
                 if k == "$ref" and isinstance(v, str):
                     refs.append(v)
                 else:

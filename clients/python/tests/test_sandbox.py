@@ -230,8 +230,8 @@ def test_fs_reaches_the_whole_view_with_the_users_rights(sandbox: nsbox.Sandbox)
         sandbox.fs.write("/usr/bin/evil", b"x")
     with pytest.raises(nsbox.InvalidArgument):
         sandbox.fs.read("a/../../../etc/passwd")
-    # docs/api.md says 422 for /proc; the server answers 403: refused either way.
-    with pytest.raises((nsbox.InvalidArgument, nsbox.PermissionDenied)):
+    # /proc, /sys and /dev are no files of the sandbox: 403 (docs/api.md).
+    with pytest.raises(nsbox.PermissionDenied):
         sandbox.fs.read("/proc/self/environ")
     with pytest.raises(nsbox.NotFound):
         sandbox.fs.read("missing.txt")

@@ -1262,7 +1262,7 @@ export interface components {
             code: components["schemas"]["ErrorCode"];
             /** @description For people; clients switch on `code` */
             message: string;
-            /** @description What to do about it */
+            /** @description What to do about it, when there is something */
             hint?: string;
             /** @description `moved` and `owner_unavailable`: the sandbox's last snapshot */
             snapshot?: string;
@@ -1423,7 +1423,7 @@ export interface components {
             sizes: {
                 [key: string]: {
                     target: number;
-                    /** @description Free members */
+                    /** @description Free members, ready to be claimed */
                     ready: number;
                     building: boolean;
                 };
@@ -1451,7 +1451,7 @@ export interface components {
             volume?: string;
             files_quota?: components["schemas"]["ByteSize"];
             home_size?: components["schemas"]["ByteSize"];
-            /** @description A snapshot's id or name */
+            /** @description A snapshot's id or name, restored before the first command */
             from_snapshot?: string;
             /** @description No Python kernel until the first cell */
             lazy_kernel?: boolean;
@@ -1592,7 +1592,7 @@ export interface components {
              * @enum {string}
              */
             kernel_state?: "starting" | "idle" | "busy" | "stopped";
-            /** @description Once per state root */
+            /** @description Once per state root, in a create's answer only */
             warning?: string;
             /** @description An allowlist's last refusals, oldest first */
             net_denials?: Record<string, unknown>[];
@@ -1607,7 +1607,7 @@ export interface components {
         };
         Volume: {
             name: string;
-            /** @description A named volume (shared */
+            /** @description A named volume (shared, kept) rather than the sandbox's own */
             named: boolean;
             /** @enum {string} */
             kind: "image" | "directory";
@@ -1668,7 +1668,7 @@ export interface components {
             stdout_bytes: number;
             stdout_lines: number;
             stdout_truncated: boolean;
-            /** @description The whole output */
+            /** @description The whole output, under /mnt/files, when the inline text was cut */
             stdout_file_path?: string;
             stdout_file_error?: string;
             stderr?: string;
@@ -1689,7 +1689,7 @@ export interface components {
              * @enum {string}
              */
             reason?: "oom" | "crash" | "seccomp" | "restart" | "protocol";
-            /** @description What happened */
+            /** @description What happened, when not ok */
             message?: string;
             /** @description The last expression's repr */
             results: string | null;
@@ -1800,12 +1800,12 @@ export interface components {
             sha256: string;
         };
         Listing: {
-            /** @description The directory */
+            /** @description The directory, absolute in the sandbox */
             path: string;
             entries: {
                 /** @description U+FFFD where the name is not UTF-8 */
                 name: string;
-                /** @description The name's bytes */
+                /** @description The name's bytes, when not UTF-8 */
                 name_b64?: string;
                 /** @enum {string} */
                 type: "file" | "dir" | "symlink" | "other";
@@ -1933,7 +1933,7 @@ export interface components {
         ToolAnswer: {
             /** @description The call's result */
             result?: unknown;
-            /** @description Its error */
+            /** @description Its error, instead */
             error?: unknown;
         };
         TakeSnapshot: {
@@ -2138,7 +2138,7 @@ export interface components {
         snapshot: string;
         /** @description Relative to /mnt/files (`data/sales.csv`) or absolute under it; other absolute paths and `..` are 422 */
         files_path: string;
-        /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+        /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
         fs_path: string;
         /** @description `true`: a directory and what it holds */
         recursive: components["schemas"]["QueryBoolean"];
@@ -3025,7 +3025,7 @@ export interface operations {
     fsRead: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
             };
             header?: never;
@@ -3061,7 +3061,7 @@ export interface operations {
     fsWrite: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description Octal, at most 07777 (default 0644) */
                 mode?: string;
@@ -3103,7 +3103,7 @@ export interface operations {
     fsRemove: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description `true`: a directory and what it holds */
                 recursive?: components["parameters"]["recursive"];
@@ -3140,7 +3140,7 @@ export interface operations {
     fsList: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description A listing's `next_cursor`, to continue after its last entry */
                 cursor?: components["parameters"]["cursor"];
@@ -3179,7 +3179,7 @@ export interface operations {
     fsStat: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
             };
             header?: never;
@@ -3214,7 +3214,7 @@ export interface operations {
     fsMakeDir: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description `true`: its missing parents too, and an existing directory is no error */
                 parents?: components["schemas"]["QueryBoolean"];
@@ -3251,7 +3251,7 @@ export interface operations {
     fsExtract: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 format?: "tar" | "zip";
                 /** @description At most this many members (default 100000), else 413 */
@@ -4038,7 +4038,7 @@ export interface operations {
     sessionFsRead: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
             };
             header?: never;
@@ -4074,7 +4074,7 @@ export interface operations {
     sessionFsWrite: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description Octal, at most 07777 (default 0644) */
                 mode?: string;
@@ -4116,7 +4116,7 @@ export interface operations {
     sessionFsRemove: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description `true`: a directory and what it holds */
                 recursive?: components["parameters"]["recursive"];
@@ -4153,7 +4153,7 @@ export interface operations {
     sessionFsList: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description A listing's `next_cursor`, to continue after its last entry */
                 cursor?: components["parameters"]["cursor"];
@@ -4192,7 +4192,7 @@ export interface operations {
     sessionFsStat: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
             };
             header?: never;
@@ -4227,7 +4227,7 @@ export interface operations {
     sessionFsMakeDir: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 /** @description `true`: its missing parents too, and an existing directory is no error */
                 parents?: components["schemas"]["QueryBoolean"];
@@ -4264,7 +4264,7 @@ export interface operations {
     sessionFsExtract: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; `..`, /proc, /sys and /dev are 422 */
+                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
                 format?: "tar" | "zip";
                 /** @description At most this many members (default 100000), else 413 */
