@@ -1,5 +1,8 @@
 #include "runtime/toolbridge/composio_remote.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "mounts/bucket/sigv4.h"
 #include "runtime/toolbridge/remote_call.h"
 
@@ -15,6 +18,50 @@ http::Limits limits_for(const ToolsConfig& c) {
   l.request_timeout_ms = static_cast<int>(c.call_timeout_s + 0.999) * 1000;
   l.stall_timeout_s = l.request_timeout_ms / 1000;  // a slow tool may say nothing for a while
   return l;
+}
+
+// A slug names a tool in the remote's URL path: only what tool slugs are made of, so that
+// neither " COMPOSIO_SEARCH" (a meta-tool once the remote trims it) nor ".." (another
+// path of the API, reached with the key) gets there.
+bool is_tool_slug(const std::string& slug) {
+  if (slug.empty() || slug.size() > 256) return false;
+  for (char c : slug)
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+ToolAnswer not_a_slug(const std::string& slug) {
+  return ToolAnswer::failed(Json(slug.substr(0, 64)).dump() +
+                            ": not a tool slug (upper-case letters, digits and '_', as GITHUB_LIST_REPOS)");
+}
+
+// What a proxied request may say. The user is the sandbox's configured one, whatever the
+// sandbox sends: choosing it would act with another user's connected accounts.
+constexpr const char* kProxyFields[] = {"endpoint", "method", "body", "parameters", "connected_account_id"};
+constexpr const char* kProxyMethods[] = {"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"};
+
+Result<Json> proxy_body(const Json& request, const std::string& user_id) {
+  auto refuse = [](const std::string& why) { return fail(make_error(ErrorCode::kInvalidArgument, "proxy_execute: " + why)); };
+  Json body = Json::object();
+  for (const auto& [key, value] : request.items()) {
+    if (key == "user_id") {
+      if (!value.is_null() && value != Json(user_id))
+        return refuse("the user is this sandbox's configured one (--user-id); it cannot be chosen from inside the sandbox");
+      continue;
+    }
+    if (std::find(std::begin(kProxyFields), std::end(kProxyFields), key) == std::end(kProxyFields))
+      return refuse("unknown field " + Json(key.substr(0, 64)).dump() + " (endpoint, method, body, parameters, connected_account_id)");
+    body[key] = value;
+  }
+  const Json& endpoint = body.contains("endpoint") ? body["endpoint"] : Json();
+  if (!endpoint.is_string() || endpoint.get<std::string>().empty()) return refuse("the endpoint must be a non-empty string (\"/user/repos\")");
+  std::string method = body.contains("method") && body["method"].is_string() ? body["method"].get<std::string>() : "";
+  std::transform(method.begin(), method.end(), method.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (std::find(std::begin(kProxyMethods), std::end(kProxyMethods), method) == std::end(kProxyMethods))
+    return refuse("the method must be one of GET, POST, PUT, PATCH, DELETE, HEAD");
+  body["method"] = method;
+  body["user_id"] = user_id;
+  return body;
 }
 
 std::string base_of(const ToolsConfig& c) {
@@ -58,6 +105,7 @@ ToolAnswer ComposioRemote::answer_of(const std::string& what, const Result<Remot
 }
 
 ToolAnswer ComposioRemote::execute(const std::string& slug, const Json& arguments) {
+  if (!is_tool_slug(slug)) return not_a_slug(slug);
   std::string path = config_.execute_path;
   path.replace(path.find("{slug}"), 6, bucket::uri_encode(slug));
   Json body = {{"arguments", arguments}, {"user_id", config_.user_id}};
@@ -65,10 +113,10 @@ ToolAnswer ComposioRemote::execute(const std::string& slug, const Json& argument
 }
 
 ToolAnswer ComposioRemote::proxy(const Json& request) {
-  Json body = request;
-  if (!body.contains("user_id")) body["user_id"] = config_.user_id;
+  auto body = proxy_body(request, config_.user_id);
+  if (!body) return ToolAnswer::failed(body.error().message);
   return answer_of("proxy_execute", call_remote(http_, "POST", base_of(config_) + "/api/v3/tools/execute/proxy", headers(),
-                                                body, config_.call_timeout_s));
+                                                *body, config_.call_timeout_s));
 }
 
 Result<Json> ComposioRemote::list(const std::string& toolkit, const std::string& search) {
@@ -90,6 +138,7 @@ Result<Json> ComposioRemote::list(const std::string& toolkit, const std::string&
 }
 
 Json ComposioRemote::schema(const std::string& slug) {
+  if (!is_tool_slug(slug)) return nullptr;
   {
     std::lock_guard lock(schemas_mutex_);
     if (auto it = schemas_.find(slug); it != schemas_.end()) return it->second;

@@ -61,7 +61,7 @@ json object_sizes(const S3rverPeer& s3, const std::string& bucket) {
 
 }  // namespace
 
-TEST_CASE("one syscall cannot make a bucket server stage and upload past the mount's budget: a truncate or a far pwrite is EFBIG", "[s3]") {
+TEST_CASE("one syscall cannot make a bucket server stage and upload past the mount's budget, a truncate or a far pwrite is EFBIG", "[s3]") {
   NSBOX_NEEDS(node_peers());
   NSBOX_NEEDS(fuse_device());
   S3rverPeer s3({"budget"});

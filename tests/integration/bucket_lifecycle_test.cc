@@ -243,7 +243,7 @@ TEST_CASE("a sandbox removed during an upload in parts: the transfer is cut shor
             .exit_code == 7);
 }
 
-TEST_CASE("a sandbox process stuck on a stalled bucket does not hold up rm: it is quick and the cgroup goes", "[s3]") {
+TEST_CASE("a sandbox process stuck on a stalled bucket does not hold up rm, it is quick and the cgroup goes", "[s3]") {
   NSBOX_NEEDS(node_peers());
   NSBOX_NEEDS(fuse_device());
   NSBOX_NEEDS(cgroup_limits());

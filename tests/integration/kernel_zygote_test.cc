@@ -299,7 +299,7 @@ TEST_CASE("a supervisor stays idle after its zygote kernel ended: the ended filt
 // process's main stack, not a buffer of the zygote's: deep recursion through C code (repr of a deeply nested list: about
 // 2 MiB of C stack here) works and leaves the kernel whole (on a 256 KiB heap buffer it
 // wrote over the kernel's heap, and the next cell printed nothing).
-TEST_CASE("a zygote kernel has a whole main stack and its own rseq area: deep C recursion works, sched_getcpu is right") {
+TEST_CASE("a zygote kernel has a whole main stack and its own rseq area, deep C recursion works, sched_getcpu is right") {
   NSBOX_NEEDS(kernel_zygote());
   ZygoteRoot root;
   auto id = root.create();

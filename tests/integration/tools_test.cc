@@ -79,7 +79,7 @@ class ToolsDir {
 
 }  // namespace
 
-TEST_CASE("run_composio_tool reaches a Composio-style remote with the key added outside: each answer becomes a tuple, a 429 is retried, a 500 is not", "[tools]") {
+TEST_CASE("run_composio_tool reaches a Composio-style remote with the key added outside, each answer becomes a tuple, a 429 is retried, a 500 is not", "[tools]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -640,4 +640,38 @@ TEST_CASE("a tools config file of the user's own (0600) gives defaults and keys,
   // The key is in no saved form of the sandbox.
   std::ifstream state(root.path() + "/run/sandboxes/" + id + "/state.json");
   CHECK(std::string(std::istreambuf_iterator<char>(state), {}).find(kKey) == std::string::npos);
+}
+
+TEST_CASE("proxy_execute acts as the configured user only, and a tool slug is only a slug, so neither reaches the remote otherwise", "[tools]") {
+  FakeRemote remote;
+  TestRoot root;
+  auto id = root.create(remote.flags(), remote.env());
+  auto got = cell_json(root, id, R"PY(import json
+from nsbox_helpers import _call
+out = {}
+out["victim"] = _call("proxy_execute", {"endpoint": "/user/repos", "method": "GET", "user_id": "bob-victim"})
+out["extra"] = _call("proxy_execute", {"endpoint": "/user/repos", "method": "GET", "entity_id": "bob-victim"})
+out["method"] = proxy_execute("/user/repos", "TRACE")
+out["own"] = _call("proxy_execute", {"endpoint": "/user/repos", "method": "get", "user_id": "u-42"})
+for slug in [" COMPOSIO_SEARCH", "..", "../../v1/chat", "github_list_repos", "ECHO/../FAIL", "ECHO\n"]:
+    out[slug] = run_composio_tool(slug, {})
+print(json.dumps(out))
+)PY");
+  INFO(got.dump());
+  CHECK(got["victim"][0].is_null());
+  CHECK(got["victim"][1].get<std::string>().find("cannot be chosen from inside the sandbox") != std::string::npos);
+  CHECK(got["extra"][1].get<std::string>().find("unknown field \"entity_id\"") != std::string::npos);
+  CHECK(got["method"][1].get<std::string>().find("the method must be one of") != std::string::npos);
+  CHECK(got["own"][0]["user_id"] == "u-42");  // the configured user, said again: allowed
+  CHECK(got["own"][0]["arguments"]["method"] == "GET");
+  for (const char* slug : {" COMPOSIO_SEARCH", "..", "../../v1/chat", "github_list_repos", "ECHO/../FAIL", "ECHO\n"}) {
+    INFO(slug);
+    CHECK(got[slug][0].is_null());
+    CHECK(got[slug][1].get<std::string>().find("not a tool slug") != std::string::npos);
+  }
+  // The remote saw one request: the allowed proxy call, as the configured user.
+  json stats = remote.stats();
+  INFO(stats.dump());
+  REQUIRE(stats["requests"].size() == 1);
+  CHECK(stats["requests"][0]["user_id"] == "u-42");
 }

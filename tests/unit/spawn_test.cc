@@ -125,7 +125,7 @@ TEST_CASE("a daemon runs in its own session, adopted, with only the fds it was g
   CHECK(std::find(listed.begin(), listed.end(), "2") != listed.end());  // /dev/null there
 }
 
-TEST_CASE("a daemon whose program cannot be exec'd exits at once with status 127: the caller sees EOF, not a hang") {
+TEST_CASE("a daemon whose program cannot be exec'd exits at once with status 127, the caller sees EOF, not a hang") {
   CHECK(run_daemon("echo never", "", "/nonexistent/program").empty());
   // Its exit status, as its adopter sees it: a child of ours made subreaper adopts the
   // daemon (a grandchild of the caller) and reaps it. Exit status 0: all as expected;

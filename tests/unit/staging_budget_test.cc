@@ -20,7 +20,7 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 }
 
-TEST_CASE("a staged file is counted at its size, not at the bytes written: a far byte or a truncate past the budget is EFBIG") {
+TEST_CASE("a staged file is counted at its size, not at the bytes written, a far byte or a truncate past the budget is EFBIG") {
   StagingBudget budget(64 * kMiB, 5ull << 40);
   StagingBudget::Claim file(budget);
   CHECK(file.cover(200 * kMiB + 1) == EFBIG);  // one byte at 200 MiB: a 200 MiB upload
