@@ -1,0 +1,200 @@
+// The OpenAI Agents SDK (the unmodified @openai/agents from npm) drives a real `nsbox serve`
+// through `nsbox/agents`: its Runner runs a SandboxAgent whose model is the SDK's own
+// ScriptedModel (no network), and the tools it calls (exec_command, write_stdin,
+// apply_patch) reach the sandbox. Tracing goes to a local processor, which is how the
+// test sees the SDK's sandbox.* spans; nothing is exported.
+import assert from "node:assert/strict";
+import { after, afterEach, before, describe, test } from "node:test";
+
+import { Runner, applyDiff, setTraceProcessors } from "@openai/agents";
+import { Manifest, SandboxAgent, file, filesystem, shell } from "@openai/agents/sandbox";
+import { ScriptedModel, assistantMessage, functionCall, modelResponder } from "@openai/agents/testing";
+
+import * as nsbox from "nsbox";
+import { NsboxSandboxClient } from "nsbox/agents";
+import { Server, binary } from "./support/server.mjs";
+
+const skip = binary.bin ? false : `SKIP: ${binary.why}`;
+const bounded = { timeout: 300_000 };
+if (skip) console.log(skip);
+
+const spans = [];
+setTraceProcessors([{
+  async onTraceStart() {},
+  async onTraceEnd() {},
+  async onSpanStart() {},
+  async onSpanEnd(span) {
+    spans.push(span.spanData);
+  },
+  async shutdown() {},
+  async forceFlush() {},
+}]);
+
+/** The text the model was given for the tool call `callId` in `call`'s input. */
+function toolOutput(call, callId) {
+  const item = call.request.input.find((i) => i.callId === callId && /_output$|_result$/.test(i.type));
+  assert.ok(item, `no output for ${callId} in the model's input`);
+  const out = item.output;
+  if (typeof out === "string") return out;
+  if (out?.type === "text") return out.text;
+  return JSON.stringify(out);
+}
+
+function applyPatch(callId, operation) {
+  return { type: "apply_patch_call", callId, status: "completed", operation };
+}
+
+let server;
+let client; // the package's Client, to look at the server from outside the SDK
+let sdkClient;
+
+if (!binary.bin && binary.required) {
+  test("the nsbox binary named by NSBOX_BIN is there", () => assert.fail(binary.why));
+} else {
+  describe("the OpenAI Agents SDK on nsbox serve", { skip }, () => {
+    before(async () => {
+      server = new Server();
+      await server.start();
+      client = new nsbox.Client({ socket: server.socket, token: server.token, env: {} });
+      sdkClient = new NsboxSandboxClient({ socket: server.socket, token: server.token, env: {} });
+    });
+
+    after(async () => {
+      sdkClient?.close();
+      client?.close();
+      await server?.destroy();
+    });
+
+    afterEach(async () => {
+      const left = await nsbox.Sandbox.list({ client });
+      if (left.length) {
+        for (const s of left) await client.json("DELETE", `/v1/sandboxes/${s.id}`).catch(() => undefined);
+        assert.fail(`the test left sandboxes behind: ${left.map((s) => s.id).join(" ")}`);
+      }
+    });
+
+    test("a SandboxAgent runs commands, a tty command continued by write_stdin, and apply_patch in an nsbox sandbox", bounded, async () => {
+      const manifest = new Manifest({ entries: { "notes/hello.txt": file({ content: "hi from the manifest\n" }) } });
+      const session = await sdkClient.create({ manifest });
+      try {
+        // The SDK's default root, /workspace, is nsbox's /home/user.
+        assert.equal(session.state.manifest.root, "/home/user");
+        const createDiff = "+step one\n+step two\n";
+        const updateDiff = "@@\n step one\n-step two\n+step 2\n";
+        const model = new ScriptedModel([
+          [functionCall("exec_command", { cmd: "pwd; cat notes/hello.txt; echo to-stderr >&2; id -u; exit 3" }, { callId: "c1" })],
+          [functionCall("exec_command", { cmd: "printf 'name? '; read n; echo hello-$n", tty: true, yield_time_ms: 1500 }, { callId: "c2" })],
+          modelResponder((call) => {
+            const id = /Process running with session ID (\d+)/.exec(toolOutput(call, "c2"))?.[1];
+            assert.ok(id, `the tty command is not left running: ${toolOutput(call, "c2")}`);
+            return [functionCall("write_stdin", { session_id: Number(id), chars: "nsbox\n", yield_time_ms: 3000 }, { callId: "c3" })];
+          }),
+          [applyPatch("c4", { type: "create_file", path: "notes/plan.md", diff: createDiff })],
+          [applyPatch("c5", { type: "update_file", path: "/home/user/notes/plan.md", diff: updateDiff })],
+          [applyPatch("c6", { type: "delete_file", path: "notes/hello.txt" })],
+          [functionCall("exec_command", { cmd: "ls; cat plan.md", workdir: "notes", login: false }, { callId: "c7" })],
+          [assistantMessage("done")],
+        ]);
+        const agent = new SandboxAgent({ name: "nsbox-worker", model, instructions: "Work in the sandbox.", capabilities: [shell(), filesystem()] });
+        const result = await new Runner().run(agent, "Do the work.", { sandbox: { session } });
+        assert.equal(result.finalOutput, "done");
+        assert.equal(model.remainingSteps, 0);
+
+        const c1 = toolOutput(model.calls[1], "c1");
+        assert.match(c1, /Process exited with code 3/);
+        assert.match(c1, /\/home\/user\nhi from the manifest\n/);
+        assert.match(c1, /to-stderr/);
+        assert.doesNotMatch(c1, /^0$/m, "the agent's commands do not run as root");
+
+        const c3 = toolOutput(model.calls[3], "c3");
+        assert.match(c3, /hello-nsbox/);
+        assert.match(c3, /Process exited with code 0/);
+
+        for (const [n, id] of [[4, "c4"], [5, "c5"], [6, "c6"]]) {
+          const out = model.calls[n].request.input.find((i) => i.callId === id && i.type === "apply_patch_call_output");
+          assert.equal(out?.status, "completed", `${id}: ${JSON.stringify(out)}`);
+        }
+        const c7 = toolOutput(model.calls[7], "c7");
+        assert.match(c7, /Output:\nplan\.md\nstep one\nstep 2/);
+        assert.doesNotMatch(c7, /hello\.txt/);
+
+        // Read back through the session, as the host sees the workspace.
+        // The bytes are the SDK's own applyDiff's (as on its other backends).
+        assert.equal(Buffer.from(await session.readFile({ path: "notes/plan.md" })).toString(),
+          applyDiff(applyDiff("", createDiff, "create"), updateDiff));
+        assert.equal(await session.pathExists("notes/hello.txt"), false);
+        assert.equal(await session.directoryExists("notes"), true);
+        assert.deepEqual((await session.listDir({ path: "notes" })).map((e) => [e.name, e.type]), [["plan.md", "file"]]);
+
+        const kinds = new Set(spans.map((s) => s.name ?? s.type));
+        for (const name of ["sandbox.exec", "sandbox.write_stdin"]) assert.ok(kinds.has(name), `no ${name} span: ${[...kinds].join(" ")}`);
+      } finally {
+        await session.delete();
+      }
+    });
+
+    test("a session the Runner creates from the client is removed when the run ends", bounded, async () => {
+      const model = new ScriptedModel([
+        [functionCall("exec_command", { cmd: "echo made-by-the-runner > mark.txt && cat mark.txt" }, { callId: "c1" })],
+        [assistantMessage("ok")],
+      ]);
+      const agent = new SandboxAgent({ name: "owner", model, capabilities: [shell()] });
+      const result = await new Runner().run(agent, "go", { sandbox: { client: sdkClient } });
+      assert.equal(result.finalOutput, "ok");
+      assert.match(toolOutput(model.calls[1], "c1"), /made-by-the-runner/);
+      assert.deepEqual(await nsbox.Sandbox.list({ client }), []);
+    });
+
+    test("a state serialized, then resumed by a new client, reattaches the live sandbox; it names no credential", bounded, async () => {
+      const session = await sdkClient.create({ manifest: new Manifest({ entries: { "a.txt": file({ content: "kept\n" }) } }) });
+      try {
+        const record = JSON.parse(JSON.stringify(await sdkClient.serializeSessionState(session.state)));
+        const text = JSON.stringify(record);
+        assert.ok(!text.includes(server.token), "the token is in the serialized state");
+        assert.ok(!text.includes("token"), `a token field is in the serialized state: ${text}`);
+        assert.deepEqual(Object.keys(record).sort(), ["manifest", "sandboxId", "server"]);
+        assert.equal(record.server, `unix:${server.socket}`);
+
+        const other = new NsboxSandboxClient({ socket: server.socket, token: server.token, env: {} });
+        try {
+          const resumed = await other.resume(await other.deserializeSessionState(record));
+          assert.equal(resumed.state.sandboxId, session.state.sandboxId);
+          assert.equal(await resumed.running(), true);
+          assert.match(await resumed.execCommand({ cmd: "cat a.txt" }), /kept/);
+        } finally {
+          other.close();
+        }
+        const elsewhere = new NsboxSandboxClient({ url: server.url, token: server.token, env: {} });
+        try {
+          await assert.rejects(elsewhere.resume(await elsewhere.deserializeSessionState(record)), /names the server unix:/);
+        } finally {
+          elsewhere.close();
+        }
+      } finally {
+        await session.delete();
+      }
+    });
+
+    test("what nsbox serve cannot do yet fails naming the capability and issue 34", bounded, async () => {
+      await assert.rejects(sdkClient.create({ manifest: new Manifest({ root: "/srv/app" }) }), /manifest\.root "\/srv\/app".*issue 34/s);
+      await assert.rejects(sdkClient.create({ manifest: new Manifest({ entries: { d: { type: "local_dir", src: "/etc" } } }) }),
+        /local_dir.*issue 34/s);
+      assert.deepEqual(await nsbox.Sandbox.list({ client }), [], "a refused manifest made a sandbox");
+      const session = await sdkClient.create();
+      try {
+        await assert.rejects(session.execCommand({ cmd: "sleep 30", yieldTimeMs: 1000 }), /yield_time_ms \(1000 ms\).*issue 34/s);
+        await assert.rejects(session.execCommand({ cmd: "id", runAs: "alice" }), /runAs \(alice\).*issue 34/s);
+        await assert.rejects(session.resolveExposedPort(8080), /port 8080.*issue 34/s);
+        // A tty command is the way to keep one running: it is continued, then interrupted.
+        const started = await session.execCommand({ cmd: "sleep 30; echo never", tty: true, yieldTimeMs: 300 });
+        const id = Number(/session ID (\d+)/.exec(started)?.[1]);
+        assert.ok(id > 0, started);
+        const stopped = await session.writeStdin({ sessionId: id, chars: "\u0003", yieldTimeMs: 3000 });
+        assert.match(stopped, /Process exited with code/);
+        assert.doesNotMatch(stopped, /never/);
+      } finally {
+        await session.delete();
+      }
+    });
+  });
+}
