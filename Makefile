@@ -60,13 +60,17 @@ cluster-sim: build
 	@NSBOX_TEST_PEERS=required tests/cluster/run --rounds $(CLUSTER_ROUNDS) --nsbox $(BUILD)/bin/nsbox $(CLUSTER_ARGS)
 
 # Fuzzing and sanitizers (docs/design.md, "Build and tests"), each in a build directory of its own.
-# make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS (crashes are kept in
-# build-fuzz/fuzz/crashes); make test runs each for FUZZ_TEST_SECONDS. make test-asan: the
-# whole suite built with ASan + UBSan (g++), less ASAN_EXCLUDE (a CTest regex).
+# make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS from a random seed, or
+# FUZZ_SEED (crashes are kept in build-fuzz/fuzz/crashes); make test runs each for
+# FUZZ_TEST_SECONDS from the fixed FUZZ_TEST_SEED, so that its run is the same each time.
+# Both first replay every seed of tests/fuzz/corpus whole. make test-asan: the whole suite
+# built with ASan + UBSan (g++), less ASAN_EXCLUDE (a CTest regex).
 FUZZ_BUILD ?= build-fuzz
 ASAN_BUILD ?= build-asan
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 15
+FUZZ_SEED ?=
+FUZZ_TEST_SEED ?= 20261206
 ASAN_EXCLUDE ?=
 SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -g1 -DNDEBUG'
 
@@ -76,10 +80,10 @@ fuzz-build: deps
 	@cmake --build $(FUZZ_BUILD) --target fuzz-targets -j $(JOBS)
 
 fuzz: fuzz-build
-	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_SECONDS)
+	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_SECONDS) $(if $(FUZZ_SEED),-r $(FUZZ_SEED))
 
 test-fuzz: fuzz-build
-	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_TEST_SECONDS)
+	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_TEST_SECONDS) -r $(FUZZ_TEST_SEED)
 
 asan-build: deps
 	@cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
