@@ -122,6 +122,8 @@ Json SandboxInfo::to_json() const {
   if (memory_usage_bytes) j["memory_usage_bytes"] = *memory_usage_bytes;
   j["oom_kills"] = oom_kills;
   if (!kernel_state.empty()) j["kernel_state"] = kernel_state;
+  if (!kernel_origin.empty()) j["kernel_origin"] = kernel_origin;
+  if (!kernel_zygote_fallback.empty()) j["kernel_zygote_fallback"] = kernel_zygote_fallback;
   if (!warning.empty()) j["warning"] = warning;
   if (record.spec.net.mode == network::Mode::kAllow) j["net_denials"] = net_denials;
   return j;
@@ -422,7 +424,11 @@ Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
     if (auto status = request(id, {{"op", "status"}}, 2000)) {
       if (status->contains("memory_usage_bytes")) info.memory_usage_bytes = (*status)["memory_usage_bytes"].get<uint64_t>();
       info.oom_kills = status->value("oom_kills", uint64_t{0});
-      if (auto k = status->find("kernel"); k != status->end() && k->is_object()) info.kernel_state = k->value("state", "");
+      if (auto k = status->find("kernel"); k != status->end() && k->is_object()) {
+        info.kernel_state = k->value("state", "");
+        info.kernel_origin = k->value("origin", "");
+        info.kernel_zygote_fallback = k->value("zygote_fallback", "");
+      }
     } else if (status.error().code == ErrorCode::kSandboxDead) {
       info.status = SandboxStatus::kDead;
     }

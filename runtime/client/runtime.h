@@ -53,6 +53,11 @@ struct SandboxInfo {
   std::optional<uint64_t> memory_usage_bytes;
   uint64_t oom_kills = 0;
   std::string kernel_state;  // running: its kernel's (stopped, starting, idle, busy)
+  // Running: where its last kernel came from, "zygote" (forked by the server's kernel
+  // zygote) or "init" (exec'd by the sandbox's init); "" before its first. With a zygote
+  // given and init's kernel, why the zygote's was not used.
+  std::string kernel_origin;
+  std::string kernel_zygote_fallback;
   std::string warning;  // e.g. limits fall back to rlimits (given once per state root)
   // The egress proxy's last refusals, oldest first ({"time", "host", "port", "status",
   // "reason"}); inspect only.
