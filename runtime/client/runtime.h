@@ -145,6 +145,14 @@ struct RunOptions {
   int stderr_fd = 2;
 };
 
+// A function a test program gives to change every supervisor's launch envelope before it
+// is handed over, in the process that creates or starts the sandbox: the test hooks of
+// tests/support/nsbox_with_test_hooks.cc (names the egress proxy answers without DNS, a
+// network namespace for the host-side network helpers, a zygote's socket). The programs
+// nsbox ships set none: nothing of a test reaches the product through its environment.
+using LaunchHook = void (*)(LaunchEnvelope& launch);
+void set_launch_hook(LaunchHook hook);
+
 class Runtime {
  public:
   static Result<Runtime> open(const RuntimeOptions& options);

@@ -148,12 +148,12 @@ Result<void> Supervisor::start_helpers(const InstallLayout& layout) {
   if (!buckets) return fail(std::move(buckets.error()));
   buckets_ = std::move(*buckets);
   if (spec.net.mode == network::Mode::kInternet) {
-    nat_ = NSBOX_TRY(NatHelper::start({instance_->init_pid(), launch_.nat_netns}));
+    nat_ = NSBOX_TRY(NatHelper::start({instance_->init_pid(), launch_.helper_netns}));
     NSBOX_CHECK(watch_exit(nat_.pidfd(), [this] { nat_.on_exit(); }));
   }
   if (spec.net.mode == network::Mode::kAllow) {
     net_proxy_ = NSBOX_TRY(NetProxy::start({id, layout.net_proxy(), root.net_denials(id), instance_->init_pid(), spec.net.allow,
-                                            launch_.net_resolve}));
+                                            launch_.net_resolve, launch_.helper_netns}));
     NSBOX_CHECK(watch_exit(net_proxy_.pidfd(), [this] { net_proxy_.on_exit(); }));
   }
   tools_ = std::make_unique<ToolBridge>(
