@@ -16,16 +16,19 @@ build: deps
 demo: build
 	@scripts/demo
 
-# Ends with the tests skipped on this host and why (tests/report_skips). Before the
-# suite: a short run of every fuzz target and part of the sanitizer build's tests (below);
-# after it, the integration tests again with every kernel from a kernel zygote (what
-# `nsbox serve` gives its sandboxes by default).
+# Before the suite: a short run of every fuzz target and part of the sanitizer build's
+# tests (below). The suite runs TEST_JOBS CTest entries at once (those that share
+# host-wide state are kept apart: tests/CMakeLists.txt), the integration tests where a
+# kernel's origin matters included a second time with every kernel from a kernel zygote
+# (what `nsbox serve` gives its sandboxes by default; "zygote: " entries). It ends with the
+# tests skipped on this host and why, and fails if `nsbox doctor` says the host has what a
+# skipped test said it lacked (tests/report_skips).
+TEST_JOBS ?= 4
 test: build
 	@$(MAKE) --no-print-directory test-fuzz
 	@$(MAKE) --no-print-directory test-asan-short
-	@cd $(BUILD) && ctest --output-on-failure --no-tests=error; status=$$?; \
-	  $(CURDIR)/tests/report_skips . ; exit $$status
-	@$(MAKE) --no-print-directory test-kernel-zygote
+	@cd $(BUILD) && ctest -j $(TEST_JOBS) --output-on-failure --no-tests=error; status=$$?; \
+	  $(CURDIR)/tests/report_skips . || status=1; exit $$status
 
 # The same tests in a Debian 12 VM with cgroup v2 only (the build machines are hybrid).
 # Optional: needs qemu and, the first time, the Debian archive; several minutes.
@@ -39,12 +42,13 @@ bench-cgroup-v2: build
 	@scripts/install-deps --vm
 	@NSBOX_VM_RUN=bench-startup tests/vm/run-cgroup-v2 $(BUILD)
 
-# Every integration test with every kernel forked by a kernel zygote (docs/
-# kernel-zygote.md), as `nsbox serve` makes them by default; skipped, saying why, where
-# the host has no zygote (not root, Linux < 6.9). Part of make test.
+# The integration tests where a kernel's origin matters (tagged [zygote]) with every
+# kernel forked by a kernel zygote (docs/kernel-zygote.md), as `nsbox serve` makes them by
+# default, each sandbox checked to have had its kernel from it; skipped, saying why, where
+# the host has no zygote (not root, Linux < 6.9). Part of make test (its "zygote: " entries).
 test-kernel-zygote: build
-	@cd $(BUILD) && NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 ctest -R '^(integration:|leak_check|rootless_user|fuse_mode)' --output-on-failure; \
-	  status=$$?; echo "with every kernel from a zygote:"; $(CURDIR)/tests/report_skips . ; exit $$status
+	@cd $(BUILD) && ctest -j $(TEST_JOBS) -R '^zygote: ' --output-on-failure --no-tests=error; \
+	  status=$$?; $(CURDIR)/tests/report_skips . || status=1; exit $$status
 
 # Chaos (tests/chaos/run): CHAOS_ROUNDS rounds of killed host-side processes and a full
 # disk while sandboxes work; make test runs 5. Replay a failure with CHAOS_ARGS="--seed S".
@@ -60,13 +64,17 @@ cluster-sim: build
 	@NSBOX_TEST_PEERS=required tests/cluster/run --rounds $(CLUSTER_ROUNDS) --nsbox $(BUILD)/bin/nsbox $(CLUSTER_ARGS)
 
 # Fuzzing and sanitizers (docs/design.md, "Build and tests"), each in a build directory of its own.
-# make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS (crashes are kept in
-# build-fuzz/fuzz/crashes); make test runs each for FUZZ_TEST_SECONDS. make test-asan: the
-# whole suite built with ASan + UBSan (g++), less ASAN_EXCLUDE (a CTest regex).
+# make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS from a random seed, or
+# FUZZ_SEED (crashes are kept in build-fuzz/fuzz/crashes); make test runs each for
+# FUZZ_TEST_SECONDS from the fixed FUZZ_TEST_SEED, so that its run is the same each time.
+# Both first replay every seed of tests/fuzz/corpus whole. make test-asan: the whole suite
+# built with ASan + UBSan (g++), less ASAN_EXCLUDE (a CTest regex).
 FUZZ_BUILD ?= build-fuzz
 ASAN_BUILD ?= build-asan
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 15
+FUZZ_SEED ?=
+FUZZ_TEST_SEED ?= 20261206
 ASAN_EXCLUDE ?=
 SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -g1 -DNDEBUG'
 
@@ -76,17 +84,17 @@ fuzz-build: deps
 	@cmake --build $(FUZZ_BUILD) --target fuzz-targets -j $(JOBS)
 
 fuzz: fuzz-build
-	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_SECONDS)
+	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_SECONDS) $(if $(FUZZ_SEED),-r $(FUZZ_SEED))
 
 test-fuzz: fuzz-build
-	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_TEST_SECONDS)
+	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_TEST_SECONDS) -r $(FUZZ_TEST_SEED)
 
 asan-build: deps
 	@cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 test-asan: asan-build
-	@tests/fuzz/test-asan $(ASAN_BUILD) $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
+	@tests/fuzz/test-asan $(ASAN_BUILD) -j $(TEST_JOBS) $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
 
 # What make test runs of the sanitizer build (docs/design.md, "Build and tests"): the unit tests, and
 # the Python client's suite and a short chaos run against sanitized host programs (nsbox
@@ -95,7 +103,7 @@ test-asan: asan-build
 test-asan-short: deps
 	@cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
 	@cmake --build $(ASAN_BUILD) --target nsbox nsbox_unit_tests -j $(JOBS)
-	@tests/fuzz/test-asan $(ASAN_BUILD) -R '^(unit:|python: client$$|chaos: short$$)'
+	@tests/fuzz/test-asan $(ASAN_BUILD) -j $(TEST_JOBS) -R '^(unit:|python: client:|chaos: short$$)'
 
 bench: build
 	@bench/startup

@@ -25,6 +25,7 @@
 #include "api/routes.h"
 #include "api/sessions.h"
 #include "api/warm_pool.h"
+#include "kernel/zygote_keeper/kernel_zygote_process.h"
 #include "runtime/client/runtime.h"
 
 namespace nsbox::api {
@@ -71,6 +72,8 @@ class ApiService {
   void start_pool(WarmPoolConfig config);
   void stop_pool();
   void set_public_url(std::string url) { config_.public_url = std::move(url); }
+  // The server's kernel zygote (null: none started), for /metrics; it outlives the serving.
+  void set_kernel_zygote(const KernelZygoteProcess* zygote) { kernel_zygote_ = zygote; }
 
   // Sharded serve (api/cluster_routes.cc, docs/semantics.md "Sharded serve"): before
   // serving. `stop_server` ends the HTTP server gracefully (a drain calls it when done).
@@ -223,6 +226,7 @@ class ApiService {
     uint64_t active = 0;
   } census_;
   std::atomic<bool> draining_ = false;
+  const KernelZygoteProcess* kernel_zygote_ = nullptr;
   // Requests in flight per sandbox, and the sandboxes a drain has closed to new ones: a
   // sandbox is snapshotted only once nothing acknowledged can still change it.
   struct Gate {

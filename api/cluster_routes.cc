@@ -206,6 +206,8 @@ void ApiService::metrics_route(Exchange& x, const Call&) {
       s.warm_building[size] = slot.value("building", false) ? 1 : 0;
     }
   s.free_slots = cluster_.capacity() ? cluster_.capacity() - std::min(cluster_.capacity(), sandboxes_here()) : 0;
+  s.kernel_zygote_serving = kernel_zygote_ && kernel_zygote_->pid() != 0;
+  s.kernel_zygote_starts = kernel_zygote_ ? static_cast<uint64_t>(kernel_zygote_->starts()) : 0;
   x.respond_text(200, metrics_.render(s), "text/plain; version=0.0.4; charset=utf-8");
 }
 

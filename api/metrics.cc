@@ -65,6 +65,12 @@ std::string Metrics::render(const MetricsState& s) const {
     t.sample("nsbox_create_seconds_sum", label, number(h->sum_us.load() / 1e6));
     t.sample("nsbox_create_seconds_count", label, std::to_string(h->count.load()));
   }
+  t.head("nsbox_kernel_zygote_serving", "gauge",
+         "1 while the server's kernel zygote serves (new kernels are forked from it); 0 while none does (not started: "
+         "--no-kernel-zygote or a host without one, or between a zygote's end and its start again): kernels start through init");
+  t.sample("nsbox_kernel_zygote_serving", "", s.kernel_zygote_serving ? "1" : "0");
+  t.head("nsbox_kernel_zygote_starts_total", "counter", "kernel zygotes started (the first, and each after one ended)");
+  t.sample("nsbox_kernel_zygote_starts_total", "", std::to_string(s.kernel_zygote_starts));
   t.head("nsbox_forwarded_requests_total", "counter", "requests relayed to the sandbox's server (another shard)");
   t.sample("nsbox_forwarded_requests_total", "", std::to_string(forwarded_.load()));
   t.head("nsbox_forward_failures_total", "counter", "requests whose sandbox's server did not answer");

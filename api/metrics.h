@@ -20,6 +20,8 @@ struct MetricsState {
   uint64_t free_slots = 0;
   uint64_t cells_running = 0, commands_running = 0;
   bool ready = false, draining = false;
+  bool kernel_zygote_serving = false;  // new kernels are forked by the server's zygote
+  uint64_t kernel_zygote_starts = 0;
 };
 
 class Metrics {

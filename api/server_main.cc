@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
     url = "http://" + host + ":" + std::to_string((*server)->tcp_port());
   }
   service.set_public_url(args->public_url.value_or(url));
+  service.set_kernel_zygote(zygote.get());
   service.set_cluster(std::move(*cluster), [s = server->get()] { s->stop(); });
   std::string pid_file = api_dir + "/server.pid";
   if (auto written = nsbox::files::atomic_write(pid_file, std::to_string(::getpid()) + "\n"); !written) return fail_start(written.error());

@@ -12,6 +12,10 @@ namespace nsbox::cli {
 
 struct CommandHelp;
 
+// What `nsbox ARGS...` does: the global flags, then the command (`main` of nsbox, and of
+// the tests' nsbox-with-test-hooks).
+int run_command_line(int argc, char** argv);
+
 struct Invocation {
   const CommandHelp* command = nullptr;  // its row of cli/command_table.h
   std::vector<std::string> args;     // after the command name

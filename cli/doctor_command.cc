@@ -1,10 +1,12 @@
 // doctor: what this host can do, and the fix for what it cannot.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/context.h"
 #include "isolation/preflight.h"
 #include "isolation/sys/unique_fd.h"
+#include "kernel/zygote_keeper/kernel_zygote_process.h"
 #include "mounts/bucket/external_helpers.h"
 #include "mounts/volume_image.h"
 #include "runtime/core/install_layout.h"
@@ -59,7 +61,27 @@ preflight::Check network_modes_check() {
     if (::access(path, X_OK) != 0) missing += (missing.empty() ? "" : " ") + std::string(package);
   if (!missing.empty())
     return {name, preflight::Level::kOk, modes + " (internet needs " + missing + ")", "apt-get install " + missing};
+  struct stat tun{};
+  if (::stat("/dev/net/tun", &tun) != 0 || !S_ISCHR(tun.st_mode))
+    return {name, preflight::Level::kOk, modes + " (internet needs /dev/net/tun)", "modprobe tun"};
   return {name, preflight::Level::kOk, modes + ", internet", ""};
+}
+
+// /dev/net/tun: `--net internet`'s NAT helper makes the sandbox's tap device through it.
+preflight::Check tun_check() {
+  struct stat st{};
+  if (::stat("/dev/net/tun", &st) != 0 || !S_ISCHR(st.st_mode))
+    return {"/dev/net/tun", preflight::Level::kWarn, "missing: --net internet needs it", "modprobe tun (and tun in /etc/modules)"};
+  return {"/dev/net/tun", preflight::Level::kOk, "present", ""};
+}
+
+// `nsbox serve` forks kernels from a zygote by default where this host allows it.
+preflight::Check kernel_zygote_check() {
+  auto usable = KernelZygoteProcess::usable();
+  if (usable)
+    return {"kernel zygote", preflight::Level::kOk, "nsbox serve forks kernels from a zygote (docs/kernel-zygote.md)", ""};
+  return {"kernel zygote", preflight::Level::kWarn, "nsbox serve starts each kernel through its sandbox's init: " + usable.error().message,
+          ::geteuid() != 0 ? "run nsbox serve as root" : "Linux 6.9 or later"};
 }
 
 }  // namespace
@@ -72,6 +94,8 @@ int cmd_doctor(const Invocation& inv) {
   checks.push_back(files_quota_check());
   checks.push_back(bucket_mounts_check());
   checks.push_back(network_modes_check());
+  checks.push_back(tun_check());
+  checks.push_back(kernel_zygote_check());
   bool failed = false;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& c : checks) {

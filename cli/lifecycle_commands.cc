@@ -234,6 +234,9 @@ int cmd_inspect(const Invocation& inv) {
                                         (info->volume->quota_bytes ? ", quota " + format_bytes(info->volume->quota_bytes) : ", no quota")
                                                                : std::string("?")) << "\n"
     << "supervisor:  pid " << f.supervisor_pid << ", init pid " << f.init_pid;
+  if (!info->kernel_origin.empty())
+    s << "\nkernel:      " << (info->kernel_origin == "zygote" ? "forked by the kernel zygote" : "started by the sandbox's init")
+      << (info->kernel_zygote_fallback.empty() ? "" : " (not the zygote's: " + info->kernel_zygote_fallback + ")");
   if (info->memory_usage_bytes) s << "\nmemory used: " << (*info->memory_usage_bytes >> 20) << " MiB";
   if (info->oom_kills) s << "\noom kills:   " << info->oom_kills;
   if (!r.env_names.empty()) {

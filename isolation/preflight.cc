@@ -41,11 +41,15 @@ int try_new_user_namespace() {
 // on first use, and an LSM may refuse what the kernel allows.
 int try_overlay_in_user_namespace() {
   uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
   pid_t pid = ::fork();
   if (pid == 0) {
     if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(errno);
     (void)files::write_file("/proc/self/setgroups", "deny");
     if (!files::write_file("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1")) ::_exit(EPERM);
+    // Without a group map, the mkdirs below fail with EOVERFLOW (our group has no id in
+    // the namespace), and the check said no overlay where there was one.
+    if (!files::write_file("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1")) ::_exit(EPERM);
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(errno);
     if (::mount("tmpfs", "/tmp", "tmpfs", 0, "size=65536") != 0) ::_exit(errno);
     for (const char* d : {"/tmp/a", "/tmp/b", "/tmp/m"})

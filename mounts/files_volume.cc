@@ -102,6 +102,10 @@ Result<std::string> FilesVolume::normalize(const std::string& relative) {
   if (relative.empty() || relative[0] == '/')
     return fail(make_error(ErrorCode::kInvalidArgument, "'" + relative + "' is not a path relative to /mnt/files",
                            "give paths like data/sales.csv"));
+  // The system calls would see the path end at a NUL: "..\0x" passes the `..` check
+  // below as one plain segment, and then names the volume's parent.
+  if (relative.find('\0') != std::string::npos)
+    return fail(make_error(ErrorCode::kInvalidArgument, "a path with a NUL byte is not a file of /mnt/files"));
   auto clean = files::clean_lexically(relative);
   if (!clean) return fail(make_error(ErrorCode::kInvalidArgument, "path '" + relative + "' leaves the files volume"));
   return *clean;  // empty: the volume's root

@@ -191,6 +191,7 @@ KernelZygoteProcess::End KernelZygoteProcess::wait_for_end(pid_t pid, int* statu
     if (n > 0 && p[2].revents) {  // kPong, or any answer: it serves
       ping.reset();
       unanswered = false;
+      ++pings_answered_;
     }
     auto now = Clock::now();
     if (unanswered && now - ping_sent >= options_.wedged_after) {

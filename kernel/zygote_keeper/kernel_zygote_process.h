@@ -68,6 +68,7 @@ class KernelZygoteProcess {
   const std::string& socket_path() const { return socket_path_; }
   pid_t pid() const { return pid_.load(); }  // the zygote serving now; 0 while none does
   int starts() const { return starts_.load(); }
+  int pings_answered() const { return pings_answered_.load(); }  // by any zygote it kept
 
  private:
   KernelZygoteProcess(const InstallLayout& layout, std::string socket_path, UniqueFd listening, UniqueFd stop, KernelZygoteOptions options);
@@ -87,6 +88,7 @@ class KernelZygoteProcess {
   KernelZygoteOptions options_;
   std::atomic<pid_t> pid_{0};
   std::atomic<int> starts_{0};
+  std::atomic<int> pings_answered_{0};
   std::thread keeper_;
 };
 

@@ -17,8 +17,14 @@ bool try_reserve(uint64_t n) {
 // Where the remote lists an entry: a common prefix "a" is the key "a/".
 std::string key_order(const ObjectEntry& e) { return e.is_prefix ? e.name + "/" : e.name; }
 
-// Names a directory entry can have (a key "x//y" or "../y" cannot be listed as one).
-bool listable(const std::string& name) { return !name.empty() && name != "." && name != ".." && name.size() <= 255; }
+// Names a directory entry can have (a key "x//y" or "../y" cannot be listed as one). A
+// remote that ignores the delimiter lists "dir/a/b" as the entry "a/b", and a url-encoded
+// key can decode to a NUL: the kernel refuses a whole readdir reply holding a '/', and
+// libfuse cuts a name at the NUL.
+bool listable(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.size() <= 255 && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
+}
 
 }  // namespace
 

@@ -7,10 +7,17 @@
 namespace nsbox::bucket {
 namespace {
 
+// S3's and Azure's replies are three or four elements deep. A remote's document could be a
+// million (7 MB, under the body limit), and ~XmlElement recurses once per level: that
+// overflowed the bucket server's stack (the fuzz target remote_reply found it).
+constexpr size_t kMaxDepth = 64;
+
 struct Builder {
+  XML_Parser parser = nullptr;
   XmlElement root;
   std::vector<XmlElement*> open;  // the path from the document element down
   bool started = false;
+  bool too_deep = false;
 };
 
 std::string local_name(const char* name) {
@@ -23,6 +30,11 @@ std::string local_name(const char* name) {
 // closed siblings of the new element, never an element that is still open.
 void on_start(void* data, const char* name, const char** attributes) {
   auto* b = static_cast<Builder*>(data);
+  if (b->open.size() >= kMaxDepth) {
+    b->too_deep = true;
+    XML_StopParser(b->parser, XML_FALSE);
+    return;
+  }
   XmlElement* element = &b->root;
   if (!b->started) {
     b->started = true;
@@ -77,10 +89,15 @@ Result<XmlElement> parse_xml(std::string_view document) {
   std::unique_ptr<XML_ParserStruct, decltype(&XML_ParserFree)> parser(XML_ParserCreateNS(nullptr, ':'), XML_ParserFree);
   if (!parser) return fail(make_error(ErrorCode::kInternal, "XML_ParserCreate failed"));
   Builder builder;
+  builder.parser = parser.get();
   XML_SetUserData(parser.get(), &builder);
   XML_SetElementHandler(parser.get(), on_start, on_end);
   XML_SetCharacterDataHandler(parser.get(), on_text);
-  if (XML_Parse(parser.get(), document.data(), static_cast<int>(document.size()), XML_TRUE) == XML_STATUS_ERROR)
+  auto status = XML_Parse(parser.get(), document.data(), static_cast<int>(document.size()), XML_TRUE);
+  if (builder.too_deep)
+    return fail(make_error(ErrorCode::kProtocol, "an XML document from the remote nested deeper than " +
+                                                     std::to_string(kMaxDepth) + " elements"));
+  if (status == XML_STATUS_ERROR)
     return fail(make_error(ErrorCode::kProtocol, std::string("malformed XML from the remote: ") +
                                                      XML_ErrorString(XML_GetErrorCode(parser.get())) + " at line " +
                                                      std::to_string(XML_GetCurrentLineNumber(parser.get()))));

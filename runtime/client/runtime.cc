@@ -51,32 +51,8 @@ std::vector<protocol::Json> recent_denials(const std::string& path) {
   return out;
 }
 
-// NSBOX_TEST_RESOLVE="name=address,...": names the egress proxy answers without DNS, so
-// that tests reach their own loopback servers by a name (docs/network.md). Host-side
-// only: nothing in a sandbox can set it.
-std::map<std::string, std::string> test_resolve_overrides() {
-  std::map<std::string, std::string> out;
-  const char* text = std::getenv("NSBOX_TEST_RESOLVE");
-  std::string_view rest = text ? text : "";
-  while (!rest.empty()) {
-    std::string_view item = rest.substr(0, rest.find(','));
-    rest.remove_prefix(std::min(rest.size(), item.size() + 1));
-    if (size_t eq = item.find('='); eq != std::string_view::npos)
-      out[net::normalize_host(item.substr(0, eq))] = std::string(item.substr(eq + 1));
-  }
-  return out;
-}
-
-// The test hooks of a supervisor's spec (NSBOX_TEST_RESOLVE, NSBOX_TEST_NAT_NETNS:
-// runtime/supervisor/nat_helper.h; NSBOX_TEST_KERNEL_ZYGOTE: a zygote's socket, so that
-// CLI-driven tests get kernels from a zygote their process started, as `serve
-// --kernel-zygote` gives its sandboxes), from this process's environment, at create and
-// start. The supervisor talks only to a zygote of its own user (SO_PEERCRED).
-void add_test_hooks(LaunchEnvelope& launch) {
-  launch.net_resolve = test_resolve_overrides();
-  if (const char* netns = std::getenv("NSBOX_TEST_NAT_NETNS")) launch.nat_netns = netns;
-  if (const char* zygote = std::getenv("NSBOX_TEST_KERNEL_ZYGOTE"); zygote && launch.kernel_zygote.empty()) launch.kernel_zygote = zygote;
-}
+// set_launch_hook's: a test program's, never one of the programs nsbox ships.
+LaunchHook g_launch_hook = nullptr;
 
 using protocol::Json;
 
@@ -102,6 +78,8 @@ void set_receive_timeout(int fd, int timeout_ms) {
 
 }  // namespace
 
+void set_launch_hook(LaunchHook hook) { g_launch_hook = hook; }
+
 std::string_view status_name(SandboxStatus s) {
   switch (s) {
     case SandboxStatus::kRunning: return "running";
@@ -122,6 +100,8 @@ Json SandboxInfo::to_json() const {
   if (memory_usage_bytes) j["memory_usage_bytes"] = *memory_usage_bytes;
   j["oom_kills"] = oom_kills;
   if (!kernel_state.empty()) j["kernel_state"] = kernel_state;
+  if (!kernel_origin.empty()) j["kernel_origin"] = kernel_origin;
+  if (!kernel_zygote_fallback.empty()) j["kernel_zygote_fallback"] = kernel_zygote_fallback;
   if (!warning.empty()) j["warning"] = warning;
   if (record.spec.net.mode == network::Mode::kAllow) j["net_denials"] = net_denials;
   return j;
@@ -249,7 +229,7 @@ Result<SandboxInfo> Runtime::claim(const std::string& id, const std::string& nam
 Result<SandboxInfo> Runtime::launch(const SandboxRecord& record, const LaunchEnvelope& envelope) const {
   LaunchEnvelope with_hooks = envelope;
   if (with_hooks.kernel_zygote.empty()) with_hooks.kernel_zygote = kernel_zygote_;
-  add_test_hooks(with_hooks);
+  if (g_launch_hook) g_launch_hook(with_hooks);
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), {{"record", record.to_json()}, {"launch", with_hooks.to_json()}},
                                  kSupervisorStartMs + mounts_start_bound_ms(record.spec.mounts));
   with_hooks.wipe();
@@ -422,7 +402,11 @@ Result<SandboxInfo> Runtime::info_for(const std::string& id) const {
     if (auto status = request(id, {{"op", "status"}}, 2000)) {
       if (status->contains("memory_usage_bytes")) info.memory_usage_bytes = (*status)["memory_usage_bytes"].get<uint64_t>();
       info.oom_kills = status->value("oom_kills", uint64_t{0});
-      if (auto k = status->find("kernel"); k != status->end() && k->is_object()) info.kernel_state = k->value("state", "");
+      if (auto k = status->find("kernel"); k != status->end() && k->is_object()) {
+        info.kernel_state = k->value("state", "");
+        info.kernel_origin = k->value("origin", "");
+        info.kernel_zygote_fallback = k->value("zygote_fallback", "");
+      }
     } else if (status.error().code == ErrorCode::kSandboxDead) {
       info.status = SandboxStatus::kDead;
     }

@@ -53,6 +53,11 @@ struct SandboxInfo {
   std::optional<uint64_t> memory_usage_bytes;
   uint64_t oom_kills = 0;
   std::string kernel_state;  // running: its kernel's (stopped, starting, idle, busy)
+  // Running: where its last kernel came from, "zygote" (forked by the server's kernel
+  // zygote) or "init" (exec'd by the sandbox's init); "" before its first. With a zygote
+  // given and init's kernel, why the zygote's was not used.
+  std::string kernel_origin;
+  std::string kernel_zygote_fallback;
   std::string warning;  // e.g. limits fall back to rlimits (given once per state root)
   // The egress proxy's last refusals, oldest first ({"time", "host", "port", "status",
   // "reason"}); inspect only.
@@ -139,6 +144,14 @@ struct RunOptions {
   int stdout_fd = 1;
   int stderr_fd = 2;
 };
+
+// A function a test program gives to change every supervisor's launch envelope before it
+// is handed over, in the process that creates or starts the sandbox: the test hooks of
+// tests/support/nsbox_with_test_hooks.cc (names the egress proxy answers without DNS, a
+// network namespace for the host-side network helpers, a zygote's socket). The programs
+// nsbox ships set none: nothing of a test reaches the product through its environment.
+using LaunchHook = void (*)(LaunchEnvelope& launch);
+void set_launch_hook(LaunchHook hook);
 
 class Runtime {
  public:

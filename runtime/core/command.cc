@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "isolation/sys/program.h"
 #include "runtime/core/package_sources.h"
@@ -126,7 +127,7 @@ std::vector<std::string> kernel_zygote_environment() {
   return command_environment(PackageSources{}.environment(), {});
 }
 
-bool starts_like_kernel_zygote(const std::vector<std::string>& kernel_env) {
+std::string differs_from_kernel_zygote(const std::vector<std::string>& kernel_env) {
   auto read_at_start = [](const std::vector<std::string>& env) {
     std::vector<std::string> out;
     for (const auto& entry : env)
@@ -134,7 +135,10 @@ bool starts_like_kernel_zygote(const std::vector<std::string>& kernel_env) {
     std::sort(out.begin(), out.end());
     return out;
   };
-  return read_at_start(kernel_env) == read_at_start(kernel_zygote_environment());
+  auto mine = read_at_start(kernel_env), zygote = read_at_start(kernel_zygote_environment());
+  std::vector<std::string> differ;
+  std::set_symmetric_difference(mine.begin(), mine.end(), zygote.begin(), zygote.end(), std::back_inserter(differ));
+  return differ.empty() ? "" : differ.front().substr(0, differ.front().find('='));
 }
 
 protocol::Json CommandResult::to_json() const {

@@ -60,8 +60,9 @@ std::vector<std::string> command_environment(const EnvList& sandbox_env, const E
 std::vector<std::string> kernel_zygote_environment();
 // Whether a kernel with `kernel_env` (NAME=value) would start as the zygote did: every
 // variable read at the interpreter's start (env_read_at_process_start) the same in both.
-// Otherwise its kernel is exec'd by init, which reads them.
-bool starts_like_kernel_zygote(const std::vector<std::string>& kernel_env);
+// Otherwise its kernel is exec'd by init, which reads them: the first such variable's
+// name that differs, "" when none does.
+std::string differs_from_kernel_zygote(const std::vector<std::string>& kernel_env);
 
 // How a command ended, as seen by init and the supervisor.
 struct CommandEnd {

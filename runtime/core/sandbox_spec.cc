@@ -132,7 +132,7 @@ Json LaunchEnvelope::to_json() const {
   for (const auto& c : mount_credentials)
     credentials.push_back({{"mount_path", c.mount_path}, {"credentials", c.credentials.to_json()}});
   return {{"env", env_pairs},        {"mount_credentials", credentials}, {"tool_keys", tool_keys.to_json()},
-          {"kernel_zygote", kernel_zygote}, {"net_resolve", net_resolve},   {"nat_netns", nat_netns}};
+          {"kernel_zygote", kernel_zygote}, {"net_resolve", net_resolve},   {"helper_netns", helper_netns}};
 }
 
 Result<LaunchEnvelope> LaunchEnvelope::from_json(const Json& j) {
@@ -145,7 +145,7 @@ Result<LaunchEnvelope> LaunchEnvelope::from_json(const Json& j) {
     e.tool_keys = ToolKeys::from_json(j.value("tool_keys", Json()));
     e.kernel_zygote = j.value("kernel_zygote", "");
     e.net_resolve = j.value("net_resolve", std::map<std::string, std::string>{});
-    e.nat_netns = j.value("nat_netns", "");
+    e.helper_netns = j.value("helper_netns", "");
     return e;
   } catch (const Json::exception& e) {
     return fail(make_error(ErrorCode::kProtocol, std::string("malformed launch envelope: ") + e.what()));

@@ -116,12 +116,13 @@ struct LaunchEnvelope {
   // `serve --kernel-zygote`: the zygote's socket, where its kernels come from when they
   // can (docs/kernel-zygote.md); the Runtime's (Runtime::use_kernel_zygote).
   std::string kernel_zygote;
-  // Names the egress proxy answers without DNS: tests only (NSBOX_TEST_RESOLVE in the
-  // creating process's environment), to reach their own servers on loopback by a name.
+  // Names the egress proxy answers without DNS: tests only (set_launch_hook, runtime/
+  // client/runtime.h), to reach their own servers on loopback by a name.
   std::map<std::string, std::string> net_resolve;
-  // `--net internet`'s NAT helper runs in this network namespace: tests only
-  // (NSBOX_TEST_NAT_NETNS), so that nothing the sandbox sends can leave the machine.
-  std::string nat_netns;
+  // The host-side network helpers (`--net internet`'s NAT helper, `--net allow=`'s egress
+  // proxy) run in this network namespace: tests only (set_launch_hook), so that nothing
+  // the sandbox sends, nor the proxy's DNS lookups, can leave the machine.
+  std::string helper_netns;
 
   // The credentials of the mount at `mount_path`; anonymous when none were given.
   bucket::BucketCredentials credentials_for(const std::string& mount_path) const;

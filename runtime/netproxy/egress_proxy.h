@@ -29,7 +29,7 @@ struct ProxyConfig {
   std::string sandbox_id;
   AllowList allow;
   std::string denial_log;  // <run>/sandboxes/<id>/net-denials.log
-  // Names answered without DNS: only tests set it (NSBOX_TEST_RESOLVE), to reach servers
+  // Names answered without DNS: only tests set it (LaunchEnvelope::net_resolve), to reach servers
   // of their own on loopback by a name.
   std::map<std::string, std::string> resolve_override;
 };

@@ -25,7 +25,7 @@ namespace nsbox {
 struct NatSetup {
   pid_t init_pid = 0;
   // A network namespace (a /proc/PID/ns/net path) to run the NAT helper in instead of
-  // the supervisor's: tests only (NSBOX_TEST_NAT_NETNS), so that what the sandbox reaches
+  // the supervisor's: tests only (LaunchEnvelope::helper_netns), so that what the sandbox reaches
   // is a namespace the test made, from which nothing can leave the machine.
   std::string helper_netns;
 };

@@ -1,7 +1,11 @@
 #include "runtime/supervisor/net_proxy.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
+
+#include <utility>
+#include <vector>
 
 #include "isolation/network.h"
 #include "isolation/sys/files.h"
@@ -20,11 +24,18 @@ Result<NetProxy> NetProxy::start(const NetProxySetup& setup) {
   UniqueFd control_r(control_pipe[0]), control_w(control_pipe[1]);
   if (::pipe2(report_pipe, O_CLOEXEC) != 0) return fail(sys_error("pipe2").context(what));
   UniqueFd report_r(report_pipe[0]), report_w(report_pipe[1]);
+  UniqueFd helper_netns;
+  std::vector<std::pair<int, int>> join;
+  if (!setup.helper_netns.empty()) {
+    helper_netns.reset(::open(setup.helper_netns.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!helper_netns) return fail(sys_error("open " + setup.helper_netns).context(what));
+    join.emplace_back(helper_netns.get(), CLONE_NEWNET);
+  }
   NetProxy proxy;
   // stdin: the config, then allowlists; stderr: our log; fd 3: the socket; fd 4: the report.
   proxy.process_ = NSBOX_TRY(HelperProcess::start({setup.program, {"nsbox-netproxy"},
                                                    {control_r.get(), -1, STDERR_FILENO, listener.get(), report_w.get()},
-                                                   helper_environment(), what}));
+                                                   helper_environment(), what, join}));
   control_r.reset();
   report_w.reset();
   Json config = {{"sandbox_id", setup.sandbox_id}, {"allow", setup.allow.to_json()}, {"denial_log", setup.denial_log},

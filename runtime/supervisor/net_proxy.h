@@ -21,7 +21,8 @@ struct NetProxySetup {
   std::string denial_log;  // <run>/sandboxes/<id>/net-denials.log
   pid_t init_pid = 0;
   net::AllowList allow;
-  std::map<std::string, std::string> resolve_override;  // tests only (NSBOX_TEST_RESOLVE)
+  std::map<std::string, std::string> resolve_override;  // tests only (LaunchEnvelope::net_resolve)
+  std::string helper_netns;  // tests only: the network namespace it runs in (LaunchEnvelope::helper_netns)
 };
 
 class NetProxy {

@@ -148,12 +148,12 @@ Result<void> Supervisor::start_helpers(const InstallLayout& layout) {
   if (!buckets) return fail(std::move(buckets.error()));
   buckets_ = std::move(*buckets);
   if (spec.net.mode == network::Mode::kInternet) {
-    nat_ = NSBOX_TRY(NatHelper::start({instance_->init_pid(), launch_.nat_netns}));
+    nat_ = NSBOX_TRY(NatHelper::start({instance_->init_pid(), launch_.helper_netns}));
     NSBOX_CHECK(watch_exit(nat_.pidfd(), [this] { nat_.on_exit(); }));
   }
   if (spec.net.mode == network::Mode::kAllow) {
     net_proxy_ = NSBOX_TRY(NetProxy::start({id, layout.net_proxy(), root.net_denials(id), instance_->init_pid(), spec.net.allow,
-                                            launch_.net_resolve}));
+                                            launch_.net_resolve, launch_.helper_netns}));
     NSBOX_CHECK(watch_exit(net_proxy_.pidfd(), [this] { net_proxy_.on_exit(); }));
   }
   tools_ = std::make_unique<ToolBridge>(
@@ -370,6 +370,8 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   if (op == "status") {
     Json status = {{"ok", true}, {"record", record_.to_json()}, {"oom_kills", instance_->oom_kills()},
                    {"running_commands", commands_.size()}, {"kernel", kernel_->status()}};
+    if (!kernel_origin_.empty()) status["kernel"]["origin"] = kernel_origin_;
+    if (!kernel_zygote_fallback_.empty()) status["kernel"]["zygote_fallback"] = kernel_zygote_fallback_;
     if (auto used = instance_->memory_usage()) status["memory_usage_bytes"] = *used;
     return reply(client, status);
   }
@@ -730,17 +732,34 @@ Result<uint64_t> Supervisor::spawn_kernel(const std::vector<std::string>& argv,
   // randomisation; PYTHONPATH, LANG... of the caller's) is exec'd by init.
   // Its process group is signalled through its pidfd (Linux 6.9), never by number.
   static const bool group_signals = sys::can_signal_process_groups(instance_->pidfd());
-  if (!launch_.kernel_zygote.empty() && !record_.spec.memory_merge && group_signals && !zygote_timed_out_ &&
-      starts_like_kernel_zygote(command_environment(sandbox_env(), {}))) {
-    auto forked = fork_kernel_from_zygote(fds);
-    if (forked) return forked;
-    // A kernel that did not get ready in time was stopped on its way (by the sandbox, or
-    // a host too loaded): this sandbox's kernels start through init from now on, so its
-    // supervisor is never held that long again (the third review's L1).
-    if (forked.error().code == ErrorCode::kTimeout) zygote_timed_out_ = true;
-    log::limited(log::Level::kWarn, "kernel-zygote", "the kernel starts through init: " + forked.error().message);
+  std::string why_not;  // with a zygote given, why this kernel starts through init
+  if (!launch_.kernel_zygote.empty()) {
+    std::string variable = differs_from_kernel_zygote(command_environment(sandbox_env(), {}));
+    if (record_.spec.memory_merge) why_not = "memory merging execs its kernel without address-space randomisation";
+    else if (!group_signals) why_not = "no pidfd signal to a process group on this host (Linux 6.9)";
+    else if (zygote_timed_out_) why_not = "a kernel from the zygote did not get ready in time before";
+    else if (!variable.empty()) why_not = "its environment sets " + variable + ", which a kernel reads at its start";
+    if (why_not.empty()) {
+      auto forked = fork_kernel_from_zygote(fds);
+      if (forked) {
+        kernel_origin_ = "zygote";
+        kernel_zygote_fallback_.clear();
+        return forked;
+      }
+      // A kernel that did not get ready in time was stopped on its way (by the sandbox, or
+      // a host too loaded): this sandbox's kernels start through init from now on, so its
+      // supervisor is never held that long again (the third review's L1).
+      if (forked.error().code == ErrorCode::kTimeout) zygote_timed_out_ = true;
+      why_not = forked.error().message;
+      log::limited(log::Level::kWarn, "kernel-zygote", "the kernel starts through init: " + why_not);
+    }
   }
-  return spawn_in_sandbox(argv, fds);
+  auto spawned = spawn_in_sandbox(argv, fds);
+  if (spawned) {
+    kernel_origin_ = "init";
+    kernel_zygote_fallback_ = why_not;
+  }
+  return spawned;
 }
 
 Result<uint64_t> Supervisor::fork_kernel_from_zygote(const std::vector<std::pair<std::string, int>>& fds) {

@@ -165,6 +165,10 @@ class Supervisor final : private KernelHost, private PtyHost {
   std::unique_ptr<ZygoteKernels> zygote_kernels_;  // `serve --kernel-zygote`'s kernels
   bool weight_deferred_ = false;                   // claimed, still at the pool's CPU weight
   bool zygote_timed_out_ = false;                  // a zygote kernel's start timed out: init's from then on
+  // Where the last kernel came from ("zygote", "init"; "" before the first), and, when
+  // from init although a zygote was given, why: `status` reports both (inspect).
+  std::string kernel_origin_;
+  std::string kernel_zygote_fallback_;
   std::unique_ptr<PtySessions> ptys_;
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_
 };

@@ -1,8 +1,8 @@
 """Fixtures of the cluster tests: a fresh cluster (tests/cluster/cluster.py) per test.
 
-Without s3rver, HAProxy or the nsbox binary the suite prints "SKIP: <reason>" and exits 0;
-with NSBOX_TEST_PEERS=required (CTest), or a binary named by NSBOX_BIN that is not there,
-that is a failure instead.
+Without s3rver, HAProxy or the nsbox binary the suite prints "SKIP: <reason>" and exits 77
+(CTest's skip); with NSBOX_TEST_PEERS=required (CTest), or a binary named by NSBOX_BIN
+that is not there, that is a failure instead.
 """
 from __future__ import annotations
 
@@ -25,8 +25,15 @@ def pytest_configure(config: Any) -> None:
     # A binary named on purpose must be there; so must the peers under CTest.
     if os.environ.get("NSBOX_TEST_PEERS") == "required" or (given and not os.access(given, os.X_OK)):
         pytest.exit("cluster tests: " + why, returncode=1)
-    print("SKIP: cluster tests: " + why)
-    pytest.exit("SKIP: " + why, returncode=0)
+    print("SKIP: cluster tests: " + why + " [doctor: none]")
+    pytest.exit("SKIP: " + why, returncode=77)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A "SKIP: " line per skipped test, at a line's start, for tests/report_skips."""
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        terminalreporter.write_line("SKIP: %s: %s" % (report.nodeid, reason.removeprefix("Skipped: ")))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -6,13 +6,13 @@
 //
 // Checks: what FilesVolume::normalize accepts is relative, has no empty, '.' or '..'
 // segment, keeps the input's segments in order, and normalizes to itself; a path with a
-// '..' segment or a leading '/' is refused. What SandboxFs::normalize accepts is
-// absolute, plain (no empty, '.' or '..' segment), without NUL, outside /proc, /sys and
+// '..' segment, a NUL byte or a leading '/' is refused. What SandboxFs::normalize accepts
+// is absolute, plain (no empty, '.' or '..' segment), without NUL, outside /proc, /sys and
 // /dev, and normalizes to itself.
 //
-// A NUL byte is accepted today, and the system calls then see the path end there:
-// remove("..\0x", recursive) empties the volume's parent directory (reported, tests/fuzz/
-// crashes/README.md). Checked once kRefusesNul is set, with the fix.
+// Found here: a NUL byte was accepted, and the system calls saw the path end there:
+// remove("..\0x", recursive) emptied the volume's parent directory (corpus/files_path/
+// nul-parent; tests/unit/files_volume_test.cc).
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -23,8 +23,6 @@
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
-
-constexpr bool kRefusesNul = false;
 
 std::vector<std::string> segments(const std::string& path) {
   std::vector<std::string> out;
@@ -60,11 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (s == "..") dotdot = true;
     if (!s.empty() && s != ".") kept.push_back(s);
   }
-  if (kRefusesNul && path.find('\0') != std::string::npos) {
-    FUZZ_CHECK(!normal);
-    return 0;
-  }
-  if (path.empty() || path[0] == '/' || dotdot) {
+  if (path.empty() || path[0] == '/' || dotdot || path.find('\0') != std::string::npos) {
     FUZZ_CHECK(!normal);
     return 0;
   }

@@ -260,7 +260,7 @@ TEST_CASE("the quota holds from inside and outside, and the upload size limit to
   // without its quota, not a reason to pass.
   if (!loop_devices().present) {
     CHECK(info["files"]["kind"] == "directory");
-    NSBOX_SKIP("no quota to test: " + loop_devices().absent_because);
+    NSBOX_SKIP_FOR(loop_devices().doctor, "no quota to test: " + loop_devices().absent_because);
   }
   REQUIRE(info["files"]["kind"] == "image");
   CHECK(info["files"]["quota_bytes"] == 64u << 20);
@@ -290,7 +290,7 @@ TEST_CASE("the quota holds from inside and outside, and the upload size limit to
 // three servers on one host), 24 clients each creating, removing and creating again, all
 // at once: each of the 144 volumes kept gets its own device. (The old code failed when
 // three such test processes ran at once; one process has not been seen to fail it.)
-TEST_CASE("many sandboxes created at once each get their own loop devices") {
+TEST_CASE("many sandboxes created at once each get their own loop devices", "[loop-devices]") {
   NSBOX_NEEDS(loop_devices());
   constexpr int kRoots = 3, kCreates = 24;
   std::vector<TestRoot> roots(kRoots);
@@ -437,7 +437,7 @@ TEST_CASE("on a small disk the default quota shrinks to fit, and a larger explic
   auto info = json::parse(nsbox({"inspect", "--json", id}).out);
   if (!loop_devices().present) {
     CHECK(info["files"]["kind"] == "directory");
-    NSBOX_SKIP("no quota to test: " + loop_devices().absent_because);
+    NSBOX_SKIP_FOR(loop_devices().doctor, "no quota to test: " + loop_devices().absent_because);
   }
   REQUIRE(info["files"]["kind"] == "image");
   uint64_t quota = info["files"]["quota_bytes"];
@@ -453,7 +453,7 @@ TEST_CASE("on a small disk the default quota shrinks to fit, and a larger explic
   CHECK(too_big.err.find("is more than the") != std::string::npos);
 }
 
-TEST_CASE("the volume survives kernel restarts, resize and supervisor death, and goes with rm unless kept") {
+TEST_CASE("the volume survives kernel restarts, resize and supervisor death, and goes with rm unless kept", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   std::string local = write_local(root, "keep", "keep me\n");
@@ -491,7 +491,7 @@ TEST_CASE("the volume survives kernel restarts, resize and supervisor death, and
 // attach finds the first's device. The first, of an image never attached (no lock file
 // yet), searches no device and marks the lock file, which makes the next one search; so
 // do many attaches at once of a new image (whoever made the lock file may take it last).
-TEST_CASE("a second attach of an image finds the first's loop device, also when many race for a new one") {
+TEST_CASE("a second attach of an image finds the first's loop device, also when many race for a new one", "[loop-devices]") {
   NSBOX_NEEDS(loop_devices());
   TestRoot root;
   std::string image = root.path() + "/one.img";
@@ -534,7 +534,7 @@ TEST_CASE("an image too small to format is refused with mkfs.ext4's reason, and 
   CHECK_FALSE(nsbox::files::exists(image));
 }
 
-TEST_CASE("a named volume is shared by two running sandboxes") {
+TEST_CASE("a named volume is shared by two running sandboxes", "[zygote]") {
   TestRoot root;
   auto a = root.create({"--volume", "memories"});
   auto b = root.create({"--volume", "memories"});
@@ -573,7 +573,7 @@ TEST_CASE("a files volume that cannot be mounted fails the create, naming the im
   CHECK(root.nsbox({"volume", "rm", "broken"}).exit_code == 0);
 }
 
-TEST_CASE("the files API works while a cell runs") {
+TEST_CASE("the files API works while a cell runs", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   ProcessResult cell;

@@ -81,7 +81,7 @@ TEST_CASE("sparse files made inside cost a snapshot their data, and it restores 
 }
 
 TEST_CASE("nsbox-archive opens a store's archive as root, then reads it with the sandbox user's ids only", "[snapshot]") {
-  if (::geteuid() != 0) NSBOX_SKIP("nsbox-archive drops root's ids: run as root");
+  NSBOX_NEEDS(root());  // nsbox-archive drops root's ids
   TempDir dir("nsbox-check-ids");
   // A FIFO only root may open, standing for a fetched archive: the test controls when its
   // bytes come, and sees whose ids parse them while nsbox-archive waits for them.

@@ -50,7 +50,7 @@ const std::string kFrameWriter =
 
 }  // namespace
 
-TEST_CASE("a million malformed frames on the kernel's channel cost the host a bounded log, and the kernel goes") {
+TEST_CASE("a million malformed frames on the kernel's channel cost the host a bounded log, and the kernel goes", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   root.cell(id, "kept = 1");
@@ -89,7 +89,7 @@ TEST_CASE("a streamed cell flooding a slow reader does not grow the supervisor")
   CHECK(supervisor_peak_rss(info["supervisor_pid"].get<pid_t>()) < host_memory_bound(48u << 20));
 }
 
-TEST_CASE("a forbidden syscall looped in a second thread kills the process, and the log stays small") {
+TEST_CASE("a forbidden syscall looped in a second thread kills the process, and the log stays small", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   uint64_t before = log_bytes(root, id);
@@ -118,7 +118,7 @@ TEST_CASE("a forbidden syscall looped in a second thread kills the process, and 
   CHECK(root.cell(id, "1 + 1")["results"] == "2");
 }
 
-TEST_CASE("a cell that stops the kernel's reader and floods requests is killed, and rm still wins") {
+TEST_CASE("a cell that stops the kernel's reader and floods requests is killed, and rm still wins", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   // The cell keeps a copy of the channel, puts a silent pipe where the kernel's reader
@@ -144,7 +144,7 @@ TEST_CASE("a cell that stops the kernel's reader and floods requests is killed, 
   CHECK_FALSE(nsbox::files::exists(sandbox_dir(root, id)));
 }
 
-TEST_CASE("a forged kernel result with fields of the wrong type reaches the client as a well-formed result") {
+TEST_CASE("a forged kernel result with fields of the wrong type reaches the client as a well-formed result", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   // The forged result ends the cell early (any of the first cell numbers); the real one,
@@ -200,7 +200,7 @@ TEST_CASE("a sparse file made inside is downloaded with its holes, and one past 
   CHECK_FALSE(nsbox::files::exists(local + ".2"));
 }
 
-TEST_CASE("removing a tree 2,000 directories deep made inside takes bounded host memory") {
+TEST_CASE("removing a tree 2,000 directories deep made inside takes bounded host memory", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto made = root.cell(id,
@@ -219,7 +219,7 @@ TEST_CASE("removing a tree 2,000 directories deep made inside takes bounded host
   CHECK(root.sh(id, "ls -A /mnt/files").out.find("deep") == std::string::npos);
 }
 
-TEST_CASE("names made inside cannot forge lines or escape sequences in ls, and names that are not UTF-8 round-trip") {
+TEST_CASE("names made inside cannot forge lines or escape sequences in ls, and names that are not UTF-8 round-trip", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto made = root.cell(id,
@@ -282,7 +282,7 @@ TEST_CASE("a sandbox sees a machine-id of its own, not the host's fingerprint") 
 // sandbox's masks in every namespace. Replayed in a private mount namespace of the test,
 // over a copy of /etc bound on /etc there: the host's real files are never touched.
 TEST_CASE("files the host replaces by rename under /etc change nothing a running sandbox sees") {
-  if (::geteuid() != 0) NSBOX_SKIP("needs root: the test binds a copy of /etc over /etc in a mount namespace of its own");
+  NSBOX_NEEDS(root());  // the test binds a copy of /etc over /etc in a mount namespace of its own
   TestRoot root;
   nsbox::test::TempDir tmp;
   const std::string look =
@@ -326,8 +326,8 @@ grep -q 'replaced by the host: passwd' /etc/passwd
 // Issue 33, finding 7: a program in a sandbox writing OSC 52 (a clipboard write), a title
 // or a screen clear must not act on the terminal of the operator who reads its output.
 // `script` gives nsbox a terminal as its stdout, as an operator's shell would.
-TEST_CASE("a sandbox's escape sequences reach the operator's terminal escaped, and as they are with --raw") {
-  if (!std::filesystem::exists("/usr/bin/script")) NSBOX_SKIP("no /usr/bin/script (util-linux) to give nsbox a terminal");
+TEST_CASE("a sandbox's escape sequences reach the operator's terminal escaped, and as they are with --raw", "[zygote]") {
+  NSBOX_NEEDS(installed("/usr/bin/script", "bsdutils"));  // to give nsbox a terminal
   TestRoot root;
   auto id = root.create();
   const std::string attack = "printf \"a\\033]52;c;SGVsbG8=\\007b\\033[2Jc\\n\"";

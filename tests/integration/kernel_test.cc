@@ -27,7 +27,7 @@ json kernel_status(const TestRoot& root, const std::string& id) {
 
 }  // namespace
 
-TEST_CASE("globals, imports and objects persist from one cell to the next") {
+TEST_CASE("globals, imports and objects persist from one cell to the next", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   CHECK(root.cell(id, "import json\nrows = [{'a': 1}]\nclass Box: pass\nb = Box(); b.v = 7")["status"] == "ok");
@@ -43,7 +43,7 @@ TEST_CASE("globals, imports and objects persist from one cell to the next") {
 
 // --lazy-kernel: no interpreter until the first cell; commands run without one; a stop
 // and start keeps the choice.
-TEST_CASE("a lazy kernel starts at the first cell, and a stopped and started sandbox stays lazy") {
+TEST_CASE("a lazy kernel starts at the first cell, and a stopped and started sandbox stays lazy", "[zygote]") {
   TestRoot root;
   auto id = root.create({"--lazy-kernel"});
   // Every process of the sandbox, by its command line: no nsbox-kernel among them.
@@ -69,7 +69,7 @@ TEST_CASE("a lazy kernel starts at the first cell, and a stopped and started san
   CHECK(kernel_status(root, eager)["state"] != "stopped");
 }
 
-TEST_CASE("a cell past its deadline is interrupted and keeps its globals") {
+TEST_CASE("a cell past its deadline is interrupted and keeps its globals", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   root.cell(id, "kept = 'yes'");
@@ -82,7 +82,7 @@ TEST_CASE("a cell past its deadline is interrupted and keeps its globals") {
   CHECK(after["results"] == "('yes', True)");
 }
 
-TEST_CASE("a cell that ignores the interrupt is killed, a fresh kernel starts, and the next cell runs at once") {
+TEST_CASE("a cell that ignores the interrupt is killed, a fresh kernel starts, and the next cell runs at once", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   root.cell(id, "lost = 'soon'");
@@ -98,7 +98,7 @@ TEST_CASE("a cell that ignores the interrupt is killed, a fresh kernel starts, a
   CHECK(next["execution_count"] == 1);  // a new interpreter
 }
 
-TEST_CASE("a cell that exhausts memory is reported as OOM, and the sandbox lives on") {
+TEST_CASE("a cell that exhausts memory is reported as OOM, and the sandbox lives on", "[zygote]") {
   NSBOX_NEEDS(cgroup_limits());
   TestRoot root;
   auto id = root.create();
@@ -110,7 +110,7 @@ TEST_CASE("a cell that exhausts memory is reported as OOM, and the sandbox lives
   CHECK(root.cell(id, "1 + 1")["results"] == "2");
 }
 
-TEST_CASE("output from print, C-level writes and subprocesses lands in the cell in order") {
+TEST_CASE("output from print, C-level writes and subprocesses lands in the cell in order", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto r = root.cell(id,
@@ -127,7 +127,7 @@ TEST_CASE("output from print, C-level writes and subprocesses lands in the cell 
   CHECK(r["stdout_lines"] == 6);
 }
 
-TEST_CASE("long output is cut in the result, and the whole text is in /mnt/files/.nsbox/output") {
+TEST_CASE("long output is cut in the result, and the whole text is in /mnt/files/.nsbox/output", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto r = root.cell(id, "for i in range(20000): print(f'line {i:05d}')");
@@ -147,7 +147,7 @@ TEST_CASE("long output is cut in the result, and the whole text is in /mnt/files
   CHECK(small.contains("results_file_path"));
 }
 
-TEST_CASE("a cell printing a gigabyte does not take the supervisor's memory with it") {
+TEST_CASE("a cell printing a gigabyte does not take the supervisor's memory with it", "[zygote]") {
   TestRoot root;
   auto id = root.create({"--size", "large"});
   auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
@@ -160,7 +160,7 @@ TEST_CASE("a cell printing a gigabyte does not take the supervisor's memory with
   CHECK(std::stoull(rss) * 1024 < host_memory_bound(64u << 20));  // peak RSS: far from a gigabyte
 }
 
-TEST_CASE("a matplotlib figure becomes a PNG display item, headless") {
+TEST_CASE("a matplotlib figure becomes a PNG display item, headless", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto r = root.cell(id, "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\nplt.figure(); plt.bar([1], [2])");
@@ -178,7 +178,7 @@ TEST_CASE("a matplotlib figure becomes a PNG display item, headless") {
   CHECK(err == "");
 }
 
-TEST_CASE("input() fails at once with a clear error, and tracebacks point at the cell's lines") {
+TEST_CASE("input() fails at once with a clear error, and tracebacks point at the cell's lines", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto r = root.cell(id, "name = input('name? ')");
@@ -194,7 +194,7 @@ TEST_CASE("input() fails at once with a clear error, and tracebacks point at the
   CHECK(text.find("nsbox_kernel") == std::string::npos);  // none of the kernel's own frames
 }
 
-TEST_CASE("a top-level return says to end the cell with an expression or output") {
+TEST_CASE("a top-level return says to end the cell with an expression or output", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto r = root.cell(id, "x = 5\nreturn x");
@@ -203,7 +203,7 @@ TEST_CASE("a top-level return says to end the cell with an expression or output"
   CHECK(r["error"]["evalue"].get<std::string>().find("end it with an expression, or assign the result to `output`") != std::string::npos);
 }
 
-TEST_CASE("without a tool backend the helpers answer from ten threads at once that none is configured, and progress streams") {
+TEST_CASE("without a tool backend the helpers answer from ten threads at once that none is configured, and progress streams", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto r = root.cell(id,
@@ -218,7 +218,7 @@ TEST_CASE("without a tool backend the helpers answer from ten threads at once th
   CHECK(streamed.err.find("[FETCHING_EMAILS] 10/100 emails") != std::string::npos);
 }
 
-TEST_CASE("bad cells get a defined result and the kernel stays usable") {
+TEST_CASE("bad cells get a defined result and the kernel stays usable", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto syntax = root.cell(id, "def (:");
@@ -245,7 +245,7 @@ TEST_CASE("bad cells get a defined result and the kernel stays usable") {
   CHECK(root.nsbox({"exec", id}).exit_code == 125);  // no code given: nsbox's own failure
 }
 
-TEST_CASE("sys.executable is a real Python: subprocess, multiprocessing and pip work") {
+TEST_CASE("sys.executable is a real Python: subprocess, multiprocessing and pip work", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   auto r = root.cell(id,
@@ -258,7 +258,7 @@ TEST_CASE("sys.executable is a real Python: subprocess, multiprocessing and pip 
   CHECK(r["results"] == "('/usr/bin/python3.11', '42', [1, 2, 3], 0)");
 }
 
-TEST_CASE("Debian's data packages import in a cell") {
+TEST_CASE("Debian's data packages import in a cell", "[zygote]") {
   TestRoot root;
   auto id = root.create({"--size", "medium"});
   auto r = root.cell(id,
@@ -269,7 +269,7 @@ TEST_CASE("Debian's data packages import in a cell") {
   CHECK(r["results"] == "(11.0, 45)");
 }
 
-TEST_CASE("cells queue in order and never interleave, interrupt stops the running one, restart gives a fresh kernel") {
+TEST_CASE("cells queue in order and never interleave, interrupt stops the running one, restart gives a fresh kernel", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   // Worker threads only run processes: Catch2's assertions are not thread-safe.

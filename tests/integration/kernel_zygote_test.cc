@@ -6,9 +6,12 @@
 // zygote is outside the sandbox's pid namespace, so getppid() is 0 (an exec'd kernel's
 // parent is init, 1).
 //
-// With NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 (`make test-kernel-zygote`, part of make
-// test), the listener below starts one zygote for the whole run: every sandbox's kernel
-// comes from it. Where the host has none (not root, Linux < 6.9) that run is a skip.
+// With NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1 (the "zygote: " entries of CTest, the tests
+// tagged [zygote]: `make test-kernel-zygote`, part of make test), the listener below
+// starts one zygote for the whole run: every sandbox's kernel comes from it, and each
+// TestRoot checks so before removing a sandbox (tests/support/nsbox_cli.h,
+// set_run_wide_zygote: the kernel's parent is that zygote, or the sandbox says why not).
+// Where the host has none (not root, Linux < 6.9) that run is a skip.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -60,8 +63,9 @@ class AllKernelsFromZygote : public Catch::TestEventListenerBase {
     const char* wanted = std::getenv("NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE");
     if (!wanted || std::string(wanted) != "1") return;
     if (!kernel_zygote().present) {  // the whole run is a skip: its tests run without the zygote elsewhere
-      std::cout << "SKIP: kernels from the zygote: " << kernel_zygote().absent_because << std::endl;
-      std::exit(0);
+      std::cout << "SKIP: kernels from the zygote: " << kernel_zygote().absent_because << " [doctor: " << kernel_zygote().doctor << "]"
+                << std::endl;
+      std::exit(kSkipExitCode);
     }
     dir_ = std::make_unique<TempDir>("nsbox-zygote");
     auto started = start_zygote(dir_->path());
@@ -71,15 +75,17 @@ class AllKernelsFromZygote : public Catch::TestEventListenerBase {
     }
     zygote_ = std::move(*started);
     ::setenv(kSocketVariable, zygote_->socket_path().c_str(), 1);
+    set_run_wide_zygote([] { return zygote_ ? zygote_->pid() : pid_t{0}; });
   }
   void testRunEnded(const Catch::TestRunStats&) override {
+    set_run_wide_zygote(nullptr);
     zygote_.reset();
     dir_.reset();
   }
 
  private:
   std::unique_ptr<TempDir> dir_;
-  std::unique_ptr<nsbox::KernelZygoteProcess> zygote_;
+  static inline std::unique_ptr<nsbox::KernelZygoteProcess> zygote_;  // static: what set_run_wide_zygote's function reads
 };
 
 class ZygoteRoot : public TestRoot {
@@ -350,6 +356,14 @@ TEST_CASE("a sandbox's end ends its zygote kernel, and a dead zygote is started 
   auto d = root.create();
   CHECK(root.cell(d, "import os; os.getppid()")["results"] == "1");  // exec'd by init, at once
   CHECK(root.cell(c, "1 + 1")["results"] == "2");
+  // The fallback is visible: inspect says where each kernel came from, and why not the zygote.
+  auto on_d = TestRoot::json(root.nsbox({"inspect", "--json", d}));
+  CHECK(on_d["kernel_origin"] == "init");
+  CHECK(!on_d.value("kernel_zygote_fallback", "").empty());
+  auto on_c = TestRoot::json(root.nsbox({"inspect", "--json", c}));
+  CHECK(on_c["kernel_origin"] == "zygote");
+  CHECK(!on_c.contains("kernel_zygote_fallback"));
+  CHECK(root.nsbox({"inspect", d}).out.find("kernel:      started by the sandbox's init (not the zygote's: ") != std::string::npos);
 }
 
 // A zygote serves only supervisors of its own build (the request's build stamp); and one
@@ -360,7 +374,7 @@ TEST_CASE("a zygote refuses a supervisor of another build, and one whose binary 
   TempDir dir("nsbox-zygote-install");
   struct statvfs fs{};
   if (::statvfs(dir.path().c_str(), &fs) == 0 && (fs.f_flag & ST_NOEXEC))
-    NSBOX_SKIP("the temporary directory's filesystem is noexec: no zygote binary can run from a copy there");
+    NSBOX_SKIP_FOR("none", "the temporary directory's filesystem is noexec: no zygote binary can run from a copy there");
   auto layout = nsbox::InstallLayout::discover();
   REQUIRE(layout);
   // An install of its own, to replace the binary of: the zygote and the sandbox directory.
@@ -442,7 +456,10 @@ TEST_CASE("a zygote that answers pings serves on, and one alive but wedged is en
   REQUIRE(::recv(connection->get(), &reply, sizeof reply, 0) == sizeof reply);
   CHECK(reply.kind == nsbox::kernel_zygote::ReplyKind::kPong);
 
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // ~15 pings, each answered
+  // Ten pings answered (a second at this check_every; 60 s at most on a loaded host), and
+  // the zygote serving them is still the first: none was taken for wedged.
+  for (int i = 0; i < 1200 && zygote.pings_answered() < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(zygote.pings_answered() >= 10);
   CHECK(zygote.pid() == first);
   CHECK(zygote.starts() == 1);
 
@@ -472,4 +489,10 @@ TEST_CASE("a kernel whose start would read the caller's variables (PYTHONPATH, L
   CHECK(root.cell(own_path, "import os, sys; (os.getppid(), '/home/user/lib' in sys.path)")["results"] == "(1, True)");
   auto own_lang = root.create({"--env", "LANG=C"});
   CHECK(root.cell(own_lang, "import os; os.getppid()")["results"] == "1");
+  // inspect says so, and why.
+  auto plain_info = TestRoot::json(root.nsbox({"inspect", "--json", plain}));
+  CHECK(plain_info["kernel_origin"] == "zygote");
+  auto lang_info = TestRoot::json(root.nsbox({"inspect", "--json", own_lang}));
+  CHECK(lang_info["kernel_origin"] == "init");
+  CHECK(lang_info["kernel_zygote_fallback"] == "its environment sets LANG, which a kernel reads at its start");
 }

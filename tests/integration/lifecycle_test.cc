@@ -161,7 +161,7 @@ TEST_CASE("create, ls, inspect and rm work by id and by name, in text and JSON")
   CHECK_FALSE(std::filesystem::exists(root.path() + "/data/sandboxes/" + id));
 }
 
-TEST_CASE("bad input gets a clear error and changes nothing") {
+TEST_CASE("bad input gets a clear error and changes nothing", "[zygote]") {
   TestRoot root;
   auto id = root.create({"--name", "taken"});
 
@@ -322,15 +322,22 @@ TEST_CASE("at the deadline the command's whole process group is killed") {
   CHECK(bg.out == "gone\n");
 }
 
+// Each command waits (60 s at most) until all six have started: run one after another,
+// the first would say it ran alone.
 TEST_CASE("several commands run in one sandbox at once") {
   TestRoot root;
   auto id = root.create();
+  REQUIRE(root.sh(id, "mkdir /tmp/at-once").exit_code == 0);
   std::vector<std::thread> threads;
   std::vector<ProcessResult> results(6);
   for (int i = 0; i < 6; ++i)
-    threads.emplace_back([&, i] { results[i] = root.sh(id, "sleep 0.3; echo " + std::to_string(i)); });
+    threads.emplace_back([&, i] {
+      results[i] = root.sh(id, "touch /tmp/at-once/" + std::to_string(i) +
+                                   "; for t in $(seq 600); do [ $(ls /tmp/at-once | wc -l) -ge 6 ] && break; sleep 0.1; done; "
+                                   "echo $(ls /tmp/at-once | wc -l) " + std::to_string(i));
+    });
   for (auto& t : threads) t.join();
-  for (int i = 0; i < 6; ++i) CHECK(results[i].out == std::to_string(i) + "\n");
+  for (int i = 0; i < 6; ++i) CHECK(results[i].out == "6 " + std::to_string(i) + "\n");
 }
 
 TEST_CASE("SIGKILL of the supervisor leaves nothing running, the sandbox shows as dead and rm cleans it") {
@@ -438,7 +445,7 @@ TEST_CASE("a reader that goes away ends sh and run even where SIGPIPE is ignored
   CHECK(root.sh(id, "pgrep -c -x yes || true").out == "0\n");
 }
 
-TEST_CASE("requests with fields of the wrong type get an error, and the supervisor serves on") {
+TEST_CASE("requests with fields of the wrong type get an error, and the supervisor serves on", "[zygote]") {
   TestRoot root;
   auto id = root.create();
   std::string socket = root.path() + "/run/sandboxes/" + id + "/control.sock";
@@ -695,7 +702,7 @@ class DefaultStateDirs {
 }  // namespace
 
 TEST_CASE("with neither --root nor NSBOX_ROOT, root keeps state in /run/nsbox and /var/lib/nsbox") {
-  if (::geteuid() != 0) NSBOX_SKIP("not root: the defaults for root are what this test checks");
+  NSBOX_NEEDS(root());  // the defaults for root are what this test checks
   const ProcessOptions no_root{.extra_env = {"NSBOX_ROOT="}};  // empty: unset
   std::string id;
   {

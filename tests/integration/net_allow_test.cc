@@ -1,7 +1,9 @@
 // `--net allow=` end to end (docs/network.md): a sandbox whose only way out is its egress
 // proxy on the host side. The upstream is tests/peers/net_upstream.py on 127.0.0.1, reached
-// by names the tests map to loopback (NSBOX_TEST_RESOLVE, read by `nsbox create`): nothing
-// leaves the machine, and denials are shown with names, never by connecting out.
+// by names the tests map to loopback (NSBOX_TEST_RESOLVE, read by the tests' nsbox-with-
+// test-hooks), or a web server in a network namespace of the test's, where the proxy then
+// runs and resolves names through DNS (tests/support/test_network.h): nothing leaves the
+// machine, and denials are shown with names, never by connecting out.
 #include <catch2/catch.hpp>
 #include <dirent.h>
 #include <signal.h>
@@ -9,7 +11,9 @@
 
 #include <fstream>
 
+#include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
+#include "tests/support/test_network.h"
 
 using namespace nsbox::test;
 using nlohmann::json;
@@ -73,7 +77,7 @@ std::vector<pid_t> children_named(pid_t parent, const std::string& name) {
 }  // namespace
 
 TEST_CASE("allow=: an allowed name answers over HTTP and HTTPS through CONNECT, another gets 403 saying why, nothing routes out",
-          "[net]") {
+          "[net][zygote]") {
   Upstream up;
   TestRoot root;
   auto id = root.create({"--net", "allow=good.test:" + port(up.http) + ",good.test:" + port(up.https), "--net-allow-private",
@@ -118,6 +122,25 @@ TEST_CASE("allow=: a name that resolves to a loopback address is refused unless 
   CHECK(curl(root, literal, "http://127.0.0.1:" + port(up.http) + "/", "--noproxy ''").starts_with("403 nsbox: 127.0.0.1 resolves to 127.0.0.1, a loopback"));
 }
 
+// The proxy's own lookup (getaddrinfo, the host's /etc/resolv.conf): no name is mapped
+// here. The proxy runs in the test's network namespace, whose DNS server answers
+// public.example with the public test host and private.example with the private one: a
+// name whose answer is private is refused after the lookup (DNS rebinding).
+TEST_CASE("allow=: names are resolved through DNS: a public answer is reached, a private answer is refused after the lookup",
+          "[net]") {
+  NSBOX_NEEDS(root());  // the test's network namespace (unshare -n)
+  TestNetwork world({{"private.example", TestNetwork::kPrivateHost}});
+  TestRoot root;
+  std::string p = port(world.port);
+  auto id = root.create({"--net", "allow=public.example:" + p + ",private.example:" + p}, {.extra_env = {world.hook()}});
+  CHECK(curl(root, id, "http://public.example:" + p + "/copyright").starts_with("200 "));
+  std::string refused = curl(root, id, "http://private.example:" + p + "/");
+  CHECK(refused.starts_with("403 nsbox: private.example resolves to 10.9.9.9, a private"));
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  REQUIRE(info["net_denials"].size() >= 1);
+  CHECK(info["net_denials"].back()["host"] == "private.example");
+}
+
 TEST_CASE("allow=: a TLS ClientHello naming another server than the CONNECT host is refused", "[net]") {
   Upstream up;
   TestRoot root;
@@ -147,7 +170,7 @@ print(hello("good.test"), "|", hello("evil.test"))
         std::string::npos);
 }
 
-TEST_CASE("the allowlist changes live, without a restart, and only a sandbox made with allow= has one", "[net]") {
+TEST_CASE("the allowlist changes live, without a restart, and only a sandbox made with allow= has one", "[net][zygote]") {
   Upstream up;
   TestRoot root;
   auto id = root.create({"--net", "allow=other.test:1"}, resolving());

@@ -65,7 +65,7 @@ std::string usr_fingerprint() {
 
 }  // namespace
 
-TEST_CASE("a cell's import installs a missing package from a wheelhouse, offline, and it survives a restart", "[packages]") {
+TEST_CASE("a cell's import installs a missing package from a wheelhouse, offline, and it survives a restart", "[packages][zygote]") {
   Wheelhouse wheels;
   std::string before = usr_fingerprint();
   TestRoot root;
@@ -84,7 +84,7 @@ TEST_CASE("a cell's import installs a missing package from a wheelhouse, offline
   CHECK(root.sh(id, "touch /usr/lib/python3/dist-packages/x 2>&1; echo $?").out.find("Read-only file system") != std::string::npos);
 }
 
-TEST_CASE("auto-install through a package index reached by the proxy: only the index's host is allowed", "[packages]") {
+TEST_CASE("auto-install through a package index reached by the proxy: only the index's host is allowed", "[packages][zygote]") {
   Wheelhouse wheels;
   Index index(wheels.path());
   TestRoot root;
@@ -99,7 +99,7 @@ TEST_CASE("auto-install through a package index reached by the proxy: only the i
   CHECK(other.out == "403");
 }
 
-TEST_CASE("what may not be installed says why: a package off --packages-allow, no source, auto-install off, a library's import", "[packages]") {
+TEST_CASE("what may not be installed says why: a package off --packages-allow, no source, auto-install off, a library's import", "[packages][zygote]") {
   Wheelhouse wheels;
   TestRoot root;
   auto allowed = root.create({"--wheelhouse", wheels.path(), "--packages-allow", "tinypkg"});

@@ -35,7 +35,7 @@ json inspect(const TestRoot& root, const std::string& id) { return TestRoot::jso
 
 }  // namespace
 
-TEST_CASE("stop keeps /home/user, /mnt/files and the definition and loses the kernel's state, and start brings a fresh kernel", "[persistence]") {
+TEST_CASE("stop keeps /home/user, /mnt/files and the definition and loses the kernel's state, and start brings a fresh kernel", "[persistence][zygote]") {
   TestRoot root;
   auto id = root.create({"--name", "keeper", "--size", "medium", "--env", "GREETING=hello", "--env", "TOKEN=Secret_t0"});
   REQUIRE(root.sh(id, "echo home > ~/notes.txt && mkdir -p ~/proj && echo f > /mnt/files/kept.txt && "
@@ -91,7 +91,7 @@ TEST_CASE("stop keeps /home/user, /mnt/files and the definition and loses the ke
   CHECK(root.nsbox({"start", id, "--env", "GREETING=a", "--env", "TOKEN=b"}).err.find("is running") != std::string::npos);
 }
 
-TEST_CASE("a sandbox whose supervisor was killed starts again with its files", "[persistence]") {
+TEST_CASE("a sandbox whose supervisor was killed starts again with its files", "[persistence][zygote]") {
   TestRoot root;
   auto id = root.create();
   REQUIRE(root.sh(id, "echo survived > ~/a.txt").exit_code == 0);

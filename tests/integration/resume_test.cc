@@ -40,7 +40,7 @@ std::string inode(const TestRoot& root, const std::string& id, const std::string
 }  // namespace
 
 TEST_CASE("resume reattaches a running sandbox, starts a stopped one without restoring a workspace that matches its snapshot, "
-          "and restores one that changed", "[resume]") {
+          "and restores one that changed", "[resume][zygote]") {
   TestRoot root;
   auto id = root.create({"--name", "kept", "--env", "TOKEN=t1"});
   REQUIRE(root.sh(id, "echo v1 > ~/work.txt").exit_code == 0);
@@ -100,7 +100,7 @@ TEST_CASE("resume recreates a gone sandbox from its snapshot (a new id, the same
   CHECK(bad.err.find("not an nsbox sandbox state") != std::string::npos);
 }
 
-TEST_CASE("resume with the manifest the sandbox was made with keeps its workspace, and with another manifest it restores", "[resume]") {
+TEST_CASE("resume with the manifest the sandbox was made with keeps its workspace, and with another manifest it restores", "[resume][zygote]") {
   TestRoot root;
   auto manifest = [&](const std::string& name, const std::string& content) {
     std::string path = root.path() + "/" + name;

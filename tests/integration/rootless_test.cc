@@ -70,7 +70,7 @@ TEST_CASE("rootless: the files API works on a directory volume", "[rootless]") {
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
-TEST_CASE("rootless: limits use a delegated cgroup v2 subtree, or fall back to rlimits, said once", "[rootless]") {
+TEST_CASE("rootless: limits use a delegated cgroup v2 subtree, or fall back to rlimits, said once", "[rootless][fuse-mode]") {
   NSBOX_NEEDS(unprivileged_user_namespaces());
   auto user = rootless_user();
   REQUIRE(user);
@@ -164,7 +164,7 @@ struct FuseOpenToAll {
 
 }  // namespace
 
-TEST_CASE("rootless: a bucket mounts through the built-in server, mounted from inside the sandbox", "[rootless][s3]") {
+TEST_CASE("rootless: a bucket mounts through the built-in server, mounted from inside the sandbox", "[rootless][s3][fuse-mode]") {
   NSBOX_NEEDS(unprivileged_user_namespaces());
   NSBOX_NEEDS(node_peers());
   NSBOX_NEEDS(fuse_device());

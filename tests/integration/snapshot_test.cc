@@ -65,7 +65,7 @@ void check_nothing_made(const TestRoot& root) {
 
 }  // namespace
 
-TEST_CASE("a snapshot holds the workspace, relative, links as links, no FIFO and no nsbox output, and a new sandbox starts from it", "[snapshot]") {
+TEST_CASE("a snapshot holds the workspace, relative, links as links, no FIFO and no nsbox output, and a new sandbox starts from it", "[snapshot][zygote]") {
   TestRoot root;
   auto id = root.create({"--name", "origin"});
   REQUIRE(root.sh(id, "mkdir -p ~/proj/empty && printf 'print(1)\\n' > ~/proj/a.py && chmod 750 ~/proj/a.py && "
@@ -258,7 +258,7 @@ TEST_CASE("a restore that fails while writing leaves a stopped sandbox's workspa
   TestRoot root;
   auto id = root.create({"--home-size", "64M"});
   if (TestRoot::json(root.nsbox({"inspect", "--json", id}))["home"]["kind"] != "image")
-    NSBOX_SKIP("homes are directories without a size here (rootless): nothing fills up");
+    NSBOX_SKIP_FOR("files quotas", "homes are directories without a size here (rootless): nothing fills up");
   REQUIRE(root.sh(id, "echo mine > ~/kept").exit_code == 0);
   // 62 MiB of files: under the 64 MiB volume the check measures them against, over what
   // its ext4 holds once its journal and tables are made, so the disk fills while writing.

@@ -6,9 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
@@ -79,7 +82,7 @@ class ToolsDir {
 
 }  // namespace
 
-TEST_CASE("run_composio_tool reaches a Composio-style remote with the key added outside, each answer becomes a tuple, a 429 is retried, a 500 is not", "[tools]") {
+TEST_CASE("run_composio_tool reaches a Composio-style remote with the key added outside, each answer becomes a tuple, a 429 is retried, a 500 is not", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -112,7 +115,7 @@ print(json.dumps(out))
   for (const auto& r : stats["requests"]) CHECK(r["api_key_ok"] == true);
 }
 
-TEST_CASE("a wrong key is the remote's refusal, said without the key", "[tools]") {
+TEST_CASE("a wrong key is the remote's refusal, said without the key", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   ProcessOptions env = remote.env();
@@ -124,7 +127,7 @@ TEST_CASE("a wrong key is the remote's refusal, said without the key", "[tools]"
   CHECK(got[1].get<std::string>().find("ck-wrong") == std::string::npos);
 }
 
-TEST_CASE("100 tool calls from 10 threads run concurrently, not one after another", "[tools]") {
+TEST_CASE("100 tool calls from 10 threads run concurrently, not one after another", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -136,13 +139,26 @@ print(json.dumps({"ok": sum(1 for r, e in results if e is None), "order": [r["ar
 )PY");
   CHECK(got["ok"] == 100);
   CHECK(got["order"][99] == 99);
-  // The remote saw at least 8 of the 10 threads' calls at once (no wall-clock assert).
-  // 200 ms a call, not 50: on a loaded 2-core host a 50 ms call could end before the
-  // tenth thread's was sent, and the peak read 7.
-  CHECK(remote.stats()["peak_in_flight"].get<int>() >= 8);
+  // How many calls the remote served at once on average: the time its calls took, over
+  // the time in which any was served (the union of their intervals). One after another,
+  // that is 1 whatever the host's load; ten threads give close to 10. A peak count
+  // (once: at least 8 at some moment) failed on a loaded host, where one thread's call
+  // could end before a late thread's was sent.
+  auto calls = remote.stats()["slow_calls"].get<std::vector<std::pair<double, double>>>();
+  REQUIRE(calls.size() == 100);
+  std::sort(calls.begin(), calls.end());
+  double busy = 0, covered = 0, reach = calls.front().first;
+  for (auto [start, end] : calls) {
+    busy += end - start;
+    covered += std::max(0.0, end - std::max(start, reach));
+    reach = std::max(reach, end);
+  }
+  double at_once = busy / covered;
+  INFO("the remote served " << at_once << " calls at once on average");
+  CHECK(at_once >= 4);
 }
 
-TEST_CASE("a helper called between cells by a thread a cell left running is answered, and the kernel has no reader thread until a first call", "[tools]") {
+TEST_CASE("a helper called between cells by a thread a cell left running is answered, and the kernel has no reader thread until a first call", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -170,7 +186,7 @@ print(json.dumps({"between": box.get("between"), "during": now, "threads": threa
   CHECK(got["threads"] == 2);  // the main thread and the reader started by the first call
 }
 
-TEST_CASE("a helper called in a process the cell forked is refused at once, and the kernel's own calls go on", "[tools]") {
+TEST_CASE("a helper called in a process the cell forked is refused at once, and the kernel's own calls go on", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -190,7 +206,7 @@ print(json.dumps({"child": child, "parent": run_composio_tool("ECHO", {"message"
   CHECK(got["parent"][0]["arguments"] == json{{"message", "parent"}});
 }
 
-TEST_CASE("invoke_llm asks an OpenAI-style endpoint with the key added outside, and its failure is a tuple", "[tools]") {
+TEST_CASE("invoke_llm asks an OpenAI-style endpoint with the key added outside, and its failure is a tuple", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -206,7 +222,7 @@ print(json.dumps([invoke_llm("hello"), invoke_llm(messages=[{"role": "user", "co
     if (r["path"] == "/v1/chat/completions") CHECK(r["authorization_ok"] == true);
 }
 
-TEST_CASE("meta-tools are refused, and a result read in the wrong case style finds the real key, and arguments are corrected from the schema", "[tools]") {
+TEST_CASE("meta-tools are refused, and a result read in the wrong case style finds the real key, and arguments are corrected from the schema", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -234,7 +250,7 @@ print(json.dumps({"meta": meta, "key": cfg["apiKey"], "nested": cfg["nested"]["c
   CHECK(!remote.stats()["counts"].contains("COMPOSIO_REMOTE_WORKBENCH"));
 }
 
-TEST_CASE("a tools directory answers offline: JSON in, JSON out, and a failing tool's stderr and a non-JSON answer are errors", "[tools]") {
+TEST_CASE("a tools directory answers offline: JSON in, JSON out, and a failing tool's stderr and a non-JSON answer are errors", "[tools][zygote]") {
   ToolsDir tools;
   tools.add("ADD", "#!/usr/bin/python3.11\nimport json, sys\na = json.load(sys.stdin)\nprint(json.dumps({'sum': a['x'] + a['y']}))\n");
   tools.add("BROKEN", "#!/bin/sh\necho 'no token for the API' >&2\nexit 3\n");
@@ -255,7 +271,7 @@ print(json.dumps([run_tool("ADD", {"x": 2, "y": 3}), run_tool("BROKEN", {}), run
   CHECK(got[5] == json::array({"offline: q", nullptr}));
 }
 
-TEST_CASE("calls recorded against the remote replay with the remote gone, and an unrecorded call says so", "[tools]") {
+TEST_CASE("calls recorded against the remote replay with the remote gone, and an unrecorded call says so", "[tools][zygote]") {
   TempDir dir;  // holds the recording
   std::string tape = dir.path() + "/calls.jsonl";
   const std::string code = "import json; print(json.dumps([run_tool('ECHO', {'message': 'm', 'n': 1}), invoke_llm('hi'), run_tool('FAIL', {})]))";
@@ -290,7 +306,7 @@ TEST_CASE("a Python script run through the bash tool imports the helpers and rea
   CHECK(root.sh(id, "ls -l /run/nsbox/").out.find("bridge.sock") != std::string::npos);
 }
 
-TEST_CASE("calls in flight at a cell's deadline are abandoned and counted, and the cell's state is kept", "[tools]") {
+TEST_CASE("calls in flight at a cell's deadline are abandoned and counted, and the cell's state is kept", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -312,7 +328,7 @@ with ThreadPoolExecutor(max_workers=4) as pool:
   CHECK(next["abandoned_tool_calls"] == 0);
 }
 
-TEST_CASE("garbage and a flood on the bridge socket get errors, and the supervisor, its log and the cell deadline are unaffected", "[tools]") {
+TEST_CASE("garbage and a flood on the bridge socket get errors, and the supervisor, its log and the cell deadline are unaffected", "[tools][zygote]") {
   ToolsDir tools;
   tools.add("NOOP", "#!/bin/sh\necho '{}'\n");
   TestRoot root;
@@ -361,7 +377,7 @@ EOF)PY",
   CHECK(root.logs(id).size() < (256u << 10));
 }
 
-TEST_CASE("upload_local_file copies into the files volume and links a host copy, and a symlink out of the sandbox is refused", "[tools]") {
+TEST_CASE("upload_local_file copies into the files volume and links a host copy, and a symlink out of the sandbox is refused", "[tools][zygote]") {
   TestRoot root;
   auto id = root.create();
   auto got = cell_json(root, id, R"PY(import json, os
@@ -389,7 +405,7 @@ print(json.dumps([upload_local_file("report.csv"), upload_local_file("/tmp/link"
   CHECK(!std::filesystem::exists(url.substr(7)));
 }
 
-TEST_CASE("smart_file_extract reads PDF (inside the sandbox), text, CSV and JSON, and names what it cannot read", "[tools]") {
+TEST_CASE("smart_file_extract reads PDF (inside the sandbox), text, CSV and JSON, and names what it cannot read", "[tools][zygote]") {
   TestRoot root;
   auto id = root.create();
   auto got = cell_json(root, id, R"PY(import json, shutil
@@ -409,11 +425,11 @@ print(json.dumps({"pdftotext": shutil.which("pdftotext") is not None, "pdf": sma
     CHECK(got["pdf"][0].get<std::string>().find("Quarterly revenue grew") != std::string::npos);
   } else {
     CHECK(got["pdf"][1].get<std::string>().find("poppler-utils") != std::string::npos);
-    NSBOX_SKIP("pdftotext is not installed on this host (poppler-utils): the PDF's text was not checked");
+    NSBOX_NEEDS(installed("/usr/bin/pdftotext", "poppler-utils"));  // the PDF's text was not checked
   }
 }
 
-TEST_CASE("smart_file_extract sends what the sandbox cannot read to the remote's extract_tool or a tools directory's extractor, up to 2 MiB", "[tools]") {
+TEST_CASE("smart_file_extract sends what the sandbox cannot read to the remote's extract_tool or a tools directory's extractor, up to 2 MiB", "[tools][zygote]") {
   const std::string code = R"PY(import json
 open("/tmp/img.png", "wb").write(b"\x89PNG" + bytes((2 << 20) - 4))  # at the limit
 open("/tmp/big.docx", "wb").write(bytes(3 << 20))
@@ -444,7 +460,7 @@ print(json.dumps({"png": smart_file_extract("/tmp/img.png"), "big": smart_file_e
   }
 }
 
-TEST_CASE("no key is anywhere a sandbox can read: environments, command lines, files, the helpers' globals, a caller's memory", "[tools]") {
+TEST_CASE("no key is anywhere a sandbox can read: environments, command lines, files, the helpers' globals, a caller's memory", "[tools][zygote]") {
   FakeRemote remote;
   TestRoot root;
   auto id = root.create(remote.flags(), remote.env());
@@ -607,7 +623,7 @@ TEST_CASE("nsbox tools ls lists a remote's catalogue (the key added outside) or 
   CHECK(none.exit_code != 0);
 }
 
-TEST_CASE("a recording in front of a tools directory answers what it holds, and the directory the rest", "[tools]") {
+TEST_CASE("a recording in front of a tools directory answers what it holds, and the directory the rest", "[tools][zygote]") {
   ToolsDir tools;
   tools.add("ECHO", "#!/bin/sh\ncat\n");
   std::ofstream(tools.path() + "/fixed.jsonl")
@@ -621,7 +637,7 @@ TEST_CASE("a recording in front of a tools directory answers what it holds, and 
   CHECK(got[2][1].get<std::string>().find("invoke_llm: not configured") != std::string::npos);
 }
 
-TEST_CASE("a tools config file of the user's own (0600) gives defaults and keys, and one others may read is refused", "[tools]") {
+TEST_CASE("a tools config file of the user's own (0600) gives defaults and keys, and one others may read is refused", "[tools][zygote]") {
   FakeRemote remote;
   TempDir dir;  // holds the config file
   std::string path = dir.path() + "/tools.json";

@@ -23,7 +23,7 @@ Nothing is left: no sandbox, no mount under the state root, no process in the po
 first; the pod's processes are reaped and the temp dir is removed.
 
   tests/k8s/tier_b_userns.py NSBOX_BIN
-  stdout: what each step saw, then "tier B emulation: ok"; "SKIP: reason" (exit 0) when not
+  stdout: what each step saw, then "tier B emulation: ok"; "SKIP: reason" (exit 77, CTest's skip) when not
           root (writing a 65,536-id map needs it)
   exit:   0 when it passed, 1 otherwise
 """
@@ -477,8 +477,8 @@ def as_pod_root(pod: Pod, nsbox: str, root: str) -> None:
 def main() -> int:
     nsbox = os.path.abspath(sys.argv[1])
     if os.geteuid() != 0:
-        print("SKIP: tier B emulation: needs root (to write a 65,536-id map)")
-        return 0
+        print("SKIP: tier B emulation: needs root (to write a 65,536-id map) [doctor: root]")
+        return 77
     profile = Seccomp(json.loads(localhost_profile().read_text()))
     temp = tempfile.mkdtemp(prefix="nsbox-test-tierb-", dir="/tmp")
     pod = None

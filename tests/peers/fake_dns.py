@@ -1,9 +1,11 @@
 #!/usr/bin/python3.11
-"""A DNS responder for the `--net internet` test: answers every A query with one address
-(and everything else with an empty answer), over UDP on the address and port it is
-given, inside the test's own network namespace. Nothing here leaves the machine.
+"""A DNS responder for the network tests (`--net internet`'s forwarder, the egress proxy's
+lookups): answers an A query with the address given for its name (--name NAME=ADDRESS),
+or else the default one (--answer), and everything else with an empty answer, over UDP
+on the address and port it is given, inside the test's own network namespace. Nothing
+here leaves the machine.
 
-Usage: fake_dns.py --listen ADDRESS --answer ADDRESS [--port 53]
+Usage: fake_dns.py --listen ADDRESS --answer ADDRESS [--name NAME=ADDRESS]... [--port 53]
 Prints one line {"ready": true} once bound, then serves until stdin reaches EOF.
 """
 import argparse
@@ -16,7 +18,17 @@ import threading
 MAX_QUERY = 512
 
 
-def answer(query, address):
+def question_name(query, end):
+    """The queried name, lower-case, from the labels of the question (12 to `end`)."""
+    labels, at = [], 12
+    while at < end:
+        length = query[at]
+        labels.append(query[at + 1:at + 1 + length].decode("ascii", "replace"))
+        at += length + 1
+    return ".".join(labels).lower()
+
+
+def answer(query, default, names):
     """The response to one query: the question echoed, and one A record when asked for A."""
     if len(query) < 12:
         return None
@@ -33,6 +45,7 @@ def answer(query, address):
     records = b""
     count = 0
     if qtype == 1:  # A
+        address = names.get(question_name(query, end), default)
         records = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(address)
         count = 1
     header = struct.pack("!HHHHHH", ident, 0x8180, 1, count, 0, 0)
@@ -43,15 +56,17 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--listen", required=True)
     parser.add_argument("--answer", required=True)
+    parser.add_argument("--name", action="append", default=[])
     parser.add_argument("--port", type=int, default=53)
     args = parser.parse_args()
+    names = dict(item.lower().split("=", 1) for item in args.name)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((args.listen, args.port))
 
     def serve():
         while True:
             query, peer = sock.recvfrom(MAX_QUERY)
-            reply = answer(query, args.answer)
+            reply = answer(query, args.answer, names)
             if reply:
                 sock.sendto(reply, peer)
 

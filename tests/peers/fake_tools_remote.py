@@ -14,8 +14,9 @@ One loopback HTTP server that stands in for two remote services:
   Replies "echo: <last message content>"; a last message of "fail" gets 500.
 
 Test helpers (no auth): GET /_stats returns the recorded requests (never the
-key values, only whether they matched), per slug/path counts and the peak
-number of concurrent SLOW requests; POST /_reset clears all of that state.
+key values, only whether they matched), per slug/path counts and when each SLOW
+request was served (its [start, end] in seconds on a monotonic clock, by the
+order they ended); POST /_reset clears all of that state.
 
 Usage: fake_tools_remote.py --key KEY [--llm-key KEY2]   (KEY2 defaults to KEY)
 Binds 127.0.0.1 on a free port, prints one line {"port": N} to stdout, then
@@ -78,8 +79,7 @@ class State:
             self.records = collections.deque(maxlen=MAX_RECORDS)
             self.counts = collections.Counter()
             self.rate_limited_tokens = set()
-            self.in_flight = 0
-            self.peak_in_flight = 0
+            self.slow_calls = []
 
     def record(self, entry, count_key):
         with self.lock:
@@ -93,19 +93,14 @@ class State:
             self.rate_limited_tokens.add(marker)
             return fresh
 
-    def enter_slow(self):
+    def served_slow(self, start, end):
         with self.lock:
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-
-    def leave_slow(self):
-        with self.lock:
-            self.in_flight -= 1
+            self.slow_calls.append([start, end])
 
     def stats(self):
         with self.lock:
             return {"requests": list(self.records),
-                    "peak_in_flight": self.peak_in_flight,
+                    "slow_calls": list(self.slow_calls),
                     "counts": dict(self.counts)}
 
 
@@ -277,11 +272,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ms = arguments.get("ms", 50)
         if isinstance(ms, bool) or not isinstance(ms, (int, float)):
             return 400, {"error": {"message": "ms must be a number"}}
-        self.state.enter_slow()
+        start = time.monotonic()
         try:
             time.sleep(min(max(ms, 0), MAX_SLOW_MS) / 1000)
         finally:
-            self.state.leave_slow()
+            self.state.served_slow(start, time.monotonic())
         return echo_answer("SLOW", arguments, user_id)
 
     def chat(self, path, raw):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3.11
 """An upstream for the network-policy tests and bench/network: an HTTP and an HTTPS
 server on 127.0.0.1, each on a free port, for names that the tests map to loopback
-(NSBOX_TEST_RESOLVE). Nothing here leaves the machine.
+(NSBOX_TEST_RESOLVE, read by the tests' nsbox-with-test-hooks). Nothing here leaves the machine.
 
 Usage: net_upstream.py --name NAME   (the certificate's name; default good.test)
 Prints one line {"http": PORT, "https": PORT} to stdout, then serves until stdin reaches

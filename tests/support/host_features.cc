@@ -19,8 +19,14 @@
 namespace nsbox::test {
 namespace {
 
-HostFeature present() { return {true, {}}; }
-HostFeature absent(std::string why) { return {false, std::move(why)}; }
+HostFeature present(std::string doctor = {}) { return {true, {}, false, std::move(doctor)}; }
+HostFeature absent(std::string why, std::string doctor = {}) { return {false, std::move(why), false, std::move(doctor)}; }
+
+// Under CTest (`make test`, which ran scripts/install-deps first) what it installs must be there.
+bool installs_required() {
+  const char* policy = std::getenv("NSBOX_TEST_PEERS");
+  return policy && std::string(policy) == "required";
+}
 
 std::string trimmed(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -42,29 +48,54 @@ const HostFeature& i386_syscalls() {
   return feature;
 }
 
+const HostFeature& root() {
+  static const HostFeature feature =
+      ::geteuid() == 0 ? present("root") : absent("not root (uid " + std::to_string(::geteuid()) + ")", "root");
+  return feature;
+}
+
+HostFeature installed(const std::string& path, const std::string& package) {
+  HostFeature f = ::access(path.c_str(), F_OK) == 0
+                      ? present()
+                      : absent("no " + path + " (Debian's " + package + "; scripts/install-deps installs it)");
+  f.required = installs_required();
+  return f;
+}
+
+const HostFeature& tun_device() {
+  static const HostFeature feature = [] {
+    struct stat st{};
+    if (::stat("/dev/net/tun", &st) != 0 || !S_ISCHR(st.st_mode))
+      return absent("no /dev/net/tun character device (modprobe tun)", "/dev/net/tun");
+    return present("/dev/net/tun");
+  }();
+  return feature;
+}
+
 const HostFeature& loop_devices() {
   static const HostFeature feature = [] {
-    if (::geteuid() != 0) return absent("not root: loop devices need root");
+    if (::geteuid() != 0) return absent("not root: loop devices need root", "files quotas");
     int fd = ::open("/dev/loop-control", O_RDWR | O_CLOEXEC);
-    if (fd < 0) return absent("cannot open /dev/loop-control: " + std::string(std::strerror(errno)));
+    if (fd < 0) return absent("cannot open /dev/loop-control: " + std::string(std::strerror(errno)), "files quotas");
     ::close(fd);
-    return present();
+    return present("files quotas");
   }();
   return feature;
 }
 
 const HostFeature& unprivileged_user_namespaces() {
   static const HostFeature feature = [] {
+    constexpr const char* kDoctor = "rootless user namespaces";
     auto user = rootless_user();
-    if (!user) return absent("no test user nsbox-rootless (the CTest fixture rootless_user_create makes it)");
+    if (!user) return absent("no test user nsbox-rootless (the CTest fixture rootless_user_create makes it)", kDoctor);
     auto r = run_process({"/usr/bin/unshare", "--user", "--map-root-user", "true"}, {.timeout_s = 30, .as = user});
-    if (r.exit_code == 0) return present();
+    if (r.exit_code == 0) return present(kDoctor);
     std::string why = "an ordinary user cannot create a user namespace (" + trimmed(r.err) + ")";
     if (auto v = files::read_file("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); v && trimmed(*v) == "1")
       why += "; AppArmor restricts them: sysctl kernel.apparmor_restrict_unprivileged_userns=0";
     else if (auto m = files::read_file("/proc/sys/user/max_user_namespaces"); m && trimmed(*m) == "0")
       why += "; sysctl user.max_user_namespaces is 0";
-    return absent(why);
+    return absent(why, kDoctor);
   }();
   return feature;
 }
@@ -79,8 +110,7 @@ const HostFeature& node_peers() {
       f = absent(modules.string() + " lacks s3rver or azurite (scripts/install-deps installs them)");
     else if (run_process({"/bin/sh", "-c", "command -v node"}, {.timeout_s = 30}).exit_code != 0)
       f = absent("no `node` on the PATH (scripts/install-deps installs it)");
-    const char* policy = std::getenv("NSBOX_TEST_PEERS");
-    f.required = policy && std::string(policy) == "required";
+    f.required = installs_required();
     return f;
   }();
   return feature;
@@ -88,6 +118,7 @@ const HostFeature& node_peers() {
 
 const HostFeature& cgroup_limits() {
   static const HostFeature feature = [] {
+    auto absent = [](std::string why) { return test::absent(std::move(why), "cgroups"); };
     if (::geteuid() != 0) return absent("not root: root mode's cgroups need root");
     std::string layout = cgroup_layout();
     if (layout.empty()) return absent("/sys/fs/cgroup is neither a cgroup2 mount nor a tmpfs of v1 hierarchies");
@@ -99,14 +130,14 @@ const HostFeature& cgroup_limits() {
       for (const char* c : controllers)
         if (available.find(" " + std::string(c) + " ") == std::string::npos)
           return absent(std::string("the cgroup v2 tree has no ") + c + " controller");
-      return present();
+      return present("cgroups");
     }
     for (const char* c : controllers) {
       struct stat st{};
       if (::stat(("/sys/fs/cgroup/" + std::string(c) + "/cgroup.procs").c_str(), &st) != 0)
         return absent(std::string("no cgroup v1 hierarchy with the ") + c + " controller at /sys/fs/cgroup/" + c);
     }
-    return present();
+    return present("cgroups");
   }();
   return feature;
 }
@@ -114,28 +145,34 @@ const HostFeature& cgroup_limits() {
 const HostFeature& fuse_device() {
   static const HostFeature feature = [] {
     struct stat st{};
-    if (::stat("/dev/fuse", &st) != 0) return absent("no /dev/fuse: " + std::string(std::strerror(errno)) + " (modprobe fuse)");
-    if (!S_ISCHR(st.st_mode)) return absent("/dev/fuse is not a character device");
-    return present();
+    if (::stat("/dev/fuse", &st) != 0)
+      return absent("no /dev/fuse: " + std::string(std::strerror(errno)) + " (modprobe fuse)", "/dev/fuse");
+    if (!S_ISCHR(st.st_mode)) return absent("/dev/fuse is not a character device", "/dev/fuse");
+    return present("/dev/fuse");
   }();
   return feature;
 }
 
 const HostFeature& kernel_zygote() {
   static const HostFeature feature = [] {
-    if (::geteuid() != 0) return absent("not root: the zygote's kernels join their sandboxes as host root");
-    if (!nsbox::sys::can_signal_process_groups()) return absent("no pidfd_send_signal to a process group here (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9)");
-    return present();
+    if (::geteuid() != 0) return absent("not root: the zygote's kernels join their sandboxes as host root", "kernel zygote");
+    if (!nsbox::sys::can_signal_process_groups())
+      return absent("no pidfd_send_signal to a process group here (PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9)", "kernel zygote");
+    return present("kernel zygote");
   }();
   return feature;
 }
 
 const HostFeature& mount_tools() {
   static const HostFeature feature = [] {
+    HostFeature f = present();
     for (const char* tool : {"rclone", "s3fs"})
-      if (run_process({"/bin/sh", "-c", std::string("command -v ") + tool}, {.timeout_s = 30}).exit_code != 0)
-        return absent(std::string("no `") + tool + "` on the PATH (apt-get install rclone s3fs)");
-    return present();
+      if (run_process({"/bin/sh", "-c", std::string("command -v ") + tool}, {.timeout_s = 30}).exit_code != 0) {
+        f = absent(std::string("no `") + tool + "` on the PATH (apt-get install rclone s3fs; scripts/install-deps installs them)");
+        break;
+      }
+    f.required = installs_required();
+    return f;
   }();
   return feature;
 }
@@ -170,7 +207,9 @@ namespace {
 std::string announced_skip;  // Catch runs test cases one at a time, on the main thread
 }  // namespace
 
-void announce_skip(const std::string& reason) { announced_skip = reason.empty() ? "no reason given" : reason; }
+void announce_skip(const std::string& reason, const std::string& doctor) {
+  announced_skip = (reason.empty() ? "no reason given" : reason) + " [doctor: " + (doctor.empty() ? "none" : doctor) + "]";
+}
 
 std::string take_announced_skip() { return std::exchange(announced_skip, {}); }
 

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,7 +28,24 @@ extern char** environ;
 
 namespace nsbox::test {
 
-std::string nsbox_binary() { return NSBOX_TEST_BIN; }
+namespace {
+
+constexpr std::string_view kTestHooks[] = {"NSBOX_TEST_RESOLVE", "NSBOX_TEST_NETNS", "NSBOX_TEST_KERNEL_ZYGOTE"};
+
+bool sets_test_hook(const std::vector<std::string>& extra_env) {
+  for (std::string_view hook : kTestHooks) {
+    if (std::getenv(std::string(hook).c_str())) return true;
+    for (const auto& entry : extra_env)
+      if (entry.size() > hook.size() && entry.starts_with(hook) && entry[hook.size()] == '=') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string nsbox_binary(const std::vector<std::string>& extra_env) {
+  return sets_test_hook(extra_env) ? NSBOX_TEST_HOOKS_BIN : NSBOX_TEST_BIN;
+}
 std::string probe_binary() { return NSBOX_TEST_PROBE; }
 
 namespace {
@@ -36,7 +54,7 @@ namespace {
 // rootless tests their own world-readable copy of the installed layout.
 std::string stage_install_copy(const std::string& root) {
   namespace fs = std::filesystem;
-  fs::path bin = fs::path(nsbox_binary());
+  fs::path bin = fs::path(NSBOX_TEST_BIN);
   fs::path libexec = bin.parent_path().parent_path() / "libexec" / "nsbox";
   fs::path dest = fs::path(root) / "install";
   fs::create_directories(dest / "bin");
@@ -257,7 +275,60 @@ BackgroundProcess::~BackgroundProcess() {
   wait(60);
 }
 
-TestRoot::TestRoot(std::optional<RunAs> as) : as_(as), binary_(nsbox_binary()) {
+namespace {
+
+pid_t (*g_run_wide_zygote)() = nullptr;
+
+// The kernels of the sandbox whose init is `init_pid` (host pids): the processes of its pid
+// namespace running /opt/nsbox/nsbox-kernel.
+std::vector<pid_t> kernels_of(pid_t init_pid) {
+  std::vector<pid_t> out;
+  char ns[64] = {}, theirs[64] = {};
+  if (::readlink(("/proc/" + std::to_string(init_pid) + "/ns/pid").c_str(), ns, sizeof ns - 1) <= 0) return out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string name = e.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::fill(std::begin(theirs), std::end(theirs), '\0');
+    if (::readlink((e.path().string() + "/ns/pid").c_str(), theirs, sizeof theirs - 1) <= 0 || std::strcmp(ns, theirs) != 0) continue;
+    auto args = files::read_file(e.path().string() + "/cmdline", 1 << 16);
+    if (args && args->starts_with(std::string("/opt/nsbox/nsbox-kernel") + '\0')) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+pid_t parent_of(pid_t pid) {
+  auto status = files::read_file("/proc/" + std::to_string(pid) + "/status", 1 << 16);
+  if (!status) return -1;
+  auto at = status->find("\nPPid:\t");
+  return at == std::string::npos ? -1 : static_cast<pid_t>(std::atol(status->c_str() + at + 7));
+}
+
+}  // namespace
+
+void set_run_wide_zygote(pid_t (*pid_of)()) { g_run_wide_zygote = pid_of; }
+
+void TestRoot::check_kernel_origins(const std::vector<std::string>& ids) const {
+  if (!g_run_wide_zygote || as_) return;  // a zygote serves its own user's supervisors only
+  for (const auto& id : ids) {
+    auto info = json(nsbox({"inspect", "--json", id}));
+    if (info.value("status", "") != "running") continue;
+    std::string origin = info.value("kernel_origin", ""), why = info.value("kernel_zygote_fallback", "");
+    INFO("sandbox " << id << "'s kernel: " << (origin.empty() ? "none started" : origin) << (why.empty() ? "" : ": " + why));
+    if (origin == "init") {
+      CHECK((why.starts_with("its environment sets ") || why.starts_with("memory merging")));  // what the test chose
+      continue;
+    }
+    pid_t zygote = g_run_wide_zygote();
+    for (pid_t kernel : kernels_of(info.value("init_pid", 0))) {
+      INFO("kernel pid " << kernel << ", the zygote's pid " << zygote);
+      pid_t parent = parent_of(kernel);
+      if (parent >= 0) CHECK(parent == zygote);  // -1: it has just ended
+    }
+  }
+}
+
+TestRoot::TestRoot(std::optional<RunAs> as) : as_(as) {
   char tmpl[] = "/tmp/nsbox-test-XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
   path_ = tmpl;
@@ -289,7 +360,13 @@ TestRoot::~TestRoot() {
 }
 
 ProcessResult TestRoot::nsbox(const std::vector<std::string>& args, const ProcessOptions& options) const {
-  std::vector<std::string> argv = {binary_, "--root", path_};
+  if (g_run_wide_zygote && !args.empty() && args.front() == "rm") {
+    std::vector<std::string> ids;
+    for (size_t i = 1; i < args.size(); ++i)
+      if (!args[i].starts_with("-")) ids.push_back(args[i]);
+    check_kernel_origins(ids);
+  }
+  std::vector<std::string> argv = {binary_.empty() ? nsbox_binary(options.extra_env) : binary_, "--root", path_};
   argv.insert(argv.end(), args.begin(), args.end());
   ProcessOptions o = options;
   if (as_ && !o.as) o.as = as_;
@@ -347,7 +424,7 @@ ProcessResult TestRoot::sh(const std::string& id, const std::string& command_lin
 }
 
 std::unique_ptr<BackgroundProcess> TestRoot::start(const std::vector<std::string>& args, const ProcessOptions& options) const {
-  std::vector<std::string> argv = {binary_, "--root", path_};
+  std::vector<std::string> argv = {binary_.empty() ? nsbox_binary(options.extra_env) : binary_, "--root", path_};
   argv.insert(argv.end(), args.begin(), args.end());
   ProcessOptions o = options;
   if (as_ && !o.as) o.as = as_;
@@ -402,7 +479,7 @@ SmallDisk::~SmallDisk() {
 }
 
 ProcessResult SmallDisk::nsbox(std::vector<std::string> args, const std::vector<std::string>& env) const {
-  args.insert(args.begin(), {nsbox_binary(), "--root", path_});
+  args.insert(args.begin(), {nsbox_binary(env), "--root", path_});
   return run_process(args, {.timeout_s = 120, .extra_env = env});
 }
 

@@ -22,7 +22,11 @@
 
 namespace nsbox::test {
 
-std::string nsbox_binary();
+// The `nsbox` to run: the product's, or where a test hook is set (NSBOX_TEST_RESOLVE,
+// NSBOX_TEST_NETNS, NSBOX_TEST_KERNEL_ZYGOTE, in this process's environment or
+// `extra_env`, even empty) nsbox-with-test-hooks, the same command line reading them
+// (tests/support/nsbox_with_test_hooks.cc). The product reads none.
+std::string nsbox_binary(const std::vector<std::string>& extra_env = {});
 std::string probe_binary();
 
 // A program that runs while the test acts on it: its output is collected as it comes, so
@@ -92,6 +96,8 @@ class TestRoot {
   // bridge's (tools.log) and each bucket server's (buckets/N.log), with their rotated
   // predecessors (.1).
   std::string logs(const std::string& id) const;
+  // In the zygote rerun (set_run_wide_zygote): checks where the kernels of `ids` came from.
+  void check_kernel_origins(const std::vector<std::string>& ids) const;
   // Runs a bash command line in the sandbox.
   ProcessResult sh(const std::string& id, const std::string& command_line, const std::vector<std::string>& flags = {},
                    const ProcessOptions& options = {}) const;
@@ -107,7 +113,7 @@ class TestRoot {
  private:
   std::string path_;
   std::optional<RunAs> as_;
-  std::string binary_;  // nsbox_binary(), or a copy the other user can reach
+  std::string binary_;  // a copy the other user can reach; empty: nsbox_binary() of each call's environment
 };
 
 // A second state root on a disk of its own, small (a tmpfs of `size`, e.g. "3g"), under
@@ -139,5 +145,13 @@ inline bool is_store_image(const std::string& name) { return name.starts_with(".
 
 // The host-side test user for rootless tests (created by the CTest fixture).
 std::optional<RunAs> rootless_user();
+
+// The zygote rerun (NSBOX_TEST_ALL_KERNELS_FROM_ZYGOTE=1, tests/integration/
+// kernel_zygote_test.cc): `pid_of` says which zygote serves the whole run now. While one
+// is set, a TestRoot checks every sandbox of its own user before `rm` removes it (and
+// before its end): its kernel came from that zygote (the kernel's parent is the zygote),
+// or the sandbox says why not and the reason is one a test chose (a variable read at the
+// kernel's start, memory merging). A fallback to init fails the test.
+void set_run_wide_zygote(pid_t (*pid_of)());
 
 }  // namespace nsbox::test

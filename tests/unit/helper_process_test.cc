@@ -62,17 +62,42 @@ TEST_CASE("a moved helper is owned once: the moved-from object neither kills nor
   CHECK(!moved.running());
 }
 
+namespace {
+
+// What a helper wrote on its stdout (a pipe) until it closed or `until` showed up: at
+// most 30 s.
+std::string read_until(int fd, const std::string& until) {
+  std::string got;
+  char buf[256];
+  while (got.find(until) == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 30000) != 1) break;
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+}  // namespace
+
 TEST_CASE("stop_all ends helpers together: SIGTERM, then SIGKILL for one that ignores it") {
+  int out[2];
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
   auto polite = HelperProcess::start({"/bin/sleep", {"sleep", "30"}, {-1, -1, -1}, {}, "polite"});
-  auto stubborn = HelperProcess::start({"/bin/sh", {"sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30"}, {-1, -1, -1},
-                                        {"PATH=/usr/bin:/bin"}, "stubborn"});
+  // It says once SIGTERM is ignored; a short sleep in its loop, so that no child of its
+  // outlives it by more than that.
+  auto stubborn = HelperProcess::start({"/bin/sh", {"sh", "-c", "trap '' TERM; echo trapped; while :; do sleep 0.05; done"},
+                                        {-1, out[1], -1}, {"PATH=/usr/bin:/bin"}, "stubborn"});
+  ::close(out[1]);
   REQUIRE(polite);
   REQUIRE(stubborn);
   pid_t a = polite->pid(), b = stubborn->pid();
-  ::usleep(100 * 1000);  // the trap is set
+  REQUIRE(read_until(out[0], "trapped\n") == "trapped\n");
   HelperProcess::stop_all({&*polite, &*stubborn}, 300, 2000);
   CHECK(!alive(a));
   CHECK(!alive(b));
   CHECK(!polite->running());
   CHECK(!stubborn->running());
+  ::close(out[0]);
 }

@@ -7,7 +7,9 @@ test, ``GET /v1/sandboxes`` must be empty: a test that leaves a sandbox fails (a
 sandbox is removed so the next test starts clean).
 
 The nsbox binary: ``NSBOX_BIN`` (CTest sets it), else build*/bin/nsbox of this checkout.
-Without one the whole suite prints "SKIP: ..." and exits 0 (CTest then says skipped).
+Without one the whole suite prints "SKIP: ..." and exits 77 (CTest then says skipped).
+Each test skipped in a run is listed at the end as "SKIP: <test>: <reason> [doctor:
+<check>]" (tests/report_skips fails `make test` when `nsbox doctor` says the host has it).
 """
 from __future__ import annotations
 
@@ -53,8 +55,27 @@ def pytest_configure(config: Any) -> None:
         if os.environ.get("NSBOX_BIN"):
             # Under CTest the binary must be there: that is a failure, not a skip.
             pytest.exit("nsbox client tests: " + why, returncode=1)
-        print("SKIP: nsbox client tests: " + why)
-        pytest.exit("SKIP: " + why, returncode=0)
+        print("SKIP: nsbox client tests: " + why + " [doctor: none]")
+        pytest.exit("SKIP: " + why, returncode=SKIP_EXIT_CODE)
+
+
+SKIP_EXIT_CODE = 77  # CTest's SKIP_RETURN_CODE for a whole suite that did not run
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """A "SKIP: " line per skipped test, at a line's start, for tests/report_skips."""
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        terminalreporter.write_line("SKIP: %s: %s" % (report.nodeid, reason.removeprefix("Skipped: ")))
+
+
+def doctor_says_ok(check: str) -> bool:
+    """Whether `nsbox doctor --json` says ok for the check named `check`."""
+    if NSBOX_BIN is None:
+        return False
+    done = subprocess.run([NSBOX_BIN, "doctor", "--json"], capture_output=True, text=True, timeout=120)
+    checks = json.loads(done.stdout)["checks"]
+    return any(c["name"] == check and c["level"] == "ok" for c in checks)
 
 
 # The runner's proxies and CA bundle would reach the server's bucket mounts; the tests
@@ -301,7 +322,7 @@ class S3rver:
             why = "s3rver is not installed (scripts/install-deps installs it)"
             if os.environ.get("NSBOX_TEST_PEERS") == "required":
                 pytest.fail(why)
-            pytest.skip(why)
+            pytest.skip(why + " [doctor: none]")
         self.dir = tempfile.mkdtemp(prefix="nsbox-test-s3rver-", dir="/tmp")
         os.mkdir(os.path.join(self.dir, "data"))
         args = [node, script, "-d", os.path.join(self.dir, "data"), "-a", "127.0.0.1", "-p", "0"]

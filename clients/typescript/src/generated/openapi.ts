@@ -1592,6 +1592,13 @@ export interface components {
              * @enum {string}
              */
             kernel_state?: "starting" | "idle" | "busy" | "stopped";
+            /**
+             * @description While it runs, once a kernel started: its last kernel forked by the server's kernel zygote, or exec'd by the sandbox's init
+             * @enum {string}
+             */
+            kernel_origin?: "zygote" | "init";
+            /** @description With a zygote serving and a kernel from init: why the zygote's was not used */
+            kernel_zygote_fallback?: string;
             /** @description Once per state root, in a create's answer only */
             warning?: string;
             /** @description An allowlist's last refusals, oldest first */
