@@ -129,7 +129,7 @@ TEST_CASE("allow=: a name that resolves to a loopback address is refused unless 
 TEST_CASE("allow=: names are resolved through DNS: a public answer is reached, a private answer is refused after the lookup",
           "[net]") {
   NSBOX_NEEDS(root());  // the test's network namespace (unshare -n)
-  TestNetwork world({{"private.example", TestNetwork::kPrivateHost}});
+  TestNetwork world(std::map<std::string, std::string>{{"private.example", TestNetwork::kPrivateHost}});
   TestRoot root;
   std::string p = port(world.port);
   auto id = root.create({"--net", "allow=public.example:" + p + ",private.example:" + p}, {.extra_env = {world.hook()}});

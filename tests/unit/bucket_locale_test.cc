@@ -78,8 +78,8 @@ constexpr std::time_t kNov30 = 1796000523;  // Mon, 30 Nov 2026 01:02:03 GMT
 TEST_CASE("an HTTP date is read the same in a Turkish locale as in C") {
   ThreadLocale turkish;
   if (!turkish.active()) {
-    NSBOX_NEEDS(installed("/usr/bin/localedef", "libc-bin"));
-    NSBOX_NEEDS(installed("/usr/share/i18n/locales/tr_TR", "locales"));
+    NSBOX_NEEDS(nsbox::test::installed("/usr/bin/localedef", "libc-bin"));
+    NSBOX_NEEDS(nsbox::test::installed("/usr/share/i18n/locales/tr_TR", "locales"));
     FAIL("cannot compile the " << kLocale << " locale: " << turkish.why_not());
   }
   // The locale really is in force: its own names are not English.
@@ -104,8 +104,8 @@ TEST_CASE("an HTTP date in the obsolete forms recipients must read (RFC 850, asc
 TEST_CASE("URI encoding and header names for signing are ASCII-only in a Latin locale") {
   ThreadLocale turkish;
   if (!turkish.active()) {
-    NSBOX_NEEDS(installed("/usr/bin/localedef", "libc-bin"));
-    NSBOX_NEEDS(installed("/usr/share/i18n/locales/tr_TR", "locales"));
+    NSBOX_NEEDS(nsbox::test::installed("/usr/bin/localedef", "libc-bin"));
+    NSBOX_NEEDS(nsbox::test::installed("/usr/share/i18n/locales/tr_TR", "locales"));
     FAIL("cannot compile the " << kLocale << " locale: " << turkish.why_not());
   }
   REQUIRE(::isalnum(0xC3));  // the locale's letters include the lead byte of UTF-8's "é"

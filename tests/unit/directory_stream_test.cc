@@ -162,7 +162,7 @@ TEST_CASE("a whole listing is kept for lookups within the budget, and given back
 // decode to a NUL: one such name made the kernel refuse the whole readdir reply, or
 // libfuse cut it (the fuzz target bucket_listing found them). The plain names around
 // them are listed.
-TEST_CASE("names a directory entry cannot have are left out of a listing: a '/', a NUL, '.', '..', past 255 bytes") {
+TEST_CASE("names a directory entry cannot have are left out of a listing, a '/', a NUL, '.', '..', past 255 bytes") {
   PagedBucket bucket({"a/b", std::string("c\0d", 3), ".", "..", std::string(256, 'x'), "plain", "sub/"}, 1000);
   DirectoryStream stream(bucket, "dir/", {});
   auto all = read_all(stream);
