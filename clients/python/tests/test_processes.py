@@ -210,3 +210,28 @@ def test_pty_sessions_and_commands_take_a_working_directory(sandbox: nsbox.Sandb
             break
     assert "/tmp" in seen
     assert sandbox.commands.run("pwd", cwd="/mnt/files").stdout == b"/mnt/files\n"
+
+
+def test_a_process_survives_a_server_restart(fresh_server: Server) -> None:
+    c = fresh_server.client("socket")
+    sbx = nsbox.Sandbox.create(client=c, lazy_kernel=True)
+    try:
+        pid = sbx.processes.start("read line; echo got-$line; exit 4")
+        c.close()
+        assert fresh_server.stop() == 0
+        fresh_server.start()
+        c2 = fresh_server.client("tcp")
+        try:
+            again = nsbox.Sandbox.connect(sbx.id, client=c2)
+            assert again.processes.list()[0].running
+            again.processes.input(pid, "after-restart\n")
+            assert again.processes.wait(pid, timeout_s=30).exit_code == 4
+            assert again.processes.output(pid).stdout == b"got-after-restart\n"
+        finally:
+            c2.close()
+    finally:
+        c3 = fresh_server.client("socket")
+        try:
+            nsbox.Sandbox.connect(sbx.id, client=c3).kill()
+        finally:
+            c3.close()
