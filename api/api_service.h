@@ -136,6 +136,14 @@ class ApiService {
   void pty_input(Exchange& x, const Call& c);
   void pty_resize(Exchange& x, const Call& c);
 
+  // Processes that outlive a request (api/process_routes.cc).
+  void process_start(Exchange& x, const Call& c);
+  void process_list(Exchange& x, const Call& c);
+  void process_output(Exchange& x, const Call& c);
+  void process_input(Exchange& x, const Call& c);
+  void process_signal(Exchange& x, const Call& c);
+  void process_remove(Exchange& x, const Call& c);
+
   // api/cluster_routes.cc
   bool ready(std::string& reason) const;
   // Sandboxes on this machine: every one of the state root (stopped, dead and warm
@@ -246,5 +254,10 @@ Result<Json> body_object(const HttpRequest& r);
 Result<void> only_fields(const Json& j, std::initializer_list<const char*> known);
 // A JSON number of seconds in (0, 86400], or the default.
 Result<double> timeout_field(const Json& j, double fallback);
+// The bytes of `name` (text) or `name`_b64 (base64), one of the two; "" when absent and
+// not `required`.
+Result<std::string> bytes_field(const Json& j, const char* name, bool required);
+// A command's argv from "command" (a bash line) or "argv", exactly one of them.
+Result<Json> command_argv(const Json& body);
 
 }  // namespace nsbox::api

@@ -79,24 +79,6 @@ class EventSender {
   OutputEvents out_{"stdout"}, err_{"stderr"};
 };
 
-Result<std::string> bytes_field(const Json& j, const char* name, bool required) {
-  std::string b64 = std::string(name) + "_b64";
-  bool has_text = j.contains(name), has_b64 = j.contains(b64);
-  if (has_text && has_b64) return fail(make_error(ErrorCode::kMalformedRequest, "give \"" + std::string(name) + "\" or \"" + b64 + "\", not both"));
-  if (has_text) {
-    if (!j[name].is_string()) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + std::string(name) + "\" must be a string"));
-    return j[name].get<std::string>();
-  }
-  if (has_b64) {
-    if (!j[b64].is_string()) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + b64 + "\" must be a string"));
-    auto decoded = protocol::base64_decode(j[b64].get<std::string>());
-    if (!decoded) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + b64 + "\" is not base64"));
-    return *decoded;
-  }
-  if (required) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + std::string(name) + "\" (or \"" + b64 + "\") is needed"));
-  return std::string();
-}
-
 // A cell or command in flight: the warm pool's refill yields to them, the metrics count them.
 class Running {
  public:
@@ -129,6 +111,32 @@ void end_with(Exchange& x, EventSender& events, const Result<Json>& result) {
 }
 
 }  // namespace
+
+Result<std::string> bytes_field(const Json& j, const char* name, bool required) {
+  std::string b64 = std::string(name) + "_b64";
+  bool has_text = j.contains(name), has_b64 = j.contains(b64);
+  if (has_text && has_b64) return fail(make_error(ErrorCode::kMalformedRequest, "give \"" + std::string(name) + "\" or \"" + b64 + "\", not both"));
+  if (has_text) {
+    if (!j[name].is_string()) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + std::string(name) + "\" must be a string"));
+    return j[name].get<std::string>();
+  }
+  if (has_b64) {
+    if (!j[b64].is_string()) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + b64 + "\" must be a string"));
+    auto decoded = protocol::base64_decode(j[b64].get<std::string>());
+    if (!decoded) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + b64 + "\" is not base64"));
+    return *decoded;
+  }
+  if (required) return fail(make_error(ErrorCode::kMalformedRequest, "\"" + std::string(name) + "\" (or \"" + b64 + "\") is needed"));
+  return std::string();
+}
+
+Result<Json> command_argv(const Json& body) {
+  if (body.contains("command") == body.contains("argv"))
+    return fail(make_error(ErrorCode::kMalformedRequest, "give \"command\" (a bash command line) or \"argv\", one of the two"));
+  if (!body.contains("command")) return body["argv"];
+  if (!body["command"].is_string()) return fail(make_error(ErrorCode::kMalformedRequest, "\"command\" must be a string"));
+  return Json::array({"/bin/bash", "-c", body["command"]});
+}
 
 void ApiService::run_cell(Exchange& x, const Call& c) {
   Running running(running_calls_, &running_cells_);
@@ -181,14 +189,9 @@ void ApiService::run_command(Exchange& x, const Call& c) {
   if (auto ok = only_fields(*body, {"command", "argv", "env", "cwd", "timeout_s", "stdin", "stdin_b64"}); !ok)
     return respond_error(x, ok.error());
   Json request = Json::object();
-  if (body->contains("command") == body->contains("argv"))
-    return respond_error(x, make_error(ErrorCode::kMalformedRequest, "give \"command\" (a bash command line) or \"argv\", one of the two"));
-  if (body->contains("command")) {
-    if (!(*body)["command"].is_string()) return respond_error(x, make_error(ErrorCode::kMalformedRequest, "\"command\" must be a string"));
-    request["argv"] = Json::array({"/bin/bash", "-c", (*body)["command"]});
-  } else {
-    request["argv"] = (*body)["argv"];
-  }
+  auto argv = command_argv(*body);
+  if (!argv) return respond_error(x, argv.error());
+  request["argv"] = std::move(*argv);
   for (const char* k : {"env", "cwd", "timeout_s"})
     if (body->contains(k)) request[k] = (*body)[k];
   auto command = CommandRequest::from_json(request);

@@ -101,6 +101,22 @@ struct PtyStart {
   std::vector<std::string> argv;
   unsigned cols = 80, rows = 24;
   EnvList env;
+  std::string cwd;  // "" for /home/user
+};
+
+// Processes that outlive a request (docs/semantics.md, "Processes"), named by their pid
+// in the sandbox.
+struct ProcessStart {
+  std::vector<std::string> argv;
+  EnvList env;
+  std::string cwd;  // "" for /home/user
+  bool tty = false;
+  unsigned cols = 80, rows = 24;
+};
+struct ProcessRead {
+  uint64_t offset = 0, stderr_offset = 0;  // of each stream, in bytes
+  uint64_t wait_ms = 0;                    // for bytes past them, or the exit (at most 30000)
+  uint64_t max_bytes = 0;                  // per stream; 0: the most (256 KiB)
 };
 // What a session printed since the last answer; `exit_code` once its command exited.
 struct PtyOutput {
@@ -251,6 +267,16 @@ class Runtime {
   Result<void> pty_resize(const std::string& id_or_name, uint64_t session, unsigned cols, unsigned rows) const;
   // Kills a session (`session` 0: all of them); the ids killed.
   Result<std::vector<uint64_t>> pty_kill(const std::string& id_or_name, uint64_t session) const;
+  // Processes: started (the answer is its pid once it runs; an exec failure is an error),
+  // listed with status and exit code, read from offsets ({status, exit_code, stdout:
+  // {offset, data|data_b64, skipped}, stderr: ...}), written to (`eof` closes stdin),
+  // signalled (its process group), removed (killed first if it runs).
+  Result<int64_t> process_start(const std::string& id_or_name, const ProcessStart& start) const;
+  Result<protocol::Json> processes(const std::string& id_or_name) const;
+  Result<protocol::Json> process_read(const std::string& id_or_name, int64_t pid, const ProcessRead& read) const;
+  Result<protocol::Json> process_write(const std::string& id_or_name, int64_t pid, const std::string& data, bool eof) const;
+  Result<protocol::Json> process_signal(const std::string& id_or_name, int64_t pid, int signal) const;
+  Result<void> process_remove(const std::string& id_or_name, int64_t pid) const;
   Result<std::vector<Volume>> volumes() const;
   Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
   // create + exec + remove in one process, without a supervisor daemon. It clones the

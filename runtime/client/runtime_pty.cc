@@ -32,8 +32,9 @@ Result<uint64_t> Runtime::pty_start(const std::string& id_or_name, const PtyStar
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   Json env = Json::object();
   for (const auto& [k, v] : start.env) env[k] = v;
-  auto r = NSBOX_TRY(request(id, {{"op", "pty_start"}, {"argv", start.argv}, {"cols", start.cols}, {"rows", start.rows}, {"env", env}},
-                             kRequestTimeoutMs));
+  Json m = {{"op", "pty_start"}, {"argv", start.argv}, {"cols", start.cols}, {"rows", start.rows}, {"env", env}};
+  if (!start.cwd.empty()) m["cwd"] = start.cwd;
+  auto r = NSBOX_TRY(request(id, m, kRequestTimeoutMs));
   return r.value("session_id", uint64_t{0});
 }
 

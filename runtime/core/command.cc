@@ -24,6 +24,15 @@ Result<std::string> parse_output_dir(const protocol::Json& value) {
                                                           kComposioOutputDir + "\""));
 }
 
+Result<std::string> cwd_of(const protocol::Json& request) {
+  auto cwd = request.find("cwd");
+  if (cwd == request.end() || cwd->is_null()) return std::string(kDefaultCwd);
+  if (!cwd->is_string() || cwd->get<std::string>().empty() || cwd->get<std::string>()[0] != '/' ||
+      !protocol::is_valid_utf8(cwd->get<std::string>()))
+    return fail(make_error(ErrorCode::kInvalidArgument, "\"cwd\" must be an absolute path (UTF-8)"));
+  return cwd->get<std::string>();
+}
+
 Result<CommandRequest> CommandRequest::from_json(const protocol::Json& j) {
   CommandRequest r;
   auto bad = [](std::string what) { return fail(make_error(ErrorCode::kInvalidArgument, std::move(what))); };
@@ -41,11 +50,7 @@ Result<CommandRequest> CommandRequest::from_json(const protocol::Json& j) {
       r.env.emplace_back(it.key(), it.value().get<std::string>());
     }
   }
-  if (auto cwd = j.find("cwd"); cwd != j.end()) {
-    if (!cwd->is_string() || cwd->get<std::string>().empty() || cwd->get<std::string>()[0] != '/')
-      return bad("\"cwd\" must be an absolute path");
-    r.cwd = cwd->get<std::string>();
-  }
+  r.cwd = NSBOX_TRY(cwd_of(j));
   if (auto t = j.find("timeout_s"); t != j.end()) {
     if (!t->is_number() || !(t->get<double>() > 0) || t->get<double>() > 86400 || std::isnan(t->get<double>()))
       return bad("\"timeout_s\" must be a number of seconds in (0, 86400]");

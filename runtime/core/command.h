@@ -25,10 +25,15 @@ constexpr const char* kComposioOutputDir = ".composio/output";
 // One of the two, or an error naming them.
 Result<std::string> parse_output_dir(const protocol::Json& value);
 
+// The working directory of commands, PTY sessions and processes unless one is given.
+constexpr const char* kDefaultCwd = "/home/user";
+// A request's "cwd": an absolute path, or kDefaultCwd when absent.
+Result<std::string> cwd_of(const protocol::Json& request);
+
 struct CommandRequest {
   std::vector<std::string> argv;
   EnvList env;  // on top of the sandbox's
-  std::string cwd = "/home/user";
+  std::string cwd = kDefaultCwd;
   double timeout_s = kDefaultTimeoutS;
   std::string output_dir = kOutputDir;  // where long output spills, in the files volume
 

@@ -16,24 +16,8 @@ namespace {
 using protocol::Json;
 
 constexpr uint64_t kDefaultYieldMs = 250;
-constexpr unsigned kMaxDimension = 1000;
 
 Error invalid(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
-
-// cols/rows of a request; 80x24 when absent.
-Result<winsize> window_of(const Json& r) {
-  winsize w{};
-  w.ws_col = 80;
-  w.ws_row = 24;
-  for (auto [key, slot] : {std::pair{"cols", &w.ws_col}, std::pair{"rows", &w.ws_row}}) {
-    auto it = r.find(key);
-    if (it == r.end()) continue;
-    if (!it->is_number_unsigned() || it->get<uint64_t>() == 0 || it->get<uint64_t>() > kMaxDimension)
-      return fail(invalid(std::string(key) + " must be a number from 1 to " + std::to_string(kMaxDimension)));
-    *slot = static_cast<unsigned short>(it->get<uint64_t>());
-  }
-  return w;
-}
 
 Result<uint64_t> yield_of(const Json& r) {
   auto it = r.find("yield_ms");
@@ -78,20 +62,18 @@ void PtySessions::start(int client_fd, const Json& request) {
 
   auto master = host_.open_pty_master();
   if (!master) return error(client_fd, std::move(master.error()).context("open a terminal in the sandbox"));
-  int unlock = 0;
-  if (::ioctl(master->get(), TIOCSPTLCK, &unlock) != 0) return error(client_fd, sys_error("unlock the terminal (TIOCSPTLCK)"));
-  if (::ioctl(master->get(), TIOCSWINSZ, &*window) != 0) return error(client_fd, sys_error("set the window size (TIOCSWINSZ)"));
-  // The slave by the master, not by a path in the sandbox's /dev/pts.
-  UniqueFd slave(::ioctl(master->get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!slave) return error(client_fd, sys_error("open the terminal's slave (TIOCGPTPEER)"));
-  auto command = host_.spawn_on_tty(argv, env, slave.get());
+  auto terminal = open_terminal(std::move(*master), *window);
+  if (!terminal) return error(client_fd, terminal.error());
+  auto cwd = cwd_of(request);
+  if (!cwd) return error(client_fd, cwd.error());
+  auto command = host_.spawn_on_tty(argv, env, *cwd, terminal->slave.get());
   if (!command) return error(client_fd, std::move(command.error()).context("start the PTY session"));
 
   uint64_t id = next_id_++;
   Session& s = sessions_[id];
   s.id = id;
   s.command = *command;
-  s.master = std::move(*master);
+  s.master = std::move(terminal->master);
   s.last_used = std::chrono::steady_clock::now();
   (void)host_.loop().add(s.master.get(), EPOLLIN, [this, id](uint32_t events) { on_events(id, events); });
   host_.send_to_client(client_fd, {{"ok", true}, {"session_id", id}});

@@ -85,6 +85,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
                                                   KernelSession::Options{spec.preload, spec.memory_merge});
   if (!spec.lazy_kernel) self->kernel_->start();
   self->ptys_ = std::make_unique<PtySessions>(static_cast<PtyHost&>(*self));
+  self->processes_ = std::make_unique<Processes>(static_cast<ProcessHost&>(*self));
   NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mounted)), "attach the files volume " + volume.name);
   NSBOX_CHECK(self->start_helpers(layout));
   self->listen_fd_ = NSBOX_TRY(protocol::listen_unix(root.socket_path(id)));
@@ -278,6 +279,7 @@ void Supervisor::tool_call(const std::string& helper, Json args, uint64_t cell, 
 // every connection, and the sandbox dies at once.
 void Supervisor::stop_sandbox() {
   if (ptys_) ptys_->kill_all();
+  if (processes_) processes_->kill_all();
   if (tools_) tools_->stop();
   if (net_proxy_.pidfd() >= 0) loop_->remove(net_proxy_.pidfd());
   net_proxy_.stop();
@@ -353,6 +355,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   if (op != "claim") restore_cpu_weight();  // a claimed member's first request
   if (op == "exec") return start_command(client, frame);
   if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
+  if (op.starts_with("proc_")) return processes_->handle(client.fd.get(), op, frame.message);
   if (op == "execute") {
     auto cell = CellRequest::from_json(frame.message);
     if (!cell) return reply_error(client, cell.error());
@@ -522,6 +525,7 @@ void Supervisor::close_client(int fd) {
   it->second.commands.clear();
   kernel_->client_gone(fd);
   if (ptys_) ptys_->client_gone(fd);
+  if (processes_) processes_->client_gone(fd);
   if (tools_) tools_->client_gone(fd);
   loop_->remove(fd);
   // Erased (and its fd closed, so the number cannot be reused) once no caller holds it.
@@ -625,6 +629,7 @@ void Supervisor::on_init_message(const Json& m) {
     return;
   }
   if (ptys_ && ptys_->on_init_message(m.value("id", uint64_t{0}), m)) return;
+  if (processes_ && processes_->on_init_message(m.value("id", uint64_t{0}), m)) return;
   auto it = commands_.find(m.value("id", uint64_t{0}));
   if (it == commands_.end()) return;
   Command& c = it->second;
@@ -815,11 +820,22 @@ Result<UniqueFd> Supervisor::open_pty_master() {
   return master;
 }
 
-Result<uint64_t> Supervisor::spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, int slave) {
+Result<uint64_t> Supervisor::spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
+                                          int slave) {
+  return spawn_process(argv, env, cwd, {slave, slave, slave}, true);
+}
+
+Result<uint64_t> Supervisor::spawn_with_stdio(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
+                                              int in, int out, int err) {
+  return spawn_process(argv, env, cwd, {in, out, err}, false);
+}
+
+// A command of its own session and process group (init's spawn), with exactly `stdio`.
+Result<uint64_t> Supervisor::spawn_process(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
+                                           const std::vector<int>& stdio, bool tty) {
   uint64_t id = next_command_id_++;
   Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), env)},
-                {"cwd", "/home/user"}, {"fds", {"stdin", "stdout", "stderr"}}, {"tty", true}};
-  const std::vector<int> stdio = {slave, slave, slave};
+                {"cwd", cwd}, {"fds", {"stdin", "stdout", "stderr"}}, {"tty", tty}};
   NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, stdio));
   return id;
 }

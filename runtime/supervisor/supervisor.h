@@ -31,12 +31,13 @@
 #include "runtime/supervisor/nat_helper.h"
 #include "runtime/supervisor/net_proxy.h"
 #include "runtime/supervisor/output_capture.h"
+#include "runtime/supervisor/processes.h"
 #include "runtime/supervisor/pty_sessions.h"
 #include "runtime/supervisor/tool_bridge.h"
 
 namespace nsbox {
 
-class Supervisor final : private KernelHost, private PtyHost {
+class Supervisor final : private KernelHost, private ProcessHost {
  public:
   // Starts the sandbox, its kernel, and attaches its files volume; binds the control
   // socket; the returned record is saved. Runs in a private mount namespace (root): the
@@ -137,7 +138,13 @@ class Supervisor final : private KernelHost, private PtyHost {
 
   // PtyHost: what the PTY sessions ask of us.
   Result<UniqueFd> open_pty_master() override;
-  Result<uint64_t> spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, int slave) override;
+  Result<uint64_t> spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
+                                int slave) override;
+  // ProcessHost: what processes that outlive a request ask of us.
+  Result<uint64_t> spawn_with_stdio(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd, int in,
+                                    int out, int err) override;
+  Result<uint64_t> spawn_process(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
+                                 const std::vector<int>& stdio, bool tty);
 
   const StateStore& store_;
   SandboxRecord record_;  // what is saved: the spec, and the facts as they are now
@@ -170,6 +177,7 @@ class Supervisor final : private KernelHost, private PtyHost {
   std::string kernel_origin_;
   std::string kernel_zygote_fallback_;
   std::unique_ptr<PtySessions> ptys_;
+  std::unique_ptr<Processes> processes_;
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_
 };
 

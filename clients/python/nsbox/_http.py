@@ -641,18 +641,9 @@ class Client:
                 yield doc
                 return
             while True:
-                line = answer.readline()
-                if not line:
+                event = next_event(answer)
+                if event is None:
                     raise ProtocolError("the stream from nsbox at %s ended without a result" % self.where)
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    event = json.loads(line.decode("utf-8"))
-                except (UnicodeDecodeError, ValueError) as e:
-                    raise ProtocolError("a stream line from nsbox is not JSON: %s" % e)
-                if not isinstance(event, dict):
-                    raise ProtocolError("a stream line from nsbox is not an object")
                 kind = event.get("type")
                 if kind == "heartbeat":
                     continue
@@ -670,6 +661,24 @@ class Client:
             if not finished:
                 answer.abandon()
             answer.close()
+
+
+def next_event(answer: "OpenResponse") -> Optional[Dict[str, Any]]:
+    """The next event of an NDJSON answer (blank lines skipped); None at its end."""
+    while True:
+        line = answer.readline()
+        if not line:
+            return None
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ProtocolError("a stream line from nsbox is not JSON: %s" % e)
+        if not isinstance(event, dict):
+            raise ProtocolError("a stream line from nsbox is not an object")
+        return event
 
 
 class OpenResponse:

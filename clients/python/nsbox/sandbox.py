@@ -16,6 +16,7 @@ from ._http import Client, DEFAULT_TIMEOUT_S
 from .errors import NotFound, ProtocolError
 from .models import Execution, PtyOutput, SandboxInfo, SessionInfo, SnapshotInfo
 from .files import Files, Fs, RemoteFile
+from .processes import Processes, command_body
 from .run import Commands, DisplayCallback, ProgressCallback, TextCallback, _Runner
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class _Workbench:
         self.commands = Commands(self._runner)
         self.files = Files(self._client, base)
         self.fs = Fs(self._client, base)
+        self.processes = Processes(self._client, base)
 
     @property
     def client(self) -> Client:
@@ -326,16 +328,11 @@ class Sandbox(_Workbench):
     # -- PTY sessions (docs/semantics.md, "PTY sessions") ------------------------------
 
     def pty_start(self, command: Union[str, Sequence[str]], *, cols: int = 80, rows: int = 24,
-                  env: Optional[Mapping[str, str]] = None) -> int:
+                  env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None) -> int:
         """Starts ``command`` (a bash line, or an argv list) on a terminal in the sandbox;
         its session id. No deadline: it runs until it exits or is killed."""
-        body: Dict[str, Any] = {"cols": cols, "rows": rows}
-        if isinstance(command, str):
-            body["command"] = command
-        else:
-            body["argv"] = [str(a) for a in command]
-        if env:
-            body["env"] = {str(k): str(v) for k, v in env.items()}
+        body = command_body(command, env, cwd)
+        body.update({"cols": cols, "rows": rows})
         doc = self._client.json("POST", self._base + "/pty", json_body=body)
         return int(doc["session_id"])
 

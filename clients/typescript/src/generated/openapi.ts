@@ -649,6 +649,127 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/processes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        /** The sandbox's processes, running and ended */
+        get: operations["listProcesses"];
+        put?: never;
+        /**
+         * Start a process that outlives the request
+         * @description The process belongs to the sandbox, not to the request: a client that leaves, or a
+         *     server that restarts, leaves it running. At most 64 per sandbox, ended ones included
+         *     until removed (409 `busy` names the limit). A command that cannot be started is 400.
+         */
+        post: operations["startProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Kill a process (SIGKILL to its process group) and forget it */
+        delete: operations["removeProcess"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A process's output from byte offsets, as NDJSON
+         * @description Each stream (stdout and stderr; a tty has only `stdout`) from its offset. With
+         *     `follow` (the default) the answer waits for more until the process ended and all was
+         *     sent, the client left, or `timeout_s` passed. The last line, `end`, carries the
+         *     status and the offsets to go on from. Bytes kept nowhere (past the spill file's
+         *     cap) are skipped and counted in `skipped`.
+         */
+        get: operations["processOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/input": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Write to a process's stdin (or its terminal) */
+        post: operations["processInput"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/processes/{pid}/signal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Send a signal to a process's process group */
+        post: operations["signalProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/tools/{tool}": {
         parameters: {
             query?: never;
@@ -1120,6 +1241,115 @@ export interface paths {
         put?: never;
         /** On the session's sandbox: set the terminal's size */
         post: operations["sessionResizePty"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{sid}/processes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        /** On the session's sandbox: the sandbox's processes, running and ended */
+        get: operations["sessionListProcesses"];
+        put?: never;
+        /** On the session's sandbox: start a process that outlives the request */
+        post: operations["sessionStartProcess"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{sid}/processes/{pid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** On the session's sandbox: kill a process (SIGKILL to its process group) and forget it */
+        delete: operations["sessionRemoveProcess"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{sid}/processes/{pid}/output": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        /** On the session's sandbox: a process's output from byte offsets, as NDJSON */
+        get: operations["sessionProcessOutput"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{sid}/processes/{pid}/input": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** On the session's sandbox: write to a process's stdin (or its terminal) */
+        post: operations["sessionProcessInput"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{sid}/processes/{pid}/signal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** On the session's sandbox: send a signal to a process's process group */
+        post: operations["sessionSignalProcess"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1861,6 +2091,87 @@ export interface components {
             members: number;
             bytes: number;
         };
+        StartProcess: {
+            argv?: string[];
+            /** @description A bash line */
+            command?: string;
+            env?: components["schemas"]["Env"];
+            /** @description An absolute path (default /home/user) */
+            cwd?: string;
+            /**
+             * @description On a terminal of the sandbox (one output stream)
+             * @default false
+             */
+            tty?: boolean;
+            /** @default 80 */
+            cols?: number;
+            /** @default 24 */
+            rows?: number;
+        } & (unknown | unknown);
+        ProcessStarted: {
+            pid: number;
+        };
+        ProcessStatus: {
+            pid: number;
+            argv: string[];
+            cwd: string;
+            tty: boolean;
+            /** @enum {string} */
+            status: "running" | "exited";
+            /** @description Shell style: 128+N for signal N; null while it runs */
+            exit_code: number | null;
+            /** @description The signal that ended it (TERM, KILL...) */
+            signal: string | null;
+            started_at: string;
+            /** @description Bytes written so far */
+            stdout_bytes: number;
+            stderr_bytes?: number;
+            /** @description Where the whole stream is kept once past 128 KiB (in /mnt/files) */
+            stdout_file_path?: string;
+            stderr_file_path?: string;
+        };
+        ProcessList: {
+            processes: components["schemas"]["ProcessStatus"][];
+        };
+        ProcessRemoved: {
+            removed: number;
+        };
+        /** @description `stdout` or `stderr` (bytes from `offset`), `end` (the status and offsets to go on from), or `error` */
+        ProcessEvent: {
+            /** @enum {string} */
+            type: "stdout" | "stderr" | "end" | "error";
+            offset?: number;
+            stderr_offset?: number;
+            text?: string;
+            text_b64?: string;
+            /** @description Bytes before `offset` that are kept nowhere */
+            skipped?: number;
+            /** @enum {string} */
+            status?: "running" | "exited";
+            exit_code?: number | null;
+            error?: components["schemas"]["ErrorBody"];
+        };
+        ProcessInput: {
+            data?: string;
+            data_b64?: string;
+            /**
+             * @description Close its stdin once the data is taken (not for a tty)
+             * @default false
+             */
+            eof?: boolean;
+        };
+        ProcessInputTaken: {
+            pid: number;
+            accepted: number;
+        };
+        ProcessSignal: {
+            /** @description A name (TERM, SIGTERM, KILL, INT, HUP, USR1...) or a number from 1 to 64; TERM when absent */
+            signal?: string | number;
+        };
+        ProcessSignalled: {
+            pid: number;
+            signal: string;
+        };
         StartPty: {
             argv?: string[];
             /** @description A bash line (wins over argv) */
@@ -1870,6 +2181,8 @@ export interface components {
             /** @default 24 */
             rows?: number;
             env?: components["schemas"]["Env"];
+            /** @description An absolute path (default /home/user) */
+            cwd?: string;
         } | unknown | unknown;
         PtyStarted: {
             session_id: number;
@@ -2135,6 +2448,16 @@ export interface components {
         id: string;
         /** @description A session's id (`ses-...`) */
         sid: string;
+        /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+        pid: string;
+        /** @description The byte of stdout (a tty's output) to start from */
+        offset: number;
+        /** @description The byte of stderr to start from */
+        stderr_offset: number;
+        /** @description Wait for more output until the process ended (false answers with what there is) */
+        follow: "true" | "false";
+        /** @description How long a followed answer may last, in seconds */
+        follow_timeout_s: number;
         /** @description A terminal session's number (from 1); anything else is 404 */
         pty: string;
         /** @description `COMPOSIO_REMOTE_WORKBENCH` or `COMPOSIO_REMOTE_BASH_TOOL`; another name is 404 */
@@ -3507,6 +3830,221 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    listProcesses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each with its status and exit code */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    startProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartProcess"];
+            };
+        };
+        responses: {
+            /** @description Its pid in the sandbox, once it runs */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessStarted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    removeProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessRemoved"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    processOutput: {
+        parameters: {
+            query?: {
+                /** @description The byte of stdout (a tty's output) to start from */
+                offset?: components["parameters"]["offset"];
+                /** @description The byte of stderr to start from */
+                stderr_offset?: components["parameters"]["stderr_offset"];
+                /** @description Wait for more output until the process ended (false answers with what there is) */
+                follow?: components["parameters"]["follow"];
+                /** @description How long a followed answer may last, in seconds */
+                timeout_s?: components["parameters"]["follow_timeout_s"];
+            };
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `stdout`/`stderr` events, then an `end` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["ProcessEvent"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    processInput: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProcessInput"];
+            };
+        };
+        responses: {
+            /** @description Taken (the process reads it when it will) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessInputTaken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    signalProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProcessSignal"];
+            };
+        };
+        responses: {
+            /** @description Sent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessSignalled"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
     runWorkbenchTool: {
         parameters: {
             query?: never;
@@ -4510,6 +5048,221 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PtyResized"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionListProcesses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each with its status and exit code */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionStartProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartProcess"];
+            };
+        };
+        responses: {
+            /** @description Its pid in the sandbox, once it runs */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessStarted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionRemoveProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessRemoved"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionProcessOutput: {
+        parameters: {
+            query?: {
+                /** @description The byte of stdout (a tty's output) to start from */
+                offset?: components["parameters"]["offset"];
+                /** @description The byte of stderr to start from */
+                stderr_offset?: components["parameters"]["stderr_offset"];
+                /** @description Wait for more output until the process ended (false answers with what there is) */
+                follow?: components["parameters"]["follow"];
+                /** @description How long a followed answer may last, in seconds */
+                timeout_s?: components["parameters"]["follow_timeout_s"];
+            };
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `stdout`/`stderr` events, then an `end` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": components["schemas"]["ProcessEvent"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionProcessInput: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProcessInput"];
+            };
+        };
+        responses: {
+            /** @description Taken (the process reads it when it will) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessInputTaken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionSignalProcess: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
+                pid: components["parameters"]["pid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProcessSignal"];
+            };
+        };
+        responses: {
+            /** @description Sent */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProcessSignalled"];
                 };
             };
             400: components["responses"]["BadRequest"];
