@@ -65,10 +65,12 @@ struct Sink {
   int fd;
   BackgroundHash hash;
   std::string error;
+  bool discard = false;  // a refused archive's last blocks: written nowhere
 };
 
 la_ssize_t write_to_sink(archive*, void* data, const void* buf, size_t len) {
   auto* sink = static_cast<Sink*>(data);
+  if (sink->discard) return static_cast<la_ssize_t>(len);
   std::string_view bytes(static_cast<const char*>(buf), len);
   if (auto w = files::write_all(sink->fd, bytes, "the snapshot"); !w) {
     sink->error = w.error().message;
@@ -352,7 +354,10 @@ Result<ArchiveSummary> pack(int root_fd, int out_fd, const std::set<std::string>
   Packer packer(a.get(), skip, limits);
   auto packed = packer.add_dir(root_fd, "", 0);
   if (!packed) {
-    archive_write_fail(a.get());  // nothing more is written: the caller removes the file
+    // Nothing more is written (the caller removes the file), but the writer is closed:
+    // libarchive frees its block buffer only then (archive_write_fail would leak it).
+    sink.discard = true;
+    (void)archive_write_close(a.get());
     if (!sink.error.empty()) return fail(make_error(ErrorCode::kSystem, "write the snapshot: " + sink.error));
     return fail(std::move(packed.error()));
   }

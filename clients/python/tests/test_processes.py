@@ -196,6 +196,11 @@ def test_a_process_that_floods_output_keeps_host_memory_bounded(server: Server, 
     gap = sandbox.processes.output(pid, offset=(256 << 20) + 10)
     assert gap.skipped > 0 and gap.chunks[0].offset > (256 << 20) + 10
     sandbox.processes.kill(pid)
+    if os.environ.get("NSBOX_SANITIZED") == "1":
+        # ASan keeps freed memory in quarantine (256 MiB): RSS says nothing of our bounds.
+        print("RSS not compared in a sanitizer build: the supervisor grew by %d KiB, the server holds %d KiB"
+              % (after - before, server_rss))
+        return
     assert after - before < 32 << 10, "the supervisor grew by %d KiB" % (after - before)
     assert server_rss < 256 << 10, "server RSS %d KiB" % server_rss
 
