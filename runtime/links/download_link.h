@@ -19,6 +19,8 @@
 
 namespace nsbox::links {
 
+// The master key of a set of shards, derived from the peer token they share.
+std::string shard_set_link_key(std::string_view peer_token);
 // The key of one sandbox's links, derived from the server's master key.
 std::string sandbox_link_key(std::string_view master_key, std::string_view sandbox_id);
 
