@@ -135,6 +135,11 @@ void ApiService::dispatch(Exchange& x, const RouteMatch& m) {
 
 void ApiService::sandbox_call(Exchange& x, const Route& route, const Call& call) {
   const std::string& sandbox = call.sandbox;
+  // A request admitted by a link's signature alone is checked before a peer is asked or
+  // even connected to: the shards of a set share the link key (api/server_main.cc), so any
+  // of them can tell a forged link, whatever shard its id names.
+  if (cluster_.sharded() && x.request().query.count("signature") && !credentialed(x.request()))
+    if (auto signed_ok = check_link(x.request(), sandbox); !signed_ok) return respond_error(x, signed_ok.error());
   if (cluster_.sharded() && (forward_if_elsewhere(x, sandbox) || answer_if_moved(x, sandbox))) return;
   // Counted while it runs, so that a drain snapshots a sandbox only once nothing
   // acknowledged to a client can still change it; refused once the drain has closed it.

@@ -187,6 +187,8 @@ class ApiService {
   // api/file_routes.cc
   void put_file(Exchange& x, const Call& c);
   void get_file(Exchange& x, const Call& c);
+  // A signed link's signature and expiry, for `sandbox` (403 when altered or expired).
+  Result<void> check_link(const HttpRequest& r, const std::string& sandbox) const;
   void delete_file(Exchange& x, const Call& c);
   void list_files(Exchange& x, const Call& c);
   void sign_file(Exchange& x, const Call& c);

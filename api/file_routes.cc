@@ -111,21 +111,25 @@ void ApiService::put_file(Exchange& x, const Call& c) {
                   {"path", FilesVolume::inside_path(up->relative)}, {"size", up->size}, {"sha256", up->sha256}});
 }
 
+// A signed link: its signature, not a token, says who may read what, and until when.
+Result<void> ApiService::check_link(const HttpRequest& r, const std::string& sandbox) const {
+  char* end = nullptr;
+  std::string expires_text = r.query_value("expires");
+  int64_t expires = std::strtoll(expires_text.c_str(), &end, 10);
+  if (expires_text.empty() || *end || !signer_.verify(sandbox, r.query_value("path"), expires, r.query_value("signature"), unix_now()))
+    return fail(make_error(ErrorCode::kPermissionDenied, "this download link has expired or was altered",
+                           "ask for a new one (POST .../files:sign)"));
+  return {};
+}
+
 void ApiService::get_file(Exchange& x, const Call& c) {
   const std::string& sandbox = c.sandbox;
   const HttpRequest& r = x.request();
   auto rel = files_path(r, true);
   if (!rel) return respond_error(x, rel.error());
   std::string id = sandbox;
-  if (r.query.count("signature")) {
-    // A signed link: its signature, not a token, says who may read what, and until when.
-    char* end = nullptr;
-    std::string expires_text = r.query_value("expires");
-    int64_t expires = std::strtoll(expires_text.c_str(), &end, 10);
-    if (expires_text.empty() || *end || !signer_.verify(sandbox, r.query_value("path"), expires, r.query_value("signature"), unix_now()))
-      return respond_error(x, make_error(ErrorCode::kPermissionDenied, "this download link has expired or was altered",
-                                         "ask for a new one (POST .../files:sign)"));
-  }
+  if (r.query.count("signature"))
+    if (auto signed_ok = check_link(r, sandbox); !signed_ok) return respond_error(x, signed_ok.error());
   auto volume = runtime_.files(id);
   if (!volume) return respond_error(x, volume.error());
   struct stat st{};

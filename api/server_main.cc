@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
   if (!token) return fail_start(token.error());
   auto key = nsbox::api::load_or_make_secret(api_dir + "/signing.key", nsbox::api::random_key);
   if (!key) return fail_start(key.error());
+  // The shards of a set sign links with one key, derived from the token they share, so
+  // that each checks any shard's links before relaying them (docs/api.md, "Download links").
+  if (cluster->sharded() && !cluster->peer_token().empty()) *key = nsbox::links::shard_set_link_key(cluster->peer_token());
 
   nsbox::api::ApiService service(std::move(*runtime), nsbox::api::BearerToken(*token), nsbox::api::LinkSigner(*key),
                                  nsbox::api::SessionStore(api_dir + "/sessions", cluster->shard()), config);

@@ -22,6 +22,7 @@
 #include "runtime/core/sandbox_spec.h"
 #include "runtime/client/supervisor_process.h"
 #include "runtime/client/workspace_sources.h"
+#include "runtime/links/download_link.h"
 
 namespace nsbox {
 namespace {
@@ -229,6 +230,10 @@ Result<SandboxInfo> Runtime::claim(const std::string& id, const std::string& nam
 Result<SandboxInfo> Runtime::launch(const SandboxRecord& record, const LaunchEnvelope& envelope) const {
   LaunchEnvelope with_hooks = envelope;
   if (with_hooks.kernel_zygote.empty()) with_hooks.kernel_zygote = kernel_zygote_;
+  // The supervisor and its tool bridge get this sandbox's link key, never the master
+  // (runtime/links/download_link.h).
+  if (!with_hooks.tool_keys.link_key.empty())
+    with_hooks.tool_keys.link_key = links::sandbox_link_key(with_hooks.tool_keys.link_key, record.id);
   if (g_launch_hook) g_launch_hook(with_hooks);
   auto report = spawn_supervisor(layout_.supervisor(), store_.root(), {{"record", record.to_json()}, {"launch", with_hooks.to_json()}},
                                  kSupervisorStartMs + mounts_start_bound_ms(record.spec.mounts));

@@ -65,6 +65,8 @@ struct ToolKeys {
   std::string llm_api_key;       // NSBOX_LLM_API_KEY, else OPENAI_API_KEY
   // Set by `nsbox serve` for the sandboxes it makes: upload_local_file then answers the
   // server's signed links (runtime/links/download_link.h) under this base URL.
+  // From the server, its master key; the runtime hands a supervisor its sandbox's key
+  // in its place (links::sandbox_link_key), so the bridge never holds the master.
   std::string link_key;
   std::string link_base_url;
 

@@ -6,7 +6,11 @@
 //   /v1/sandboxes/<id>/files?path=<path>&expires=<unix s>&signature=<base64url HMAC-SHA256>
 //
 // The HMAC (OpenSSL) covers the sandbox's id, the path as written in the link and the
-// expiry, under a 32-byte key the server keeps beside its token.
+// expiry, under that sandbox's own key: HMAC-SHA256 of its id under the 32-byte master key
+// the server keeps beside its token. The server holds the master key and derives a
+// sandbox's key to check its links; a sandbox's tool bridge (outside the sandbox, but
+// parsing what the sandbox sends) holds its own sandbox's key only, so whatever takes the
+// bridge over signs links to that sandbox's files and no other's.
 #pragma once
 
 #include <cstdint>
@@ -15,22 +19,33 @@
 
 namespace nsbox::links {
 
+// The master key of a set of shards, derived from the peer token they share.
+std::string shard_set_link_key(std::string_view peer_token);
+// The key of one sandbox's links, derived from the server's master key.
+std::string sandbox_link_key(std::string_view master_key, std::string_view sandbox_id);
+
 class LinkSigner {
  public:
-  explicit LinkSigner(std::string key) : key_(std::move(key)) {}
+  // The server's: signs and checks the links of every sandbox.
+  explicit LinkSigner(std::string master_key) : key_(std::move(master_key)) {}
+  // A tool bridge's: signs the links of `sandbox_id` only, with its key (sandbox_link_key).
+  static LinkSigner of_sandbox(std::string sandbox_key, std::string sandbox_id);
+
   // The signature of a download of `path` (as given) from `sandbox_id` until `expires`
-  // (Unix seconds): base64url of HMAC-SHA256.
+  // (Unix seconds): base64url of HMAC-SHA256. Empty for another sandbox than a sandbox
+  // signer's own.
   std::string sign(std::string_view sandbox_id, std::string_view path, int64_t expires) const;
   // The signature matches and `now` is before `expires`.
   bool verify(std::string_view sandbox_id, std::string_view path, int64_t expires, std::string_view signature,
               int64_t now) const;
   // The link's path and query (to be put after the server's public URL).
   std::string link(std::string_view sandbox_id, std::string_view path, int64_t expires) const;
-  // For the server to hand to the tool bridges of its sandboxes (their links open here).
+  // The master key, for the runtime to derive each launched sandbox's key from.
   const std::string& key() const { return key_; }
 
  private:
   std::string key_;
+  std::string sandbox_;  // a sandbox signer's one sandbox; empty for the master
 };
 
 // Equal, in time that depends only on the length of `b`.

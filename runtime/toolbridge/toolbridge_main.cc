@@ -206,7 +206,7 @@ int serve(Config& config) {
   std::unique_ptr<SharedFiles> shared;
   if (::fcntl(kRootFd, F_GETFD) >= 0) {
     SharedFiles::Links links{config.sandbox_id, config.shared_dir, std::nullopt, config.keys.link_base_url};
-    if (!config.keys.link_key.empty()) links.signer.emplace(config.keys.link_key);
+    if (!config.keys.link_key.empty()) links.signer.emplace(links::LinkSigner::of_sandbox(config.keys.link_key, config.sandbox_id));
     shared = std::make_unique<SharedFiles>(SandboxFs(UniqueFd(kRootFd), config.uid, config.gid), std::move(links));
   }
   auto router = ToolRouter::create(config.tools, config.keys, std::move(shared));
