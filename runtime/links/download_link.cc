@@ -45,11 +45,11 @@ std::string hmac_sha256(std::string_view key, std::string_view text) {
 }  // namespace
 
 std::string shard_set_link_key(std::string_view peer_token) {
-  return hmac_sha256(peer_token, "nsbox-shard-set-link-key-v1");
+  return base64url(hmac_sha256(peer_token, "nsbox-shard-set-link-key-v1"));
 }
 
 std::string sandbox_link_key(std::string_view master_key, std::string_view sandbox_id) {
-  return hmac_sha256(master_key, "nsbox-sandbox-link-key-v1\n" + std::string(sandbox_id));
+  return base64url(hmac_sha256(master_key, "nsbox-sandbox-link-key-v1\n" + std::string(sandbox_id)));
 }
 
 LinkSigner LinkSigner::of_sandbox(std::string sandbox_key, std::string sandbox_id) {

@@ -19,6 +19,7 @@
 
 namespace nsbox::links {
 
+// Derived keys are text (base64url of an HMAC-SHA256), as keys travel in JSON.
 // The master key of a set of shards, derived from the peer token they share.
 std::string shard_set_link_key(std::string_view peer_token);
 // The key of one sandbox's links, derived from the server's master key.
