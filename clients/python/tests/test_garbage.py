@@ -173,7 +173,8 @@ def _send(server: Server, payload: bytes, use_unix: bool, answer_within_s: float
         pass
     finally:
         s.close()
-    if got.startswith(b"HTTP/1.1 ") and got[9:12].isdigit():
+    # An HTTP/1.0 request is answered in HTTP/1.0.
+    if got[:9] in (b"HTTP/1.1 ", b"HTTP/1.0 ") and got[9:12].isdigit():
         return int(got[9:12])
     return None
 
