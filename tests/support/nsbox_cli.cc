@@ -311,7 +311,9 @@ void set_run_wide_zygote(pid_t (*pid_of)()) { g_run_wide_zygote = pid_of; }
 void TestRoot::check_kernel_origins(const std::vector<std::string>& ids) const {
   if (!g_run_wide_zygote || as_) return;  // a zygote serves its own user's supervisors only
   for (const auto& id : ids) {
-    auto info = json(nsbox({"inspect", "--json", id}));
+    auto inspected = nsbox({"inspect", "--json", id});
+    if (inspected.exit_code != 0) continue;  // no such sandbox: the rm itself says so
+    auto info = json(inspected);
     if (info.value("status", "") != "running") continue;
     std::string origin = info.value("kernel_origin", ""), why = info.value("kernel_zygote_fallback", "");
     INFO("sandbox " << id << "'s kernel: " << (origin.empty() ? "none started" : origin) << (why.empty() ? "" : ": " + why));
