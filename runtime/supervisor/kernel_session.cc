@@ -277,7 +277,10 @@ void KernelSession::on_kernel_message(const Json& m) {
                    "cell " + std::to_string(running_->number) + ": the kernel's result was malformed: " + wrong);
     }
     std::string status = r["status"];
-    if (status == "interrupted" && running_->timed_out) {
+    // A cell whose tool calls the deadline abandoned may finish before the interrupt lands
+    // (its threads got their errors at once): it still ran past its deadline.
+    bool cut_by_deadline = status == "ok" && running_->timed_out && running_->abandoned_tool_calls > 0;
+    if ((status == "interrupted" || cut_by_deadline) && running_->timed_out) {
       status = "timeout";
       r["message"] = "the cell ran past its deadline of " + seconds_text(running_->request.timeout_s) +
                      " s and was interrupted; its variables are kept";
