@@ -41,7 +41,8 @@ class LinkSigner {
               int64_t now) const;
   // The link's path and query (to be put after the server's public URL).
   std::string link(std::string_view sandbox_id, std::string_view path, int64_t expires) const;
-  // The master key, for the runtime to derive each launched sandbox's key from.
+  // The key it signs with: the server's master key (which the runtime derives each
+  // launched sandbox's key from), or a sandbox signer's own.
   const std::string& key() const { return key_; }
 
  private:

@@ -13,14 +13,7 @@ namespace {
 
 std::string spawn(const TestRoot& root, const std::string& id, const std::vector<std::string>& command,
                   const std::vector<std::string>& flags = {}) {
-  std::vector<std::string> args = {"spawn", id};
-  args.insert(args.end(), flags.begin(), flags.end());
-  args.push_back("--");
-  args.insert(args.end(), command.begin(), command.end());
-  auto r = root.nsbox(args);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  return r.out.substr(0, r.out.find('\n'));
+  return root.start_command({"spawn", id}, flags, command);
 }
 
 json process(const TestRoot& root, const std::string& id, const std::string& pid) {

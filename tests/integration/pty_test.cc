@@ -11,18 +11,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 std::string start_session(const TestRoot& root, const std::string& id, const std::vector<std::string>& command,
                           const std::vector<std::string>& flags = {}) {
-  std::vector<std::string> args = {"pty", id, "start"};
-  args.insert(args.end(), flags.begin(), flags.end());
-  args.push_back("--");
-  args.insert(args.end(), command.begin(), command.end());
-  auto r = root.nsbox(args);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  return first_line(r.out);
+  return root.start_command({"pty", id, "start"}, flags, command);
 }
 
 json write(const TestRoot& root, const std::string& id, const std::string& sid, const std::string& chars, int yield_ms = 1000) {

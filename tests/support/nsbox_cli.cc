@@ -375,6 +375,18 @@ ProcessResult TestRoot::nsbox(const std::vector<std::string>& args, const Proces
   return run_process(argv, o);
 }
 
+std::string TestRoot::start_command(const std::vector<std::string>& verb, const std::vector<std::string>& flags,
+                                    const std::vector<std::string>& command) const {
+  std::vector<std::string> args = verb;
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.push_back("--");
+  args.insert(args.end(), command.begin(), command.end());
+  auto r = nsbox(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return r.out.substr(0, r.out.find('\n'));
+}
+
 nlohmann::json TestRoot::json(const ProcessResult& r) {
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   INFO("stdout: " << r.out << "\nstderr: " << r.err);

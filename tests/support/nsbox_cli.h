@@ -86,6 +86,10 @@ class TestRoot {
   // Parses stdout as the one JSON document of a --json command.
   static nlohmann::json json(const ProcessResult& r);
 
+  // `nsbox VERB... FLAGS... -- COMMAND...` (spawn, pty start): REQUIREs success and returns
+  // the first line it printed (the pid or session it started).
+  std::string start_command(const std::vector<std::string>& verb, const std::vector<std::string>& flags,
+                            const std::vector<std::string>& command) const;
   // Creates a sandbox (REQUIREs success) and returns its id.
   std::string create(const std::vector<std::string>& extra = {}, const ProcessOptions& options = {});
   // nsbox --root <path> ARGS..., running in the background.

@@ -89,6 +89,15 @@ def test_a_command_that_cannot_start_is_refused_naming_it(sandbox: nsbox.Sandbox
         sandbox.processes.start(["true"], cwd="relative/dir")
 
 
+def _kill_with_a_new_client(server: Server, sandbox_id: str) -> None:
+    """Removes the sandbox through a client of its own (the test's first one is gone)."""
+    client = server.client("socket")
+    try:
+        nsbox.Sandbox.connect(sandbox_id, client=client).kill()
+    finally:
+        client.close()
+
+
 def test_a_process_survives_its_client_leaving(server: Server) -> None:
     c = server.client("socket")
     sbx = nsbox.Sandbox.create(client=c, lazy_kernel=True)
@@ -109,11 +118,7 @@ def test_a_process_survives_its_client_leaving(server: Server) -> None:
         finally:
             c2.close()
     finally:
-        c3 = server.client("socket")
-        try:
-            nsbox.Sandbox.connect(sbx.id, client=c3).kill()
-        finally:
-            c3.close()
+        _kill_with_a_new_client(server, sbx.id)
 
 
 def test_output_past_the_memory_tail_spills_to_a_file_and_stays_readable(sandbox: nsbox.Sandbox) -> None:
@@ -235,8 +240,4 @@ def test_a_process_survives_a_server_restart(fresh_server: Server) -> None:
         finally:
             c2.close()
     finally:
-        c3 = fresh_server.client("socket")
-        try:
-            nsbox.Sandbox.connect(sbx.id, client=c3).kill()
-        finally:
-            c3.close()
+        _kill_with_a_new_client(fresh_server, sbx.id)
