@@ -83,6 +83,21 @@ void op_init(void*, fuse_conn_info* conn) {
   conn->max_background = 64;  // the kernel's 12 starves parallel readers
   conn->congestion_threshold = 48;
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;  // writes go to the staging file as they come
+  // Every readdir carries its entries' attributes: `ls -l` then asks nothing per name. The
+  // kernel's "auto" mode would ask for them only on a directory's first page, and ls reads
+  // every page before its first stat.
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+}
+
+// The inode at `path` when it is the truth about it: created or being written here, or
+// confirmed by the remote under kListingTtl ago.
+std::optional<Node> trusted_node(BucketFs& fs, const std::string& path) {
+  auto ino = fs.inodes().find(path);
+  if (!ino) return std::nullopt;
+  auto known = fs.inodes().get(*ino);
+  if (known && (known->local || known->writers > 0 || Clock::now() - known->seen_at < InodeTable::kListingTtl)) return known;
+  return std::nullopt;
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -92,10 +107,7 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (std::strlen(name) > 255) return (void)fuse_reply_err(req, ENAMETOOLONG);
   if (!valid_new_name(fs, name)) return reply_negative(req);  // nothing can be there (nor asked for)
   std::string path = join(dir->path, name);
-  if (auto ino = fs.inodes().find(path))
-    if (auto known = fs.inodes().get(*ino);
-        known && (known->local || known->writers > 0 || Clock::now() - known->seen_at < InodeTable::kListingTtl))
-      return reply_node(req, fs, *known);
+  if (auto known = trusted_node(fs, path)) return reply_node(req, fs, *known);
   if (auto cached = fs.inodes().cached_entry(dir->path, name)) {
     if (!*cached) return reply_negative(req);
     return reply_node(req, fs, node_from(path, **cached));
@@ -137,9 +149,32 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
+// Adds entry `i` of `dir` to a readdir reply (at `out`, `room` bytes); returns the size it
+// needs (nothing is added when that is more than `room`). With `plus`, a settled entry
+// carries its attributes and counts a lookup, as op_lookup would answer; one not settled
+// carries none, and the kernel looks it up.
+size_t add_entry(fuse_req_t req, BucketFs& fs, OpenDir& dir, fuse_ino_t ino, uint64_t i, const ObjectEntry* listed,
+                 bool plus, char* out, size_t room) {
+  std::string name = listed ? listed->name : (i == 0 ? "." : "..");
+  std::string path = join(dir.path, name.c_str());
+  fuse_entry_param entry{};
+  entry.attr.st_mode = !listed || listed->is_prefix ? S_IFDIR : S_IFREG;
+  entry.attr.st_ino = !listed ? ino : fs.inodes().find(path).value_or(std::hash<std::string>{}(path) | (1ull << 62));
+  if (!plus) return fuse_add_direntry(req, out, room, name.c_str(), &entry.attr, static_cast<off_t>(i + 1));
+  if (listed && dir.stream->settled(i - 2)) {
+    Node node = trusted_node(fs, path).value_or(node_from(path, *listed));
+    entry.ino = fs.inodes().remember(node);
+    entry.attr = fs.attributes(entry.ino, fs.inodes().get(entry.ino).value_or(node));
+    entry.attr_timeout = entry.entry_timeout = BucketFs::kAttrTimeoutS;
+  }
+  size_t need = fuse_add_direntry_plus(req, out, room, name.c_str(), &entry, static_cast<off_t>(i + 1));
+  if (need > room && entry.ino != 0) fs.inodes().forget(entry.ino, 1);  // not sent: not counted
+  return need;
+}
+
 // Entry i of the handle is ".", "..", then the stream's entry i - 2 (the offset the kernel
 // passes back is the index of the next one).
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+void reply_entries(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi, bool plus) {
   BucketFs& fs = fs_of(req);
   auto& dir = *reinterpret_cast<OpenDir*>(fi->fh);
   std::string buffer(size, '\0');
@@ -151,25 +186,17 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_
       if (auto listed = list_from_start(fs, dir); !listed) return (void)fuse_reply_err(req, errno_of(listed.error(), "readdir"));
     dir.replied = true;
     for (uint64_t i = static_cast<uint64_t>(offset);; ++i) {
-      std::string name;
-      bool is_dir = true;
-      if (i < 2) {
-        name = i == 0 ? "." : "..";
-      } else {
+      const ObjectEntry* listed = nullptr;
+      if (i >= 2) {
         // One page per reply: the kernel may ask again from any entry of this reply, and
         // the stream keeps one page (an earlier one would mean listing again from the start).
         if (used > 0 && dir.stream->needs_request(i - 2)) break;
         auto entry = dir.stream->at(i - 2);
         if (!entry && used == 0) return (void)fuse_reply_err(req, errno_of(entry.error(), "readdir"));
         if (!entry || !*entry) break;  // a failure after some entries: the next call says it
-        name = (*entry)->name;
-        is_dir = (*entry)->is_prefix;
+        listed = *entry;
       }
-      struct stat st{};
-      st.st_mode = is_dir ? S_IFDIR : S_IFREG;
-      std::string path = join(dir.path, name.c_str());
-      st.st_ino = i < 2 ? ino : fs.inodes().find(path).value_or(std::hash<std::string>{}(path) | (1ull << 62));
-      size_t need = fuse_add_direntry(req, buffer.data() + used, size - used, name.c_str(), &st, static_cast<off_t>(i + 1));
+      size_t need = add_entry(req, fs, dir, ino, i, listed, plus, buffer.data() + used, size - used);
       if (need > size - used) break;
       used += need;
     }
@@ -177,6 +204,14 @@ void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_
   }
   // Replied to once unlocked: the reply lets the kernel send RELEASEDIR, which frees `dir`.
   fuse_reply_buf(req, buffer.data(), used);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  reply_entries(req, ino, size, offset, fi, false);
+}
+
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+  reply_entries(req, ino, size, offset, fi, true);
 }
 
 void op_releasedir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
@@ -322,6 +357,7 @@ const fuse_lowlevel_ops& BucketFs::operations() {
     o.setattr = op_setattr;
     o.opendir = op_opendir;
     o.readdir = op_readdir;
+    o.readdirplus = op_readdirplus;
     o.releasedir = op_releasedir;
     o.open = op_open;
     o.create = op_create;

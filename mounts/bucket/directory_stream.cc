@@ -54,6 +54,12 @@ bool DirectoryStream::needs_request(uint64_t index) const {
   return !started_ || i < base_ || (i >= base_ + page_.size() && !ended_);
 }
 
+bool DirectoryStream::settled(uint64_t index) const {
+  if (index < local_.size()) return true;
+  const ObjectEntry& e = page_[index - local_.size() - base_];
+  return e.is_prefix || (!files_before_prefix_.contains(e.name) && !page_directories_over_files_.contains(e.name));
+}
+
 std::optional<DirectoryStream::Whole> DirectoryStream::take_whole() {
   if (!started_ || !ended_ || !remembering_) return std::nullopt;
   Whole whole{std::move(whole_), started_at_};
@@ -71,6 +77,7 @@ void DirectoryStream::restart() {
   started_at_ = std::chrono::steady_clock::now();
   ended_ = false;
   files_before_prefix_.clear();
+  page_directories_over_files_.clear();
   forget_all();
   remembering_ = true;
 }
@@ -82,12 +89,14 @@ Result<void> DirectoryStream::fetch_next_page() {
   std::sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return key_order(a) < key_order(b); });
   base_ += page_.size();
   page_.clear();
+  page_directories_over_files_.clear();
   std::vector<ObjectEntry> directories_over_files;
   for (auto& e : listed) {
     std::string at = key_order(e);
     std::erase_if(files_before_prefix_, [&](const std::string& file) { return file + "/" < at; });
     if (!listable(e.name) || local_names_.contains(e.name)) continue;
     if (e.is_prefix && files_before_prefix_.contains(e.name)) {  // listed already, as the file
+      page_directories_over_files_.insert(e.name);
       directories_over_files.push_back(std::move(e));
       continue;
     }

@@ -39,6 +39,10 @@ class DirectoryStream {
   Result<const ObjectEntry*> at(uint64_t index);
   // Whether at(index) would ask the remote (for another page, or to start over).
   bool needs_request(uint64_t index) const;
+  // Whether the entry at `index`, just read by at(), is what a lookup of its name finds: a
+  // file is not until the listing is past "name/" (the name may still come back as a
+  // directory, which a lookup finds instead).
+  bool settled(uint64_t index) const;
 
   // Once the listing was read to its end within the budget: every entry by name (taken;
   // later calls give nullopt), and when the reading of its first page began. A directory
@@ -71,6 +75,7 @@ class DirectoryStream {
   // Files listed whose name may still come back as a common prefix ("a" before "a/", with
   // keys such as "a-b" between): dropped once the listing is past "name/".
   std::set<std::string> files_before_prefix_;
+  std::set<std::string> page_directories_over_files_;  // names of page_ that are directories too
   std::map<std::string, ObjectEntry> whole_;
   std::chrono::steady_clock::time_point started_at_;
   bool remembering_ = true;  // whole_ holds every remote entry so far

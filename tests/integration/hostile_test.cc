@@ -147,14 +147,17 @@ TEST_CASE("a cell that stops the kernel's reader and floods requests is killed, 
 TEST_CASE("a forged kernel result with fields of the wrong type reaches the client as a well-formed result", "[zygote]") {
   TestRoot root;
   auto id = root.create();
-  // The forged result ends the cell early (any of the first cell numbers); the real one,
-  // later, is for a cell that has ended and is ignored.
+  // The forged result, for the running cell (its number as the kernel knows it), ends that
+  // cell early; the real one, later, is for a cell that has ended and is ignored. Forging
+  // for later cells too raced the next cell under load: a forged result read after that
+  // cell began ended it.
   const std::string forge = kFrameWriter +
-                            "for n in range(1, 4):\n"
-                            "    send(3, {'event': 'result', 'cell': n, 'status': 'ok', 'results': 7,\n"
-                            "             'results_file_path': 12345, 'display': [7, {'type': 1}],\n"
-                            "             'error': {'ename': []}, 'execution_count': 'many'})\n"
-                            "import time; time.sleep(1)\n";
+                            "import sys, time\n"
+                            "n = sys.modules['nsbox_kernel.display']._context['cell']\n"
+                            "send(3, {'event': 'result', 'cell': n, 'status': 'ok', 'results': 7,\n"
+                            "         'results_file_path': 12345, 'display': [7, {'type': 1}],\n"
+                            "         'error': {'ename': []}, 'execution_count': 'many'})\n"
+                            "time.sleep(1)\n";
   auto j = root.cell(id, forge);
   CHECK(j["status"] == "ok");
   CHECK(j["display"] == json::array());

@@ -123,6 +123,29 @@ TEST_CASE("a key and a common prefix of one name are listed once, on one page or
   }
 }
 
+TEST_CASE("an entry is settled (its attributes may go with it) only once it cannot come back as a directory") {
+  // What a lookup of each name finds, as read: "a" and "b" are directories too; "c" and
+  // "a-1" are files (the listing passed "c/" at "d", and "a-1/" at "a.b").
+  std::vector<std::string> keys = {"a", "a-1", "a.b", "a/", "b", "b/", "c", "d"};
+  for (size_t page : {size_t{100}, size_t{1}, size_t{2}, size_t{3}}) {
+    INFO("page of " << page);
+    PagedBucket bucket(keys, page);
+    DirectoryStream stream(bucket, "", {ObjectEntry{"new", false, 0, 0, ""}});
+    std::vector<std::string> settled_files;
+    for (uint64_t i = 0;; ++i) {
+      auto e = stream.at(i);
+      REQUIRE(e);
+      if (!*e) break;
+      if (stream.settled(i) && !(*e)->is_prefix) settled_files.push_back((*e)->name);
+    }
+    // "a" and "b" never go as files; the last file of a page may not yet be known to be one.
+    CHECK(std::count(settled_files.begin(), settled_files.end(), "a") == 0);
+    CHECK(std::count(settled_files.begin(), settled_files.end(), "b") == 0);
+    CHECK(settled_files.front() == "new");  // made here: the table knows it
+    if (page == 100) CHECK(settled_files == std::vector<std::string>{"new", "a-1", "a.b", "c"});
+  }
+}
+
 TEST_CASE("a whole listing is kept for lookups within the budget, and given back") {
   SECTION("a small one") {
     PagedBucket bucket({"x", "y/"}, 1000);
