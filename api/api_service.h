@@ -144,6 +144,11 @@ class ApiService {
   void process_signal(Exchange& x, const Call& c);
   void process_remove(Exchange& x, const Call& c);
 
+  // Port forwards (api/port_routes.cc).
+  void port_open(Exchange& x, const Call& c);
+  void port_list(Exchange& x, const Call& c);
+  void port_close(Exchange& x, const Call& c);
+
   // api/cluster_routes.cc
   bool ready(std::string& reason) const;
   // Sandboxes on this machine: every one of the state root (stopped, dead and warm

@@ -71,7 +71,7 @@ RouteMatch RouteTable::match(std::string_view method, std::string_view path) con
 }
 
 // The API's endpoints (docs/api.md explains them; api/openapi.yaml is their contract).
-// Handlers live in api_service.cc (sandboxes, sessions, snapshots), pty_routes.cc, process_routes.cc, run_routes.cc
+// Handlers live in api_service.cc (sandboxes, sessions, snapshots), pty_routes.cc, process_routes.cc, port_routes.cc, run_routes.cc
 // (cells, commands, tools), file_routes.cc (files, fs) and cluster_routes.cc (probes,
 // metrics, drain).
 const RouteTable& ApiService::routes() {
@@ -136,6 +136,10 @@ const RouteTable& ApiService::routes() {
        Answer::kStream},
       {"POST", "/v1/sandboxes/{id}/processes/{pid}/input", &S::process_input, A::kPeerRelayable, Sc::kSandbox},
       {"POST", "/v1/sandboxes/{id}/processes/{pid}/signal", &S::process_signal, A::kPeerRelayable, Sc::kSandbox},
+      // Port forwards: a loopback port of the server's machine per forwarded port.
+      {"POST", "/v1/sandboxes/{id}/ports", &S::port_open, A::kPeerRelayable, Sc::kSandbox},
+      {"GET", "/v1/sandboxes/{id}/ports", &S::port_list, A::kPeerRelayable, Sc::kSandbox},
+      {"DELETE", "/v1/sandboxes/{id}/ports/{port}", &S::port_close, A::kPeerRelayable, Sc::kSandbox},
       // Tools: the hosted workbench tools, and the tool bridge's callback backend.
       {"POST", "/v1/sandboxes/{id}/tools/{tool}", &S::run_workbench_tool, A::kPeerRelayable, Sc::kSandbox},
       {"GET", "/v1/sandboxes/{id}/events", &S::tool_events, A::kPeerRelayable, Sc::kSandbox, Body::kJson, Answer::kStream},

@@ -148,6 +148,12 @@ const std::vector<CommandHelp>& command_table() {
         {"allow-private", "HOST[,HOST...]", "hosts of it that may resolve to private or loopback addresses"}},
        cmd_net},
       {"ttl", "ID SECONDS", "remove the running sandbox SECONDS from now (its time to live, extended or set)", {}, cmd_ttl},
+      {"port", "ID [PORT]", "reach the sandbox's 127.0.0.1:PORT from this host through a loopback forward; without PORT, list them",
+       {{"listen", "HOST:PORT", "where the forward listens (default 127.0.0.1:0, a free port); a loopback address"},
+        {"close", nullptr, "stop forwarding PORT (connections already made go on)"}},
+       cmd_port, false,
+       "Prints HOST:PORT to connect to. Any local process of this host may connect to it: no token is asked. The forwards "
+       "end when the sandbox stops."},
       {"files", "ID (upload LOCAL [REMOTE] | ls [PATH] | download REMOTE [LOCAL] | rm PATH...)",
        "the sandbox's /mnt/files, from the host",
        {{"limit", "N", "ls: entries per page (default 1000, at most 100000)"},

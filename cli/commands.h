@@ -31,6 +31,7 @@ int cmd_run(const Invocation& inv);
 int cmd_resize(const Invocation& inv);
 int cmd_net(const Invocation& inv);
 int cmd_ttl(const Invocation& inv);
+int cmd_port(const Invocation& inv);
 int cmd_rm(const Invocation& inv);
 int cmd_stop(const Invocation& inv);
 int cmd_start(const Invocation& inv);

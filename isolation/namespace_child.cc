@@ -64,10 +64,13 @@ Result<UniqueFd> make_fd(pid_t sandbox_pid, std::initializer_list<const char*> n
 
 namespace {
 
+// What a child sharing our memory runs, and what it says back. `body` returns 0 (or, for
+// make_fd_sharing_memory, the descriptor), or -1 with errno set.
 struct Shared {
-  const SharedBody* body;
+  const std::function<int(Report&, std::span<const int>)>* body;
   std::span<const int> ns;
   Report report{-1, 0};  // step -1: the body never started
+  int result = -1;
   bool done = false;
 };
 
@@ -75,12 +78,25 @@ struct Shared {
 __attribute__((no_sanitize_address)) int run_shared(void* arg) {
   auto* s = static_cast<Shared*>(arg);
   s->report.step = 0;
-  if ((*s->body)(s->report, s->ns) != 0) {
+  s->result = (*s->body)(s->report, s->ns);
+  if (s->result < 0) {
     s->report.err = errno;
     return 1;
   }
   s->done = true;
   return 0;
+}
+
+// Runs `shared` in a child sharing our memory (and `extra_flags`' more); a failure names
+// the step the child was at.
+Result<void> run_shared_child(Shared& shared, int extra_flags, std::span<const char* const> steps, const std::string& what) {
+  alignas(16) char stack[16 * 1024];
+  if (sys::vfork_call(run_shared, &shared, stack, extra_flags) < 0) return fail(sys_error("clone", errno).context(what));
+  if (shared.done) return {};
+  const Report& r = shared.report;
+  if (r.step >= 0 && static_cast<size_t>(r.step) < steps.size() && r.err != 0)
+    return fail(make_error(ErrorCode::kSystem, what + ": " + steps[static_cast<size_t>(r.step)] + ": " + std::strerror(r.err)));
+  return fail(make_error(ErrorCode::kSystem, what + ": the helper failed"));
 }
 
 }  // namespace
@@ -92,13 +108,14 @@ Result<void> run_sharing_memory(pid_t sandbox_pid, std::initializer_list<const c
   std::vector<int> ns;
   for (const auto& fd : *opened) ns.push_back(fd.get());
   Shared shared{&body, ns};
-  alignas(16) char stack[16 * 1024];
-  if (sys::vfork_call(run_shared, &shared, stack) < 0) return fail(sys_error("clone", errno).context(what));
-  if (shared.done) return {};
-  const Report& r = shared.report;
-  if (r.step >= 0 && static_cast<size_t>(r.step) < steps.size() && r.err != 0)
-    return fail(make_error(ErrorCode::kSystem, what + ": " + steps[static_cast<size_t>(r.step)] + ": " + std::strerror(r.err)));
-  return fail(make_error(ErrorCode::kSystem, what + ": the helper failed"));
+  return run_shared_child(shared, 0, steps, what);
+}
+
+Result<UniqueFd> make_fd_sharing_memory(std::span<const int> ns, std::span<const char* const> steps,
+                                        const SharedFdBody& body, const std::string& what) {
+  Shared shared{&body, ns};
+  NSBOX_CHECK(run_shared_child(shared, CLONE_FILES, steps, what));
+  return UniqueFd(shared.result);
 }
 
 }  // namespace nsbox::namespace_child

@@ -78,4 +78,20 @@ Result<UniqueFd> listen_inside(pid_t sandbox_pid, uint16_t port) {
       "listen on 127.0.0.1:" + std::to_string(port) + " in the sandbox");
 }
 
+Result<UniqueFd> socket_inside(std::span<const int> ns) {
+  static constexpr const char* kSteps[] = {"setns into the sandbox's user namespace",
+                                           "setns into the sandbox's network namespace", "socket"};
+  return namespace_child::make_fd_sharing_memory(
+      ns, kSteps,
+      [](namespace_child::Report& r, std::span<const int> fds) {
+        r.step = 0;
+        if (::setns(fds[0], CLONE_NEWUSER) != 0) return -1;
+        r.step = 1;
+        if (::setns(fds[1], CLONE_NEWNET) != 0) return -1;
+        r.step = 2;
+        return ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      },
+      "make a socket in the sandbox's network namespace");
+}
+
 }  // namespace nsbox::network

@@ -5,6 +5,7 @@
 // and `host` (the host's network).
 #pragma once
 
+#include <span>
 #include <string_view>
 
 #include <sys/types.h>
@@ -30,5 +31,11 @@ Result<void> setup_in_child(Mode mode);
 // sandbox, and what that process connects to is reached from the host's namespace. A
 // short-lived child joins the sandbox's user and network namespaces to make it.
 Result<UniqueFd> listen_inside(pid_t sandbox_pid, uint16_t port);
+
+// A TCP socket (non-blocking, not connected) of the network namespace whose user and
+// network namespaces `ns` are (open_namespaces(pid, {"user", "net"})): connected from the
+// host side, it reaches the sandbox's 127.0.0.1 (a port forward's way in). Made by a
+// child that shares our memory and descriptors: ~0.1 ms, no fork.
+Result<UniqueFd> socket_inside(std::span<const int> ns);
 
 }  // namespace nsbox::network

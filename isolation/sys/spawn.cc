@@ -52,11 +52,11 @@ __attribute__((no_sanitize_address)) int detach(void* arg) {
 
 }  // namespace
 
-int vfork_call(int (*fn)(void*), void* arg, std::span<char> stack) {
+int vfork_call(int (*fn)(void*), void* arg, std::span<char> stack, int extra_flags) {
   sigset_t all, previous;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pid_t pid = ::clone(fn, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+  pid_t pid = ::clone(fn, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD | extra_flags, arg);
   int saved = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (pid < 0) {

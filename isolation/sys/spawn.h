@@ -15,8 +15,9 @@ namespace nsbox::sys {
 // namespaces. The calling thread waits until the child has exited (the caller's other
 // threads go on running: fn may make system calls only, no allocation, no lock; a
 // single-threaded caller, paused, may let it do more: kernel/zygote/zygote_server.cc) and gets
-// its wait status; -1 with errno if the clone failed.
-int vfork_call(int (*fn)(void*), void* arg, std::span<char> stack);
+// its wait status; -1 with errno if the clone failed. `extra_flags`: more of clone's
+// (CLONE_FILES: the child's new descriptors are the caller's).
+int vfork_call(int (*fn)(void*), void* arg, std::span<char> stack, int extra_flags = 0);
 
 // Runs `path` with `argv` and `envp` as a daemon: in a new session, a grandchild of the
 // caller that init (or the nearest subreaper) adopts, with `fds[i]` as its fd i (-1:

@@ -281,6 +281,7 @@ Result<SandboxInfo> Runtime::stop(const std::string& id_or_name) const {
     facts.init_pid = 0;
     facts.cgroup = {};
     facts.mount_servers.clear();
+    facts.ports.clear();
     NSBOX_CHECK(store_.save(record));
   }
   return info_for(id);
@@ -573,6 +574,27 @@ Result<SandboxInfo> Runtime::set_ttl(const std::string& id_or_name, uint64_t ttl
   if (!store_.supervisor_alive(id)) return fail(not_running(id));
   NSBOX_CHECK(request(id, {{"op", "ttl"}, {"ttl_s", ttl_s}}, kRequestTimeoutMs));
   return inspect(id);
+}
+
+Result<ExposedPort> Runtime::expose_port(const std::string& id_or_name, uint16_t port, const std::string& host,
+                                         uint16_t host_port) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
+  Json answer = NSBOX_TRY(request(id, {{"op", "port_open"}, {"port", port}, {"host", host}, {"host_port", host_port}},
+                                  kRequestTimeoutMs));
+  try {
+    const Json& f = answer.at("forward");
+    return ExposedPort{f.at("port").get<uint16_t>(), f.at("host").get<std::string>(), f.at("host_port").get<uint16_t>()};
+  } catch (const Json::exception& e) {
+    return fail(make_error(ErrorCode::kProtocol, std::string("the supervisor's port forward: ") + e.what()));
+  }
+}
+
+Result<bool> Runtime::close_port(const std::string& id_or_name, uint16_t port) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  if (!store_.supervisor_alive(id)) return fail(not_running(id));
+  Json answer = NSBOX_TRY(request(id, {{"op", "port_close"}, {"port", port}}, kRequestTimeoutMs));
+  return answer.value("closed", false);
 }
 
 void Runtime::stop_supervisor(const std::string& id) const {

@@ -212,6 +212,12 @@ class Runtime {
   // The running sandbox is removed `ttl_s` seconds from now (docs/semantics.md, "Time to
   // live"): a TTL's extension, or a first one.
   Result<SandboxInfo> set_ttl(const std::string& id_or_name, uint64_t ttl_s) const;
+  // Port forwards of the running sandbox (docs/semantics.md, "Ports"): its 127.0.0.1:`port`
+  // reachable at a loopback address of the host (`host` "": 127.0.0.1; `host_port` 0: a
+  // free one). Asked again, the same forward. The forwards are the record's `ports`.
+  Result<ExposedPort> expose_port(const std::string& id_or_name, uint16_t port, const std::string& host = "",
+                                  uint16_t host_port = 0) const;
+  Result<bool> close_port(const std::string& id_or_name, uint16_t port) const;  // false: it was not forwarded
   // Ends every process of the sandbox (its kernel's state is lost) and its supervisor; the
   // sandbox stays, `stopped`, with its files and home volumes and its definition.
   // Stopping a stopped sandbox does nothing; a dead one is cleaned up and marked stopped.

@@ -21,6 +21,14 @@ namespace nsbox {
 enum class Enforcement { kCgroupV1, kCgroupV2, kRlimits };
 std::string_view enforcement_name(Enforcement e);
 
+// A port of the sandbox forwarded from the host's loopback (runtime/supervisor/port_forwards.h).
+struct ExposedPort {
+  uint16_t port = 0;       // inside the sandbox (its 127.0.0.1)
+  std::string host;        // where the host's side listens: 127.0.0.1 unless asked
+  uint16_t host_port = 0;
+  nlohmann::json to_json() const { return {{"port", port}, {"host", host}, {"host_port", host_port}}; }
+};
+
 struct SandboxFacts {
   std::string created_at;  // RFC 3339, UTC
   std::string stopped_at;  // RFC 3339, when `nsbox stop` stopped it; empty while it runs
@@ -38,6 +46,7 @@ struct SandboxFacts {
   // the server that made it ("nsbox-server:<pid>"); empty once claimed, or never pooled.
   std::string pool;
   std::string create_path = "cold";  // "warm": claimed from a pool; "cold": built for its create
+  std::vector<ExposedPort> ports;     // forwarded while it runs; none once it stopped
 };
 
 struct SandboxRecord {

@@ -16,6 +16,7 @@
 #include "isolation/sys/rfc3339.h"
 #include "isolation/sys/syscall.h"
 #include "isolation/mount_injection.h"
+#include "isolation/namespace_child.h"
 #include "isolation/userns.h"
 #include "mounts/volume_image.h"
 #include "runtime/core/sandbox_removal.h"
@@ -127,6 +128,51 @@ void Supervisor::change_ttl(Client& client, const Json& request) {
   reply(client, {{"ok", true}, {"record", record_.to_json()}});
 }
 
+Result<PortForwards*> Supervisor::port_forwards() {
+  if (ports_) return ports_.get();
+  std::vector<UniqueFd> ns;  // a sandbox on the host's network has none of its own
+  if (record_.spec.net.mode != network::Mode::kHost)
+    ns = NSBOX_TRY(namespace_child::open_namespaces(instance_->init_pid(), {"user", "net"}));
+  ports_ = std::make_unique<PortForwards>(*loop_, std::move(ns));
+  return ports_.get();
+}
+
+void Supervisor::handle_ports(Client& client, const std::string& op, const Json& request) {
+  auto ports = port_forwards();
+  if (!ports) return reply_error(client, ports.error());
+  auto number = [&](const char* key, int64_t least) -> Result<uint16_t> {
+    const Json& v = request.contains(key) ? request[key] : Json(0);
+    if (!v.is_number_integer() || v.get<int64_t>() < least || v.get<int64_t>() > 65535)
+      return fail(make_error(ErrorCode::kInvalidArgument, std::string("\"") + key + "\" must be a port number from " +
+                                                              std::to_string(least) + " to 65535"));
+    return static_cast<uint16_t>(v.get<int64_t>());
+  };
+  if (op == "port_list") {
+    Json forwards = Json::array();
+    for (const auto& f : (*ports)->list()) forwards.push_back(f.to_json());
+    return reply(client, {{"ok", true}, {"forwards", forwards}});
+  }
+  auto port = number("port", 1);
+  if (!port) return reply_error(client, port.error());
+  Json answer = {{"ok", true}};
+  if (op == "port_open") {
+    auto host_port = number("host_port", 0);
+    if (!host_port) return reply_error(client, host_port.error());
+    const Json& host = request.contains("host") ? request["host"] : Json("");
+    if (!host.is_string()) return reply_error(client, make_error(ErrorCode::kInvalidArgument, "\"host\" must be a string"));
+    auto forward = (*ports)->open(*port, host.get<std::string>(), *host_port);
+    if (!forward) return reply_error(client, forward.error());
+    answer["forward"] = forward->to_json();
+  } else if (op == "port_close") {
+    answer["closed"] = (*ports)->close(*port);
+  } else {
+    return reply_error(client, make_error(ErrorCode::kInvalidArgument, "unknown request '" + op + "'"));
+  }
+  record_.facts.ports = (*ports)->list();
+  if (auto saved = store_.save(record_); !saved) return reply_error(client, saved.error());
+  reply(client, answer);
+}
+
 // The host-side processes of the sandbox: its bucket mounts' servers, its network's NAT
 // helper or egress proxy, and its tool bridge. Each is handed its secrets, which are then
 // wiped here.
@@ -179,6 +225,7 @@ const SandboxRecord& Supervisor::record_facts_at_start() {
   f.enforcement = instance_->enforcement();
   f.cgroup = instance_->placement();
   f.mount_servers = buckets_.pids();
+  f.ports.clear();  // a previous run's forwards went with it
   record_.spec.env_names.clear();
   for (const auto& [k, v] : launch_.env) record_.spec.env_names.push_back(k);
   return record_;
@@ -356,6 +403,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
   if (op == "exec") return start_command(client, frame);
   if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
   if (op.starts_with("proc_")) return processes_->handle(client.fd.get(), op, frame.message);
+  if (op.starts_with("port_")) return handle_ports(client, op, frame.message);
   if (op == "execute") {
     auto cell = CellRequest::from_json(frame.message);
     if (!cell) return reply_error(client, cell.error());

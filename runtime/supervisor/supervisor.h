@@ -31,6 +31,7 @@
 #include "runtime/supervisor/nat_helper.h"
 #include "runtime/supervisor/net_proxy.h"
 #include "runtime/supervisor/output_capture.h"
+#include "runtime/supervisor/port_forwards.h"
 #include "runtime/supervisor/processes.h"
 #include "runtime/supervisor/pty_sessions.h"
 #include "runtime/supervisor/tool_bridge.h"
@@ -120,6 +121,10 @@ class Supervisor final : private KernelHost, private ProcessHost {
   Result<void> set_deadline(uint64_t seconds);
   void expire();  // the deadline passed: everything of the sandbox stopped and removed
   void change_ttl(Client& client, const protocol::Json& request);
+  // port_open, port_list, port_close (runtime/supervisor/port_forwards.h); the record's
+  // `ports` follow.
+  void handle_ports(Client& client, const std::string& op, const protocol::Json& request);
+  Result<PortForwards*> port_forwards();  // made at the first forward
 
   // KernelHost: what the kernel session asks of us.
   Result<uint64_t> spawn_in_sandbox(const std::vector<std::string>& argv,
@@ -178,6 +183,7 @@ class Supervisor final : private KernelHost, private ProcessHost {
   std::string kernel_zygote_fallback_;
   std::unique_ptr<PtySessions> ptys_;
   std::unique_ptr<Processes> processes_;
+  std::unique_ptr<PortForwards> ports_;  // before the loop goes (they leave it)
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_
 };
 

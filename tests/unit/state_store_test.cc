@@ -79,6 +79,7 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
   rec.spec.env_names = {"API_KEY"};
   rec.facts.home = "sbx-abcdef";
   rec.facts.stopped_at = "2026-12-02T00:00:00Z";
+  rec.facts.ports = {{8000, "127.0.0.1", 40123}};
   auto j = rec.to_json();
   // The state file is this JSON. Its fields are the ones below and no other: a new field
   // fails here until someone decides it can hold no secret (--env values, credentials).
@@ -93,11 +94,16 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
                                         // the warm pool's: a server's tag, "warm"/"cold", module names, a flag
                                         "pool", "create_path", "preload", "memory_merge", "lazy_kernel",
                                         // sizes, a snapshot's id or name and seconds, as asked at create
-                                        "files_quota", "home_size", "from_snapshot", "ttl_s"});
+                                        "files_quota", "home_size", "from_snapshot", "ttl_s",
+                                        // port forwards: port numbers and a loopback address
+                                        "ports"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
   auto back = SandboxRecord::from_json(j);
   REQUIRE(back);
   CHECK(back->spec.size == SizeTier::kXlarge);
+  REQUIRE(back->facts.ports.size() == 1);
+  CHECK(back->facts.ports[0].host_port == 40123);
+  CHECK(back->facts.ports[0].host == "127.0.0.1");
   CHECK(back->facts.home == "sbx-abcdef");
   CHECK(back->facts.stopped_at == "2026-12-02T00:00:00Z");
   CHECK(back->spec.net.mode == network::Mode::kAllow);

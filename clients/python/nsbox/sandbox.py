@@ -16,6 +16,7 @@ from ._http import Client, DEFAULT_TIMEOUT_S
 from .errors import NotFound, ProtocolError
 from .models import Execution, PtyOutput, SandboxInfo, SessionInfo, SnapshotInfo
 from .files import Files, Fs, RemoteFile
+from .ports import Ports
 from .processes import Processes, command_body
 from .run import Commands, DisplayCallback, ProgressCallback, TextCallback, _Runner
 
@@ -83,6 +84,7 @@ class _Workbench:
         self.files = Files(self._client, base)
         self.fs = Fs(self._client, base)
         self.processes = Processes(self._client, base)
+        self.ports = Ports(self._client, base)
 
     @property
     def client(self) -> Client:

@@ -45,6 +45,7 @@ export {
   type RunCommandOptions,
   type TextCallback,
 } from "./run.js";
+export { Ports, type PortForward } from "./ports.js";
 export { Sandbox, Session, makeClient, type ClientOptions, type CreateSession } from "./sandbox.js";
 export { ToolCallServer, type ToolCallOptions, type ToolHandler } from "./tool-calls.js";
 export type { components, operations, paths } from "./generated/openapi.js";

@@ -27,6 +27,7 @@ import {
   type WorkbenchAnswer,
 } from "./models.js";
 import type { components } from "./generated/openapi.js";
+import { Ports } from "./ports.js";
 import { Commands, Runner, type RunCodeOptions } from "./run.js";
 import { ToolCallServer, type ToolCallOptions, type ToolHandler } from "./tool-calls.js";
 import type { Execution } from "./models.js";
@@ -77,6 +78,7 @@ abstract class Workbench {
   readonly commands: Commands;
   readonly files: Files;
   readonly fs: Fs;
+  readonly ports: Ports;
   protected readonly base: string;
   private readonly runner: Runner;
 
@@ -86,6 +88,7 @@ abstract class Workbench {
     this.commands = new Commands(this.runner);
     this.files = new Files(client, base);
     this.fs = new Fs(client, base);
+    this.ports = new Ports(client, base);
   }
 
   /**

@@ -18,7 +18,9 @@ import {
   SandboxLifecycleError,
   SandboxWorkspaceReadNotFoundError,
   WorkspacePathPolicy,
+  recordExposedPortEndpoint,
   type ExecCommandArgs,
+  type ExposedPortEndpoint,
   type ListDirectoryArgs,
   type ReadFileArgs,
   type SandboxDirectoryEntry,
@@ -326,8 +328,17 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
     return imageOutputFromBytes(args.path, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   }
 
-  async resolveExposedPort(port: number): Promise<never> {
-    throw missingCapability(`exposing port ${port} needs a loopback port forward kept by the server`, "exposedPorts", { port });
+  /**
+   * The loopback forward the server keeps for `port` (made at the first call, the same
+   * after): `{host: "127.0.0.1", port, tls: false}`, opened by a plain client on the
+   * server's machine without the API token. Asked of the server each time: a forward
+   * ends with its sandbox, and one started again has another.
+   */
+  async resolveExposedPort(port: number): Promise<ExposedPortEndpoint> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new UserError(`a port to expose is from 1 to 65535, not ${port}`);
+    const forward = await this.sandbox.ports.expose(port);
+    return recordExposedPortEndpoint(this.state, { host: forward.host, port: forward.host_port, tls: false }, port);
   }
 
   /**

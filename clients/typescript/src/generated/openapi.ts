@@ -649,6 +649,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/ports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        /** The sandbox's port forwards */
+        get: operations["listPorts"];
+        put?: never;
+        /**
+         * Reach a port of the sandbox from the server's machine
+         * @description A listener at a loopback address of the server's machine (127.0.0.1 and a free port
+         *     unless asked) whose connections reach the sandbox's 127.0.0.1:`port`, whatever its
+         *     network mode. No token is asked there: any local process may connect. Asked again
+         *     for the same port, the same forward; another address for a forwarded port is 409.
+         *     At most 16 per sandbox (409 `busy` names the limit); they end when the sandbox stops.
+         */
+        post: operations["openPort"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sandboxes/{id}/ports/{port}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A forwarded port of the sandbox (1-65535); one not forwarded is 404 */
+                port: components["parameters"]["port"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Stop forwarding a port (connections already made go on) */
+        delete: operations["closePort"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/processes": {
         parameters: {
             query?: never;
@@ -1247,6 +1297,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{sid}/ports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        /** On the session's sandbox: The sandbox's port forwards */
+        get: operations["sessionListPorts"];
+        put?: never;
+        /**
+         * On the session's sandbox: Reach a port of the sandbox from the server's machine
+         * @description A listener at a loopback address of the server's machine (127.0.0.1 and a free port
+         *     unless asked) whose connections reach the sandbox's 127.0.0.1:`port`, whatever its
+         *     network mode. No token is asked there: any local process may connect. Asked again
+         *     for the same port, the same forward; another address for a forwarded port is 409.
+         *     At most 16 per sandbox (409 `busy` names the limit); they end when the sandbox stops.
+         */
+        post: operations["sessionOpenPort"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{sid}/ports/{port}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A forwarded port of the sandbox (1-65535); one not forwarded is 404 */
+                port: components["parameters"]["port"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** On the session's sandbox: Stop forwarding a port (connections already made go on) */
+        delete: operations["sessionClosePort"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{sid}/processes": {
         parameters: {
             query?: never;
@@ -1804,6 +1904,8 @@ export interface components {
             pool: string;
             /** @enum {string} */
             create_path: "warm" | "cold";
+            /** @description Its port forwards; none once stopped */
+            ports: components["schemas"]["PortForward"][];
             files?: components["schemas"]["Volume"];
             /** @enum {string} */
             status: "running" | "stopped" | "dead";
@@ -2130,6 +2232,25 @@ export interface components {
             stdout_file_path?: string;
             stderr_file_path?: string;
         };
+        OpenPort: {
+            /** @description The port on the sandbox's 127.0.0.1 */
+            port: number;
+            /** @description A loopback address of the server's machine to listen on (default 127.0.0.1) */
+            host?: string;
+            /** @description The port to listen on (default 0: a free one) */
+            host_port?: number;
+        };
+        PortForward: {
+            port: number;
+            host: string;
+            host_port: number;
+        };
+        PortList: {
+            ports: components["schemas"]["PortForward"][];
+        };
+        PortClosed: {
+            closed: number;
+        };
         ProcessList: {
             processes: components["schemas"]["ProcessStatus"][];
         };
@@ -2448,6 +2569,8 @@ export interface components {
         id: string;
         /** @description A session's id (`ses-...`) */
         sid: string;
+        /** @description A forwarded port of the sandbox (1-65535); one not forwarded is 404 */
+        port: string;
         /** @description A process's pid in the sandbox; one not started by `POST .../processes` (or removed) is 404 */
         pid: string;
         /** @description The byte of stdout (a tty's output) to start from */
@@ -3830,6 +3953,105 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    listPorts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each forwarded port and where it is reached */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    openPort: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpenPort"];
+            };
+        };
+        responses: {
+            /** @description The forward: connect to host:host_port */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortForward"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    closePort: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+                /** @description A forwarded port of the sandbox (1-65535); one not forwarded is 404 */
+                port: components["parameters"]["port"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description It was forwarded, and is no longer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortClosed"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
     listProcesses: {
         parameters: {
             query?: never;
@@ -5048,6 +5270,105 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PtyResized"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionListPorts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Each forwarded port and where it is reached */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionOpenPort: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OpenPort"];
+            };
+        };
+        responses: {
+            /** @description The forward: connect to host:host_port */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortForward"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionClosePort: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+                /** @description A forwarded port of the sandbox (1-65535); one not forwarded is 404 */
+                port: components["parameters"]["port"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description It was forwarded, and is no longer */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PortClosed"];
                 };
             };
             400: components["responses"]["BadRequest"];
