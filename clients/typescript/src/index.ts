@@ -46,6 +46,7 @@ export {
   type TextCallback,
 } from "./run.js";
 export { Ports, type PortForward } from "./ports.js";
+export { Processes, type ProcessOutput, type ProcessStatus, type StartProcess } from "./processes.js";
 export { Sandbox, Session, makeClient, type ClientOptions, type CreateSession } from "./sandbox.js";
 export { ToolCallServer, type ToolCallOptions, type ToolHandler } from "./tool-calls.js";
 export type { components, operations, paths } from "./generated/openapi.js";

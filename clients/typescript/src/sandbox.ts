@@ -28,6 +28,7 @@ import {
 } from "./models.js";
 import type { components } from "./generated/openapi.js";
 import { Ports } from "./ports.js";
+import { Processes } from "./processes.js";
 import { Commands, Runner, type RunCodeOptions } from "./run.js";
 import { ToolCallServer, type ToolCallOptions, type ToolHandler } from "./tool-calls.js";
 import type { Execution } from "./models.js";
@@ -79,6 +80,7 @@ abstract class Workbench {
   readonly files: Files;
   readonly fs: Fs;
   readonly ports: Ports;
+  readonly processes: Processes;
   protected readonly base: string;
   private readonly runner: Runner;
 
@@ -89,6 +91,7 @@ abstract class Workbench {
     this.files = new Files(client, base);
     this.fs = new Fs(client, base);
     this.ports = new Ports(client, base);
+    this.processes = new Processes(client, base);
   }
 
   /**

@@ -35,13 +35,11 @@ import {
   elapsedSeconds,
   formatExecResponse,
   imageOutputFromBytes,
-  shellQuote,
   truncateOutput,
 } from "@openai/agents-core/sandbox/internal";
 import { UserError, applyDiff, type Editor } from "@openai/agents-core";
 
-import { NotFound } from "../errors.js";
-import type { PtyOutput } from "../models.js";
+import { NotFound, NsboxError } from "../errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { missingCapability } from "./manifest.js";
 
@@ -55,10 +53,10 @@ export interface NsboxSandboxSessionState extends SandboxSessionState {
 
 export interface NsboxSessionSettings {
   /**
-   * Non-tty commands: run each to its end, up to this many seconds, whatever
-   * `yieldTimeMs` says (the answer then comes when the command ends). Unset, a non-tty
-   * command that outlives its `yieldTimeMs` is killed and reported as an error: nsbox
-   * serve cannot yet keep it running past the request.
+   * Non-tty commands: wait for each to its end, up to this many seconds, whatever
+   * `yieldTimeMs` says, and kill it past them (exit code 124). Unset (the default), a
+   * command still running after `yieldTimeMs` goes on as a process that `writeStdin`
+   * continues.
    */
   commandDeadlineS?: number;
   /** The shell of commands that name none (default /bin/bash). */
@@ -68,12 +66,13 @@ export interface NsboxSessionSettings {
 // The SDK's defaults (its shell capability and Unix-local client).
 const DEFAULT_EXEC_YIELD_TIME_MS = 10_000;
 const DEFAULT_WRITE_STDIN_YIELD_TIME_MS = 250;
-// nsbox serve answers a PTY read within at most 30 s; longer waits are several reads.
-const MAX_PTY_WINDOW_MS = 30_000;
+// One read of a process's output waits at most this long; longer windows are several reads.
+const MAX_READ_WINDOW_MS = 30_000;
 
 export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionState> {
   readonly state: NsboxSandboxSessionState;
-  private readonly ptySessions = new Set<number>();
+  // Processes started here and not yet seen to end: each one's offsets read so far.
+  private readonly running_ = new Map<number, { offset: number; stderrOffset: number }>();
   private closed = false;
 
   constructor(
@@ -103,11 +102,9 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
     return this.sandbox.isRunning();
   }
 
-  /** Ends the terminal sessions this session started (the sandbox goes on). */
+  /** Ends the processes this session started and left running (the sandbox goes on). */
   async stop(): Promise<void> {
-    const ids = [...this.ptySessions];
-    this.ptySessions.clear();
-    for (const id of ids) await this.sandbox.ptyKill(id).catch(ignoreNotFound);
+    for (const pid of [...this.running_.keys()]) await this.forget(pid);
   }
 
   /** Stops the sandbox: every process ends; /home/user stays and `start()` brings it back. */
@@ -118,7 +115,7 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
 
   /** Removes the sandbox and its files. */
   async delete(): Promise<void> {
-    this.ptySessions.clear();
+    this.running_.clear();
     await this.sandbox.remove().catch(ignoreNotFound);
     await this.close();
   }
@@ -135,81 +132,53 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
     return formatExecResponse(await this.exec(args));
   }
 
+  /**
+   * A command as a process of the sandbox (`POST .../processes`): what it printed within
+   * `yieldTimeMs`; still running then, it goes on, and its pid is the session id that
+   * `writeStdin` continues (tty or not).
+   */
   async exec(args: ExecCommandArgs): Promise<SandboxExecResult> {
     this.assertOpen();
     if (args.runAs !== undefined) {
       throw missingCapability(`runAs (${args.runAs}) needs more than one user in a sandbox`, "exec.runAs", { runAs: args.runAs });
     }
-    const workdir = this.resolvePath(args.workdir);
+    const start = Date.now();
+    const cwd = this.resolvePath(args.workdir);
     const shell = args.shell ?? this.settings.defaultShell ?? "/bin/bash";
     const argv = [shell, ...(args.login ?? true ? ["-l"] : []), "-c", args.cmd];
-    const yieldTimeMs = args.yieldTimeMs ?? DEFAULT_EXEC_YIELD_TIME_MS;
-    return args.tty
-      ? this.execTty(argv, workdir, yieldTimeMs, args.maxOutputTokens)
-      : this.execPiped(argv, workdir, yieldTimeMs, args.maxOutputTokens);
-  }
-
-  private async execPiped(argv: string[], cwd: string, yieldTimeMs: number, maxOutputTokens?: number): Promise<SandboxExecResult> {
-    const start = Date.now();
-    const deadlineS = this.settings.commandDeadlineS ?? Math.max(1, Math.ceil(yieldTimeMs / 1000));
-    let output = "";
-    const result = await this.sandbox.commands.run(argv, {
-      cwd,
-      timeout_s: deadlineS,
-      onStdout: (text) => void (output += text),
-      onStderr: (text) => void (output += text),
-    });
-    const truncated = truncateOutput(output, maxOutputTokens);
-    if (result.status === "timeout" && this.settings.commandDeadlineS === undefined) {
-      throw missingCapability(
-        `the command did not end within yield_time_ms (${yieldTimeMs} ms) and was killed: a non-tty command cannot ` +
-        "outlive its request (processes that outlive a request). Run it with tty=true to continue it with write_stdin, " +
-        `or give a longer yield_time_ms. Its output until then:\n${truncated.text}`,
-        "exec.yieldTimeMs", { yieldTimeMs });
+    const deadlineS = args.tty ? undefined : this.settings.commandDeadlineS;
+    const windowMs = deadlineS !== undefined ? deadlineS * 1000 : args.yieldTimeMs ?? DEFAULT_EXEC_YIELD_TIME_MS;
+    let pid: number;
+    try {
+      pid = await this.sandbox.processes.start(argv, { cwd, tty: args.tty ?? false });
+    } catch (e) {
+      if (e instanceof NsboxError && e.status === 400) throw new UserError(`nsbox: the command could not be started: ${e.message}`);
+      throw e;
     }
-    if (result.status === "error" && result.reason !== "exit") {
-      // not_found / not_executable: the shell itself could not be started.
-      throw new UserError(`nsbox: the command could not be started (${result.reason}): ${result.message ?? argv[0]}`);
-    }
-    return {
-      output: truncated.text,
-      stdout: result.stdout.toString("utf8"),
-      stderr: result.stderr.toString("utf8"),
-      wallTimeSeconds: elapsedSeconds(start),
-      exitCode: result.exit_code >= 0 ? result.exit_code : result.signal !== null ? 128 + result.signal : 1,
-      originalTokenCount: truncated.originalTokenCount,
-    };
-  }
-
-  private async execTty(argv: string[], cwd: string, yieldTimeMs: number, maxOutputTokens?: number): Promise<SandboxExecResult> {
-    const start = Date.now();
-    // The PTY route takes no working directory (issue 34, section 3): the line cds first.
-    const line = `cd ${shellQuote(cwd)} && exec ${argv.map(shellQuote).join(" ")}`;
-    const id = await this.sandbox.ptyStart(line);
-    this.ptySessions.add(id);
-    const read = await this.readPty(id, yieldTimeMs);
-    return this.ptyResult(id, read, start, maxOutputTokens);
+    this.running_.set(pid, { offset: 0, stderrOffset: 0 });
+    const read = await this.readProcess(pid, windowMs);
+    if (deadlineS !== undefined && read.exitCode === null) read.exitCode = 124;  // killed at its deadline, as timeout(1) says
+    if (read.exitCode !== null) await this.forget(pid);  // its status was read: the slot goes back
+    return this.result(pid, read, start, args.maxOutputTokens);
   }
 
   async writeStdin(args: WriteStdinArgs): Promise<string> {
     this.assertOpen();
     const start = Date.now();
     const yieldTimeMs = args.yieldTimeMs ?? DEFAULT_WRITE_STDIN_YIELD_TIME_MS;
-    let first: PtyOutput;
+    const notFound = () =>
+      formatExecResponse({ output: `write_stdin failed: session not found: ${args.sessionId}`, wallTimeSeconds: 0, exitCode: 1 });
+    if (!this.running_.has(args.sessionId)) return notFound();
     try {
-      first = await this.sandbox.ptyWrite(args.sessionId, args.chars ?? "", { yield_ms: Math.min(yieldTimeMs, MAX_PTY_WINDOW_MS) });
+      if (args.chars) await this.sandbox.processes.write(args.sessionId, args.chars);
     } catch (e) {
       if (!(e instanceof NotFound)) throw e;
-      this.ptySessions.delete(args.sessionId);
-      return formatExecResponse({ output: `write_stdin failed: session not found: ${args.sessionId}`, wallTimeSeconds: 0, exitCode: 1 });
+      this.running_.delete(args.sessionId);
+      return notFound();
     }
-    const rest = first.running && yieldTimeMs > MAX_PTY_WINDOW_MS
-      ? await this.readPty(args.sessionId, yieldTimeMs - MAX_PTY_WINDOW_MS)
-      : undefined;
-    const read = rest
-      ? { text: first.output + rest.text, dropped: first.dropped + rest.dropped, exitCode: rest.exitCode }
-      : summarize(first);
-    const result = this.ptyResult(args.sessionId, read, start, args.maxOutputTokens);
+    const read = await this.readProcess(args.sessionId, yieldTimeMs);
+    if (read.exitCode !== null) await this.forget(args.sessionId);
+    const result = this.result(args.sessionId, read, start, args.maxOutputTokens);
     return formatExecResponse({
       output: result.output,
       wallTimeSeconds: result.wallTimeSeconds,
@@ -219,30 +188,45 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
     });
   }
 
-  /** What the session printed within `windowMs` (several reads past 30 s), sooner if it ends. */
-  private async readPty(id: number, windowMs: number): Promise<PtyRead> {
+  /** What the process printed within `windowMs` (several reads past 30 s), sooner if it ends. */
+  private async readProcess(pid: number, windowMs: number): Promise<ProcessRead> {
+    const at = this.running_.get(pid) ?? { offset: 0, stderrOffset: 0 };
     const deadline = Date.now() + windowMs;
-    let read: PtyRead = { text: "", dropped: 0, exitCode: null };
-    do {
-      const left = Math.max(0, Math.min(MAX_PTY_WINDOW_MS, deadline - Date.now()));
-      read = join(read, await this.sandbox.ptyRead(id, { yield_ms: left }));
-    } while (read.exitCode === null && Date.now() < deadline);
+    const read: ProcessRead = { text: "", skipped: 0, exitCode: null };
+    for (;;) {
+      const waitMs = Math.max(0, Math.min(MAX_READ_WINDOW_MS, deadline - Date.now()));
+      const out = await this.sandbox.processes.read(pid, { offset: at.offset, stderrOffset: at.stderrOffset, waitMs });
+      read.text += out.stdout.toString("utf8") + out.stderr.toString("utf8");
+      read.skipped += out.skipped;
+      at.offset = out.offset;
+      at.stderrOffset = out.stderrOffset;
+      if (out.status === "exited") {
+        read.exitCode = out.exitCode ?? 1;
+        break;
+      }
+      if (Date.now() >= deadline) break;
+    }
     return read;
   }
 
-  private ptyResult(id: number, read: PtyRead, start: number, maxOutputTokens?: number): SandboxExecResult {
-    const text = read.dropped ? `[...${read.dropped} bytes truncated from process output...]\n${read.text}` : read.text;
+  private result(pid: number, read: ProcessRead, start: number, maxOutputTokens?: number): SandboxExecResult {
+    const text = read.skipped ? `[...${read.skipped} bytes truncated from process output...]\n${read.text}` : read.text;
     const truncated = truncateOutput(text, maxOutputTokens);
     const ended = read.exitCode !== null;
-    if (ended) this.ptySessions.delete(id);
     return {
       output: truncated.text,
       stdout: text,
       stderr: "",
       wallTimeSeconds: elapsedSeconds(start),
-      ...(ended ? { exitCode: read.exitCode } : { sessionId: id }),
+      ...(ended ? { exitCode: read.exitCode } : { sessionId: pid }),
       originalTokenCount: truncated.originalTokenCount,
     };
+  }
+
+  /** Kills the process if it runs and removes it (a sandbox keeps at most 64). */
+  private async forget(pid: number): Promise<void> {
+    this.running_.delete(pid);
+    await this.sandbox.processes.kill(pid).catch(() => undefined);
   }
 
   // -- files --------------------------------------------------------------------------------
@@ -395,18 +379,10 @@ class NsboxEditor implements Editor {
   }
 }
 
-interface PtyRead {
+interface ProcessRead {
   text: string;
-  dropped: number;
+  skipped: number;
   exitCode: number | null;
-}
-
-function summarize(out: PtyOutput): PtyRead {
-  return { text: out.output, dropped: out.dropped, exitCode: out.exit_code };
-}
-
-function join(a: PtyRead, b: PtyOutput): PtyRead {
-  return { text: a.text + b.output, dropped: a.dropped + b.dropped, exitCode: b.exit_code };
 }
 
 function ignoreNotFound(e: unknown): void {
