@@ -191,6 +191,8 @@ void Processes::forget(uint64_t command) {
   if (!p.exit_code) host_.signal_in_sandbox(p.command, SIGKILL, true);
   for (UniqueFd* fd : {&p.master, &p.stdin_w, &p.out_r, &p.err_r})
     if (*fd) host_.loop().remove(fd->get());
+  for (auto* log : {p.out.get(), p.err.get()})
+    if (log) log->remove_file();
   auto waiters = std::move(p.waiters);
   int starter = p.starter;
   pid_t pid = p.pid;

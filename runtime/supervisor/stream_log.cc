@@ -1,6 +1,7 @@
 #include "runtime/supervisor/stream_log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,20 @@ void StreamLog::spill() {
     return;
   }
   write_file(tail_);
+}
+
+void StreamLog::remove_file() {
+  if (!writer_ || !volume_) return;
+  struct stat mine{}, there{};
+  bool same = ::fstat(writer_.get(), &mine) == 0;
+  if (same) {
+    auto named = volume_->open_file(file_name_, &there);
+    same = named && there.st_dev == mine.st_dev && there.st_ino == mine.st_ino;
+  }
+  writer_.reset();
+  reader_.reset();
+  file_failed_ = true;  // nothing more goes to a file, nothing is read back from one
+  if (same) (void)volume_->remove(file_name_, false);
 }
 
 void StreamLog::write_file(std::string_view bytes) {

@@ -35,6 +35,9 @@ class StreamLog {
   Chunk read(uint64_t offset, size_t max) const;
   // "/mnt/files/.nsbox/output/..." once the stream spilled; "" before.
   std::string file_path() const;
+  // The spill file goes (its process was removed), if the name is still the file this
+  // log made: one the sandbox put there since is left alone.
+  void remove_file();
 
  private:
   void spill();

@@ -137,6 +137,18 @@ def test_output_past_the_memory_tail_spills_to_a_file_and_stays_readable(sandbox
         got += chunk
     assert got == expected
     assert sandbox.processes.output(pid, offset=len(expected) - 14).stdout == b"349999\n350000\n"
+    # Removed, its spill file goes with it; a file the sandbox put under such a name stays.
+    spill = status.stdout_file_path[len("/mnt/files/"):]
+    assert sandbox.files.read_bytes(spill)[:7] == b"000001\n"
+    sandbox.processes.kill(pid)
+    with pytest.raises(nsbox.errors.NotFound):
+        sandbox.files.read_bytes(spill)
+    other = sandbox.processes.start("seq -w 1 350000")
+    other_status = sandbox.processes.wait(other, timeout_s=60)
+    other_spill = other_status.stdout_file_path[len("/mnt/files/"):]
+    sandbox.commands.run("rm %s && echo mine > %s" % (other_status.stdout_file_path, other_status.stdout_file_path))
+    sandbox.processes.kill(other)
+    assert sandbox.files.read_bytes(other_spill) == b"mine\n"
 
 
 def test_the_number_of_processes_is_bounded_and_the_refusal_names_the_limit(sandbox: nsbox.Sandbox) -> None:
