@@ -46,9 +46,10 @@ if (mode === "write") {
       console.error(`  committed: ${JSON.stringify(have[line] ?? "<end of file>")}`);
       console.error(`  generated: ${JSON.stringify(want[line] ?? "<end of file>")}`);
       console.error("run `npm run generate` in clients/typescript and commit the result");
-      process.exit(1);
+      process.exitCode = 1;  // not process.exit(): the temporary directory goes first (finally)
+    } else {
+      console.log(`${path.relative(process.cwd(), existing)} is up to date with api/openapi.yaml`);
     }
-    console.log(`${path.relative(process.cwd(), existing)} is up to date with api/openapi.yaml`);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
