@@ -79,6 +79,10 @@ FUZZ_SEED ?=
 FUZZ_TEST_SEED ?= 20261206
 ASAN_EXCLUDE ?=
 SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -g1 -DNDEBUG'
+# The ASan build is not optimised: it compiles in ~60 % of -O1's time (the largest part of
+# make test from a clean checkout) and its tests run a little slower; the fuzz build keeps
+# -O1 for its inputs per second.
+ASAN_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O0 -g1 -DNDEBUG'
 
 fuzz-build: deps
 	@cmake -S . -B $(FUZZ_BUILD) $(SANITIZER_FLAGS) -DNSBOX_FUZZ=ON -DCMAKE_C_COMPILER=clang-16 \
@@ -92,7 +96,7 @@ test-fuzz: fuzz-build
 	@tests/fuzz/run -b $(FUZZ_BUILD) -s $(FUZZ_TEST_SECONDS) -r $(FUZZ_TEST_SEED)
 
 asan-build: deps
-	@cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
+	@cmake -S . -B $(ASAN_BUILD) $(ASAN_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 test-asan: asan-build
@@ -103,7 +107,7 @@ test-asan: asan-build
 # serve, supervisors, bucket servers). The integration tests' binary is left to
 # make test-asan: building and running it under ASan costs ~10 more minutes.
 test-asan-short: deps
-	@cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
+	@cmake -S . -B $(ASAN_BUILD) $(ASAN_FLAGS) -DNSBOX_SANITIZE=ON > /dev/null
 	@cmake --build $(ASAN_BUILD) --target nsbox nsbox_unit_tests -j $(JOBS)
 	@tests/fuzz/test-asan $(ASAN_BUILD) -j $(TEST_JOBS) -R '^(unit:|python: client:|chaos: short$$)'
 
