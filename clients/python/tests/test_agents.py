@@ -11,6 +11,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import urllib.request
 import zipfile
 from typing import Any, Awaitable, TypeVar
 
@@ -704,6 +705,40 @@ def test_18_state_round_trips_without_a_server() -> None:
     assert back.manifest.extra_path_grants[0].read_only is True
     with pytest.raises(agents.ConfigurationError):
         client.deserialize_session_state({"type": "docker", "sandbox_id": "x"})
+
+
+def test_an_exposed_port_is_a_loopback_forward_a_plain_client_opens(sdk: NsboxSandboxClient) -> None:
+    """resolve_exposed_port: the server's forward of the sandbox's port, answered by a
+    plain HTTP client on this machine with no token; the same again; kept in the state."""
+    async def scenario() -> None:
+        session = await sdk.create()
+        try:
+            await session.exec("mkdir -p site && echo from-inside > site/page.txt")
+            await session.pty_exec_start("python3", "-m", "http.server", "8000", "--bind", "127.0.0.1",
+                                         "--directory", "site", tty=False, yield_time_s=0.25)
+            endpoint = await session.resolve_exposed_port(8000)
+            assert endpoint.host == "127.0.0.1" and endpoint.tls is False and endpoint.port > 0
+            assert await session.resolve_exposed_port(8000) == endpoint
+            assert session.state.exposed_ports == (8000,)
+
+            def fetch() -> bytes:  # no proxy: the forward is on this machine's loopback
+                opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+                with opener.open(endpoint.url_for() + "/page.txt", timeout=5) as r:
+                    return r.read()
+            body = b""
+            for _ in range(100):  # the server inside takes a moment to listen: bounded
+                try:
+                    body = await asyncio.to_thread(fetch)
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+            assert body == b"from-inside\n"
+            with pytest.raises(agents.SandboxConfigError):
+                await session.resolve_exposed_port(0)
+        finally:
+            await sdk.delete(session)
+
+    arun(scenario())
 
 
 def test_pty_sessions_through_the_sdk_shape(sdk: NsboxSandboxClient) -> None:

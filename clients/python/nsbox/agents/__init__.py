@@ -52,10 +52,11 @@ from .mounts import AzureBlobMount, GCSMount, R2Mount, S3Mount
 from .session import NsboxSandboxSession
 from .snapshots import NoopSnapshotSpec, NsboxSnapshotSpec
 from .state import NsboxSandboxClientOptions, NsboxSandboxSessionState
-from .types import WORKSPACE_ROOT, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate
+from .types import WORKSPACE_ROOT, EntryKind, ExecResult, ExposedPortEndpoint, FileEntry, Permissions, PtyExecUpdate
 
 __all__ = [
     "WORKSPACE_ROOT",
+    "ExposedPortEndpoint",
     "NsboxSandboxClient",
     "NsboxSandboxClientOptions",
     "NsboxSandboxSession",

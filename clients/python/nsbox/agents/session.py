@@ -26,7 +26,7 @@ from .errors import (
 )
 from .manifest import _DRIVE, _resolve_env
 from .state import NsboxSandboxSessionState
-from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, FileEntry, Permissions, PtyExecUpdate, _run
+from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, ExposedPortEndpoint, FileEntry, Permissions, PtyExecUpdate, _run
 
 
 # --------------------------------------------------------------------------------------
@@ -223,6 +223,17 @@ class NsboxSandboxSession:
         if out.exit_code is not None:
             self._no_stdin.discard(session_id)
         return self._update(out)
+
+    async def resolve_exposed_port(self, port: int) -> ExposedPortEndpoint:
+        """The server's loopback forward of the sandbox's ``port`` (made at the first call,
+        the same after; asked of the server each time: a restarted sandbox has new ones),
+        recorded in the state's ``exposed_ports``."""
+        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            raise SandboxConfigError("a port to expose is from 1 to 65535, not %r" % (port,))
+        forward = await _run(self.sandbox.ports.expose, port)
+        if port not in self.state.exposed_ports:
+            self.state.exposed_ports = self.state.exposed_ports + (port,)
+        return ExposedPortEndpoint(host=forward.host, port=forward.host_port, tls=False)
 
     async def pty_terminate_all(self) -> None:
         """Kills every PTY process of the sandbox."""

@@ -49,6 +49,27 @@ class PtyExecUpdate:
         return "PtyExecUpdate(process_id=%r, exit_code=%r, output=%r)" % (self.process_id, self.exit_code, self.output)
 
 
+class ExposedPortEndpoint:
+    """Where a port of the sandbox is reached from the server's machine: ``host`` and
+    ``port`` of its loopback forward (docs/semantics.md, "Ports"), ``tls`` False; opened
+    by a plain client, without the API token."""
+
+    def __init__(self, *, host: str, port: int, tls: bool = False) -> None:
+        self.host = host
+        self.port = port
+        self.tls = tls
+
+    def url_for(self, scheme: str = "http") -> str:
+        host = "[%s]" % self.host if ":" in self.host else self.host
+        return "%s://%s:%d" % (scheme, host, self.port)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ExposedPortEndpoint) and (self.host, self.port, self.tls) == (other.host, other.port, other.tls)
+
+    def __repr__(self) -> str:
+        return "ExposedPortEndpoint(host=%r, port=%r, tls=%r)" % (self.host, self.port, self.tls)
+
+
 class Permissions:
     """rwx bits of owner, group and other (``to_mode()``), as the SDK's Permissions."""
 
