@@ -67,7 +67,7 @@ namespace {
 // What a child sharing our memory runs, and what it says back. `body` returns 0 (or, for
 // make_fd_sharing_memory, the descriptor), or -1 with errno set.
 struct Shared {
-  const std::function<int(Report&, std::span<const int>)>* body;
+  const SharedBody* body;
   std::span<const int> ns;
   Report report{-1, 0};  // step -1: the body never started
   int result = -1;
@@ -112,7 +112,7 @@ Result<void> run_sharing_memory(pid_t sandbox_pid, std::initializer_list<const c
 }
 
 Result<UniqueFd> make_fd_sharing_memory(std::span<const int> ns, std::span<const char* const> steps,
-                                        const SharedFdBody& body, const std::string& what) {
+                                        const SharedBody& body, const std::string& what) {
   Shared shared{&body, ns};
   NSBOX_CHECK(run_shared_child(shared, CLONE_FILES, steps, what));
   return UniqueFd(shared.result);

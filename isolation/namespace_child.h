@@ -52,10 +52,9 @@ Result<void> run_sharing_memory(pid_t sandbox_pid, std::initializer_list<const c
 
 // make_fd's cheap twin, for a descriptor wanted often (a socket per forwarded
 // connection): the child shares our memory and our fd table too (CLONE_FILES), so the
-// descriptor `body` returns is ours as it is made; no fork, no descriptor passing. `ns`
-// as for run_sharing_memory, opened by the caller once (open_namespaces).
-using SharedFdBody = std::function<int(Report& report, std::span<const int> ns)>;
+// descriptor `body` returns (not 0) is ours as it is made; no fork, no descriptor passing.
+// `ns` as for run_sharing_memory, opened by the caller once (open_namespaces).
 Result<UniqueFd> make_fd_sharing_memory(std::span<const int> ns, std::span<const char* const> steps,
-                                        const SharedFdBody& body, const std::string& what);
+                                        const SharedBody& body, const std::string& what);
 
 }  // namespace nsbox::namespace_child

@@ -583,8 +583,7 @@ Result<ExposedPort> Runtime::expose_port(const std::string& id_or_name, uint16_t
   Json answer = NSBOX_TRY(request(id, {{"op", "port_open"}, {"port", port}, {"host", host}, {"host_port", host_port}},
                                   kRequestTimeoutMs));
   try {
-    const Json& f = answer.at("forward");
-    return ExposedPort{f.at("port").get<uint16_t>(), f.at("host").get<std::string>(), f.at("host_port").get<uint16_t>()};
+    return ExposedPort::from_json(answer.at("forward"));
   } catch (const Json::exception& e) {
     return fail(make_error(ErrorCode::kProtocol, std::string("the supervisor's port forward: ") + e.what()));
   }

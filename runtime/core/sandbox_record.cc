@@ -77,8 +77,7 @@ Result<SandboxRecord> SandboxRecord::from_json(const Json& j) {
     for (const auto& pid : j.value("mount_servers", Json::array())) f.mount_servers.push_back(NSBOX_TRY(pid_value(pid)));
     f.pool = j.value("pool", "");
     f.create_path = j.value("create_path", "cold");
-    for (const auto& p : j.value("ports", Json::array()))
-      f.ports.push_back({p.at("port").get<uint16_t>(), p.at("host").get<std::string>(), p.at("host_port").get<uint16_t>()});
+    for (const auto& p : j.value("ports", Json::array())) f.ports.push_back(ExposedPort::from_json(p));
   } catch (const Json::exception& e) {
     return fail(corrupt(e.what()));
   }

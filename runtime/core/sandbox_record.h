@@ -27,6 +27,10 @@ struct ExposedPort {
   std::string host;        // where the host's side listens: 127.0.0.1 unless asked
   uint16_t host_port = 0;
   nlohmann::json to_json() const { return {{"port", port}, {"host", host}, {"host_port", host_port}}; }
+  // Throws nlohmann's exceptions for a field missing or of the wrong type.
+  static ExposedPort from_json(const nlohmann::json& j) {
+    return {j.at("port").get<uint16_t>(), j.at("host").get<std::string>(), j.at("host_port").get<uint16_t>()};
+  }
 };
 
 struct SandboxFacts {

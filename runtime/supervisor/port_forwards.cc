@@ -19,16 +19,15 @@ constexpr uint32_t kEdges = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 // A loopback address of the host, as a socket address with `port`.
 Result<sockaddr_storage> loopback_address(const std::string& host, uint16_t port, socklen_t& length) {
   sockaddr_storage at{};
-  const std::string name = host.empty() || host == "localhost" ? "127.0.0.1" : host;
   auto* v4 = reinterpret_cast<sockaddr_in*>(&at);
   auto* v6 = reinterpret_cast<sockaddr_in6*>(&at);
-  if (::inet_pton(AF_INET, name.c_str(), &v4->sin_addr) == 1 && (ntohl(v4->sin_addr.s_addr) >> 24) == 127) {
+  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1 && (ntohl(v4->sin_addr.s_addr) >> 24) == 127) {
     v4->sin_family = AF_INET;
     v4->sin_port = htons(port);
     length = sizeof *v4;
     return at;
   }
-  if (::inet_pton(AF_INET6, name.c_str(), &v6->sin6_addr) == 1 && IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr)) {
+  if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1 && IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr)) {
     v6->sin6_family = AF_INET6;
     v6->sin6_port = htons(port);
     length = sizeof *v6;
@@ -38,11 +37,13 @@ Result<sockaddr_storage> loopback_address(const std::string& host, uint16_t port
                          "use 127.0.0.1 (the default), another 127.x.y.z, or ::1"));
 }
 
-// A listening socket at `host`:`port` of the host; the forward it makes, with the port bound.
+// A listening socket at `host`:`port` of the host ("" and "localhost" are 127.0.0.1); the
+// forward it makes, with its host and the port bound filled in.
 Result<UniqueFd> listen_on_host(ExposedPort& forward) {
+  if (forward.host.empty() || forward.host == "localhost") forward.host = "127.0.0.1";
   socklen_t length = 0;
   sockaddr_storage at = NSBOX_TRY(loopback_address(forward.host, forward.host_port, length));
-  const std::string where = (forward.host.empty() ? "127.0.0.1" : forward.host) + ":" + std::to_string(forward.host_port);
+  const std::string where = forward.host + ":" + std::to_string(forward.host_port);
   UniqueFd fd(::socket(at.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd) return fail(sys_error("socket for the forward of port " + std::to_string(forward.port)));
   int one = 1;
@@ -52,7 +53,6 @@ Result<UniqueFd> listen_on_host(ExposedPort& forward) {
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&at), &length) != 0) return fail(sys_error("getsockname " + where));
   forward.host_port = ntohs(at.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&at)->sin_port
                                                     : reinterpret_cast<sockaddr_in6*>(&at)->sin6_port);
-  if (forward.host.empty() || forward.host == "localhost") forward.host = "127.0.0.1";
   return fd;
 }
 
@@ -169,10 +169,7 @@ Result<void> PortForwards::connect_inside(UniqueFd outside, uint16_t port) {
   auto added = loop_.add(c.outside.get(), kEdges, [this, id](uint32_t events) { on_event(id, false, events); });
   if (added) added = loop_.add(c.inside.get(), kEdges, [this, id](uint32_t events) { on_event(id, true, events); });
   auto timer = loop_.add_timer(kConnectTimeoutMs, [this, id] {
-    if (auto it = connections_.find(id); it != connections_.end() && !it->second.connected) {
-      it->second.connect_timer = -1;
-      drop(id);
-    }
+    if (auto it = connections_.find(id); it != connections_.end() && !it->second.connected) drop(id);
   });
   if (!added || !timer) {
     drop(id);
@@ -229,13 +226,10 @@ void PortForwards::drop(uint64_t id) {
   if (c.connect_timer >= 0) loop_.cancel_timer(c.connect_timer);
   for (const UniqueFd* fd : {&c.outside, &c.inside})
     if (*fd) loop_.remove(fd->get());
-  // The callbacks of this batch may still name it: it goes once they are done.
-  loop_.defer([this, id] { connections_.erase(id); });
-  c.outside_ended = c.inside_ended = true;
-  c.to_inside.clear();
-  c.to_outside.clear();
-  c.connected = false;
   c.connect_timer = -1;
+  // The callbacks of this batch may still hold it: it goes once they are done (no event
+  // reaches it meanwhile: its descriptors left the loop).
+  loop_.defer([this, id] { connections_.erase(id); });
 }
 
 }  // namespace nsbox

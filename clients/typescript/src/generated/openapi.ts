@@ -668,7 +668,8 @@ export interface paths {
          *     unless asked) whose connections reach the sandbox's 127.0.0.1:`port`, whatever its
          *     network mode. No token is asked there: any local process may connect. Asked again
          *     for the same port, the same forward; another address for a forwarded port is 409.
-         *     At most 16 per sandbox (409 `busy` names the limit); they end when the sandbox stops.
+         *     At most 16 per sandbox (409 `busy` names the limit); a `host` that is not a loopback
+         *     address is 422; they end when the sandbox stops.
          */
         post: operations["openPort"];
         delete?: never;
@@ -1316,7 +1317,8 @@ export interface paths {
          *     unless asked) whose connections reach the sandbox's 127.0.0.1:`port`, whatever its
          *     network mode. No token is asked there: any local process may connect. Asked again
          *     for the same port, the same forward; another address for a forwarded port is 409.
-         *     At most 16 per sandbox (409 `busy` names the limit); they end when the sandbox stops.
+         *     At most 16 per sandbox (409 `busy` names the limit); a `host` that is not a loopback
+         *     address is 422; they end when the sandbox stops.
          */
         post: operations["sessionOpenPort"];
         delete?: never;
@@ -4015,6 +4017,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Moved"];
+            422: components["responses"]["Unprocessable"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
@@ -5344,6 +5347,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Moved"];
+            422: components["responses"]["Unprocessable"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
