@@ -93,7 +93,7 @@ Result<FsTarget> fs_target(const Runtime& runtime, const HttpRequest& r, const s
   if (path == r.query.end() || path->second.empty())
     return fail(make_error(ErrorCode::kMalformedRequest, "the path goes in ?path="));
   auto fs = NSBOX_TRY(runtime.sandbox_fs(sandbox));
-  auto shown = NSBOX_TRY(SandboxFs::normalize(path->second));
+  auto shown = NSBOX_TRY(fs.path_of(path->second));
   return FsTarget{path->second, std::move(shown), std::move(fs)};
 }
 

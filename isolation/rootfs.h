@@ -8,6 +8,7 @@
 // (the CVE-2021-30465 class needs a target path the sandbox can write).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ enum class StepKind {
   kReadOnlyFinal,  // make `target` (already a mount) read-only, after it was filled in
   kDir,            // an empty directory (a mount point for something attached later)
   kOverlay,        // a read-only overlay at `target`: `layer` over host `source`
+  kWorkspace,      // the directory `source` (relative, under the tree built at `data`) bound at `target`
 };
 
 // A file of an overlay's own layer.
@@ -51,6 +53,21 @@ struct Step {
 // 32 random lowercase hex digits, as systemd writes /etc/machine-id.
 std::string random_machine_id();
 
+// Where the home volume is, and where a workspace root outside it lives in it: a root
+// under /home/user is that directory of the home; any other is the home's `workspace`.
+constexpr const char* kHome = "/home/user";
+constexpr const char* kWorkspaceInHome = "workspace";
+// The workspace root's directory relative to the home volume ("" for /home/user itself).
+std::string workspace_in_home(const std::string& workspace_root);
+// A sandbox path under the workspace root or the home, relative to the home volume;
+// nullopt for a path elsewhere.
+std::optional<std::string> path_in_home(const std::string& path, const std::string& workspace_root);
+// Whether `path` can be a workspace root: absolute and plain (names of letters, digits,
+// '.', '_', '-'; no '.', '..', '//'), /home/user or under it, or else beneath a top-level
+// name the sandbox's own trees do not use (/workspace, /app, /code/project; not /usr,
+// /etc, /tmp, /mnt, /opt, /home...). The error names the rule broken.
+Result<void> check_workspace_root(const std::string& path);
+
 struct Spec {
   Limits limits;
   std::string files_volume;     // host directory bound read-write at /mnt/files; empty: a tmpfs
@@ -64,6 +81,9 @@ struct Spec {
   std::string wheelhouse;  // host directory of wheels bound read-only at /opt/wheelhouse; empty: none
   std::string resolv_conf;  // the sandbox's own /etc/resolv.conf; empty: the host's
   std::string home_volume;  // host directory bound read-write at /home/user; empty: a tmpfs (one-shot)
+  // The sandbox's workspace root (runtime/core/workspace_root.h): a directory of the home
+  // volume shown at this path; /home/user itself: nothing to do.
+  std::string workspace_root = kHome;
 };
 
 std::vector<Step> plan(const Spec& spec);

@@ -124,6 +124,46 @@ Result<void> mount_overlay(const Step& s, const std::string& path, const std::st
   return set_attrs(AT_FDCWD, path.c_str(), 0, s.attrs, s.target);
 }
 
+// `name` beneath `parent` as a directory, made if missing. The home's content is the
+// sandbox's: a file or a link it put there is moved aside (kept, never followed) and a
+// directory made in its place.
+Result<UniqueFd> directory_beneath(int parent, const std::string& name, const std::string& shown) {
+  auto open_dir = [&] {
+    if (::mkdirat(parent, name.c_str(), 0755) != 0 && errno != EEXIST) return UniqueFd();
+    return UniqueFd(::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  };
+  if (UniqueFd dir = open_dir()) return dir;
+  if (errno != ENOTDIR && errno != ELOOP) return fail(sys_error("make the directory " + shown));
+  std::string aside = name + ".moved-" + sys::random_hex(4);
+  if (::renameat(parent, name.c_str(), parent, aside.c_str()) != 0) return fail(sys_error("move " + shown + " aside"));
+  if (UniqueFd dir = open_dir()) return dir;
+  return fail(sys_error("make the directory " + shown));
+}
+
+// The workspace root: the directory `source` of the tree at `data` (the home), walked a
+// name at a time, bound at `target` (where it already is, for a root under the home: then
+// it cannot be removed from inside, as /home/user cannot).
+Result<void> bind_workspace(const Step& s, const std::string& staging) {
+  UniqueFd dir(::open((staging + s.data).c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir) return fail(sys_error("open " + s.data));
+  std::string shown = s.data;
+  size_t start = 0;
+  while (start <= s.source.size()) {
+    size_t end = std::min(s.source.find('/', start), s.source.size());
+    std::string name = s.source.substr(start, end - start);
+    shown += "/" + name;
+    dir = NSBOX_TRY(directory_beneath(dir.get(), name, shown));
+    start = end + 1;
+  }
+  UniqueFd tree(::open_tree(dir.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+  if (!tree) return fail(sys_error("open_tree " + shown + " (the workspace " + s.target + ")"));
+  const std::string path = staging + s.target;
+  NSBOX_CHECK(make_dirs_in_child(path));
+  if (::move_mount(tree.get(), "", AT_FDCWD, path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return fail(sys_error("move_mount " + shown + " to " + s.target));
+  return {};
+}
+
 Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging) {
   const std::string path = staging + s.target;
   const char* p = path.c_str();
@@ -176,6 +216,8 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
       return make_dirs_in_child(path);
     case StepKind::kOverlay:
       return mount_overlay(s, path, staging);
+    case StepKind::kWorkspace:
+      return bind_workspace(s, staging);
   }
   return {};
 }

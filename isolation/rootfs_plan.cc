@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <climits>
+#include <string_view>
 
 #include "isolation/rootfs.h"
 #include "isolation/sys/files.h"
@@ -133,6 +136,63 @@ void add_sys(const Spec& spec, std::vector<Step>& steps) {
 
 std::string random_machine_id() { return sys::random_hex(16); }
 
+namespace {
+// The top-level names of the sandbox's own trees, and of the host's system that a
+// workspace must not shadow.
+constexpr std::string_view kSystemTops[] = {"bin",  "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media",
+                                            "mnt",  "opt",  "proc", "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var"};
+constexpr size_t kMaxWorkspaceRoot = 255;
+constexpr size_t kMaxWorkspaceDepth = 16;
+
+bool is_under(const std::string& path, const std::string& dir) {
+  return path == dir || (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
+}
+}  // namespace
+
+Result<void> check_workspace_root(const std::string& path) {
+  auto refuse = [&](const std::string& why) {
+    std::string shown = path.size() > 80 ? path.substr(0, 80) + "..." : path;
+    for (char& c : shown)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    return fail(make_error(ErrorCode::kInvalidArgument, "workspace root \"" + shown + "\" " + why,
+                           "e.g. /workspace, /app, or a directory under /home/user"));
+  };
+  if (path.empty() || path.front() != '/') return refuse("is not an absolute path");
+  if (path.size() > kMaxWorkspaceRoot) return refuse("is longer than " + std::to_string(kMaxWorkspaceRoot) + " bytes");
+  if (path == "/") return refuse("is the sandbox's root");
+  size_t depth = 0;
+  for (size_t start = 1; start <= path.size(); ++depth) {
+    size_t end = std::min(path.find('/', start), path.size());
+    std::string_view name(path.data() + start, end - start);
+    bool plain = !name.empty() && name != "." && name != ".." && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+    if (!plain) return refuse("is not a plain path (names of letters, digits, '.', '_' and '-'; no '.', '..', '//' or trailing '/')");
+    if (depth == 0 && !is_under(path, kHome) && std::find(std::begin(kSystemTops), std::end(kSystemTops), name) != std::end(kSystemTops))
+      return refuse("is in /" + std::string(name) + ", which belongs to the sandbox's system");
+    start = end + 1;
+  }
+  if (depth > kMaxWorkspaceDepth) return refuse("has more than " + std::to_string(kMaxWorkspaceDepth) + " names");
+  return {};
+}
+
+std::optional<std::string> path_in_home(const std::string& path, const std::string& workspace_root) {
+  if (is_under(path, workspace_root)) {
+    std::string base = workspace_in_home(workspace_root);
+    std::string rest = path.substr(workspace_root.size());  // "" or "/..."
+    if (base.empty()) return rest.empty() ? "" : rest.substr(1);
+    return base + rest;
+  }
+  if (is_under(path, kHome)) return path == kHome ? "" : path.substr(std::string(kHome).size() + 1);
+  return std::nullopt;
+}
+
+std::string workspace_in_home(const std::string& workspace_root) {
+  const std::string home = std::string(kHome) + "/";
+  if (workspace_root == kHome) return "";
+  return workspace_root.starts_with(home) ? workspace_root.substr(home.size()) : kWorkspaceInHome;
+}
+
 std::vector<Step> plan(const Spec& spec) {
   std::vector<Step> steps;
   add_host_system_dirs(spec, steps);
@@ -145,6 +205,9 @@ std::vector<Step> plan(const Spec& spec) {
                      size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=0755,uid=1000,gid=1000", kWritable});
   else
     steps.push_back({StepKind::kBindTree, spec.home_volume, "/home/user", {}, kWritable});
+  // Before the mount points: a bucket may be mounted inside the workspace.
+  if (std::string in_home = workspace_in_home(spec.workspace_root); !in_home.empty())
+    steps.push_back({StepKind::kWorkspace, in_home, spec.workspace_root, kHome});
   steps.push_back({StepKind::kTmpfs, {}, "/tmp", size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=1777", kWritable});
   if (spec.files_attached_later)
     steps.push_back({StepKind::kDir, {}, "/mnt/files"});

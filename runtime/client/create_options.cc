@@ -154,7 +154,15 @@ Result<LocalSourceRoots> local_sources(const Json& doc, Caller caller) {
 // The manifest's entries, environment (under the document's own env) and mounts.
 Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, const bucket::Environment& env, Caller caller) {
   if (!m.is_object()) return fail(malformed("\"manifest\" must be an object"));
-  Manifest manifest = NSBOX_TRY(parse_manifest_v1(m, NSBOX_TRY(local_sources(doc, caller))));
+  Manifest manifest = NSBOX_TRY(parse_manifest_v1(m, NSBOX_TRY(local_sources(doc, caller)), o.spec.workspace_root));
+  // A manifest's root is the sandbox's workspace root (as the Agents SDK's is its
+  // workspace), unless the document names another.
+  if (manifest.root != o.spec.workspace_root) {
+    if (doc.contains("workspace_root"))
+      return fail(invalid("the manifest's root " + manifest.root + " and \"workspace_root\" " + o.spec.workspace_root + " differ",
+                          "give one of them"));
+    o.spec.workspace_root = manifest.root;
+  }
   for (auto& kv : manifest.environment) {
     bool given = false;
     for (const auto& [k, v] : o.launch.env) given = given || k == kv.first;
@@ -201,7 +209,13 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   if (auto m = j.find("manifest"); m != j.end()) NSBOX_CHECK(add_manifest(o, *m, j, env, caller));
   if (!spec.mounts.empty()) {
     std::vector<std::string> paths;
-    for (const auto& m : spec.mounts) paths.push_back(m.mount_path);
+    for (const auto& m : spec.mounts) {
+      paths.push_back(m.mount_path);
+      const std::string& root = spec.workspace_root;
+      if (root == m.mount_path || root.starts_with(m.mount_path + "/"))
+        return fail(invalid("a bucket cannot be mounted at " + m.mount_path + ": it would hide the workspace root " + root,
+                            "mount it inside the workspace, e.g. " + root + "/data"));
+    }
     NSBOX_CHECK(bucket::check_mount_paths(paths));
   }
   // The tools config file's fields are defaults under the document's; its keys serve

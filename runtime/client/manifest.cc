@@ -4,6 +4,7 @@
 #include <functional>
 #include <set>
 
+#include "isolation/rootfs.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/sha256.h"
 
@@ -12,7 +13,6 @@ namespace {
 
 using protocol::Json;
 
-constexpr const char* kWorkspace = "/home/user";
 // A request's manifest is hostile input: its entries and their nesting are bounded (a 16
 // MiB body could hold 600,000 entries, or nest deep enough to exhaust the stack).
 constexpr size_t kMaxEntries = 10000;
@@ -96,7 +96,7 @@ bool is_mount_type(const std::string& t) {
 
 // A bucket mount entry as a mount document: mount_path left out -> the entry's path
 // under the root; relative -> under the root; absolute -> as given.
-Result<Json> mount_document(const std::string& path, const Json& e) {
+Result<Json> mount_document(const std::string& root, const std::string& path, const Json& e) {
   Json m = e;
   for (const char* key : {"description", "ephemeral", "permissions", "mode", "group"}) m.erase(key);
   if (auto s = m.find("mount_strategy"); s != m.end()) {
@@ -104,8 +104,8 @@ Result<Json> mount_document(const std::string& path, const Json& e) {
     m.erase("mount_strategy");
   }
   std::string mount_path = NSBOX_TRY(string_of(path, e, "mount_path", false));
-  if (mount_path.empty()) mount_path = std::string(kWorkspace) + "/" + path;
-  else if (!mount_path.starts_with("/")) mount_path = std::string(kWorkspace) + "/" + NSBOX_TRY(workspace_path("", mount_path));
+  if (mount_path.empty()) mount_path = root + "/" + path;
+  else if (!mount_path.starts_with("/")) mount_path = root + "/" + NSBOX_TRY(workspace_path("", mount_path));
   m["mount_path"] = mount_path;
   return m;
 }
@@ -134,7 +134,7 @@ struct Parser {
     auto eph = e.find("ephemeral");
     if (eph != e.end() && !eph->is_boolean()) return fail(malformed("manifest entry " + path + ": \"ephemeral\" must be true or false"));
     if (is_mount_type(type)) {
-      out.mounts.push_back(NSBOX_TRY(mount_document(path, e)));  // always ephemeral
+      out.mounts.push_back(NSBOX_TRY(mount_document(out.root, path, e)));  // always ephemeral
       return {};
     }
     // The mode first: a NSBOX_TRY's return from inside a braced initializer would skip the
@@ -248,16 +248,21 @@ std::vector<std::string> Manifest::ephemeral_paths() const {
 
 bool is_manifest_v1(const Json& j) { return j.is_object() && (j.contains("version") || j.contains("entries")); }
 
-Result<Manifest> parse_manifest_v1(const Json& j, const LocalSourceRoots& roots) {
+Result<Manifest> parse_manifest_v1(const Json& j, const LocalSourceRoots& roots, const std::string& default_root) {
   if (!j.is_object()) return fail(malformed("a manifest is a JSON object"));
   if (auto v = j.find("version"); v != j.end() && (!v->is_number_integer() || v->get<int64_t>() != 1))
     return fail(invalid("manifest version must be 1"));
-  if (auto root = j.find("root"); root != j.end() && (!root->is_string() || (*root != kWorkspace && *root != "/home/user/")))
-    return fail(invalid("manifest root must be /home/user (the sandbox's workspace)", "leave \"root\" out"));
+  Manifest out;
+  out.root = default_root;
+  if (auto root = j.find("root"); root != j.end() && !root->is_null()) {
+    if (!root->is_string()) return fail(malformed("manifest \"root\" must be a string"));
+    out.root = root->get<std::string>();
+    while (out.root.size() > 1 && out.root.back() == '/') out.root.pop_back();
+    NSBOX_CHECK_CTX(rootfs::check_workspace_root(out.root), "manifest root");
+  }
   for (const char* unsupported : {"users", "groups"})
     if (auto it = j.find(unsupported); it != j.end() && !it->is_null() && !it->empty())
       return fail(invalid(std::string("manifest ") + unsupported + " are not supported: every sandbox has one user, `user`"));
-  Manifest out;
   Parser parser{roots, out};
   if (auto entries = j.find("entries"); entries != j.end()) NSBOX_CHECK(parser.entries(*entries, "", 0));
   if (auto env = j.find("environment"); env != j.end() && !env->is_null()) NSBOX_CHECK(parser.environment(*env));
@@ -271,20 +276,20 @@ Result<Manifest> parse_manifest_v1(const Json& j, const LocalSourceRoots& roots)
   }
   for (const auto& m : out.mounts) mounts.insert(m["mount_path"].get<std::string>());
   for (const auto& w : out.entries) {
-    std::string full = std::string(kWorkspace) + "/" + w.path;
+    std::string full = out.root + "/" + w.path;
     if (mounts.count(full)) return fail(invalid("manifest entry " + w.path + " and the mount at " + full + " overlap"));
     for (size_t at = w.path.rfind('/'); at != std::string::npos; at = at == 0 ? std::string::npos : w.path.rfind('/', at - 1)) {
       std::string parent = w.path.substr(0, at);
       if (whole.count(parent)) return fail(invalid("manifest entry " + w.path + " is inside " + parent + ", which is copied whole"));
-      if (mounts.count(std::string(kWorkspace) + "/" + parent))
-        return fail(invalid("manifest entry " + w.path + " and the mount at " + std::string(kWorkspace) + "/" + parent + " overlap"));
+      if (mounts.count(out.root + "/" + parent))
+        return fail(invalid("manifest entry " + w.path + " and the mount at " + out.root + "/" + parent + " overlap"));
     }
   }
   for (const auto& mount_path : mounts) {
     // A mount under a file (or a copied tree) would be made on something that is not a
     // directory of its own.
-    if (!mount_path.starts_with(std::string(kWorkspace) + "/")) continue;
-    std::string rel = mount_path.substr(std::string(kWorkspace).size() + 1);
+    if (!mount_path.starts_with(out.root + "/")) continue;
+    std::string rel = mount_path.substr(out.root.size() + 1);
     for (size_t at = rel.rfind('/'); at != std::string::npos; at = at == 0 ? std::string::npos : rel.rfind('/', at - 1)) {
       std::string parent = rel.substr(0, at);
       if (files.count(parent) || whole.count(parent))

@@ -51,6 +51,7 @@ struct LocalSourceRoots {
 };
 
 struct Manifest {
+  std::string root;  // its "root", else the default it was parsed with: where its paths are
   std::vector<WorkspaceEntry> entries;  // parents before children
   EnvList environment;
   // Bucket mount entries as mount documents (mount_path filled in, ephemeral), for
@@ -60,7 +61,7 @@ struct Manifest {
   // snapshot's fingerprint covers of it (a resume with another manifest restores).
   std::string digest;
 
-  // The paths (relative to /home/user) a snapshot leaves out: ephemeral entries.
+  // The paths (relative to the root) a snapshot leaves out: ephemeral entries.
   std::vector<std::string> ephemeral_paths() const;
 };
 
@@ -68,6 +69,9 @@ struct Manifest {
 // manifest file is {"mounts": [...]} or a list of mounts.
 bool is_manifest_v1(const protocol::Json& j);
 
-Result<Manifest> parse_manifest_v1(const protocol::Json& j, const LocalSourceRoots& roots);
+// `default_root`: where its paths are when it names no "root" (the sandbox's workspace
+// root); a "root" it names must be one (isolation/rootfs.h, check_workspace_root).
+Result<Manifest> parse_manifest_v1(const protocol::Json& j, const LocalSourceRoots& roots,
+                                   const std::string& default_root = kDefaultWorkspaceRoot);
 
 }  // namespace nsbox

@@ -124,7 +124,7 @@ Result<CommandResult> Runtime::run(const RunOptions& o) const {
   command_pid1::Command command;
   command.argv = o.command.argv;
   command.env = command_environment(o.env, o.command.env);
-  command.cwd = o.command.cwd;
+  if (!o.command.cwd.empty()) command.cwd = o.command.cwd;
   command.stdin_fd = pump ? pump->sandbox_end() : -1;
   command.stdout_fd = out.write_end.get();
   command.stderr_fd = err.write_end.get();

@@ -669,7 +669,7 @@ Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
   pollfd exited{pidfd.get(), POLLIN, 0};
   if (::poll(&exited, 1, 0) != 0) return fail(not_running(id));
   auto ids = userns::host_ids();
-  return SandboxFs(std::move(root), ids.uid, ids.gid);
+  return SandboxFs(std::move(root), ids.uid, ids.gid, record.spec.workspace_root);
 }
 
 // A create's manifest entries, made in /home/user as the sandbox user before the sandbox

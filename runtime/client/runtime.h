@@ -101,7 +101,7 @@ struct PtyStart {
   std::vector<std::string> argv;
   unsigned cols = 80, rows = 24;
   EnvList env;
-  std::string cwd;  // "" for /home/user
+  std::string cwd;  // "": the sandbox's workspace root
 };
 
 // Processes that outlive a request (docs/semantics.md, "Processes"), named by their pid
@@ -109,7 +109,7 @@ struct PtyStart {
 struct ProcessStart {
   std::vector<std::string> argv;
   EnvList env;
-  std::string cwd;  // "" for /home/user
+  std::string cwd;  // "": the sandbox's workspace root
   bool tty = false;
   unsigned cols = 80, rows = 24;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "isolation/rootfs.h"
 #include "isolation/sys/syscall.h"
 #include "runtime/client/runtime.h"
 #include "runtime/client/workspace_sources.h"
@@ -56,12 +57,14 @@ Json ResumeResult::to_json() const {
 }
 
 std::vector<std::string> Runtime::snapshot_skips(const SandboxRecord& record) {
-  // Bucket mounts and ephemeral entries are never in a snapshot: those under /home/user
-  // are left out by path.
-  std::vector<std::string> skip = record.spec.ephemeral;
-  const std::string home_prefix = std::string(SandboxFs::kWorkspace) + "/";
+  // Bucket mounts and ephemeral entries are never in a snapshot: those in the home
+  // volume (the workspace's included) are left out by their path in it.
+  const std::string& workspace = record.spec.workspace_root;
+  std::vector<std::string> skip;
+  for (const auto& e : record.spec.ephemeral)
+    if (auto in_home = rootfs::path_in_home(workspace + "/" + e, workspace)) skip.push_back(*in_home);
   for (const auto& m : record.spec.mounts)
-    if (m.mount_path.starts_with(home_prefix)) skip.push_back(m.mount_path.substr(home_prefix.size()));
+    if (auto in_home = rootfs::path_in_home(m.mount_path, workspace); in_home && !in_home->empty()) skip.push_back(*in_home);
   return skip;
 }
 
@@ -91,7 +94,7 @@ Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& 
   // reachable (run on the host, a race on a directory could lead the writes out).
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto fs = NSBOX_TRY(sandbox_fs(id));
-  std::string target = NSBOX_TRY(SandboxFs::normalize(dir));
+  std::string target = NSBOX_TRY(fs.path_of(dir));
   NSBOX_CHECK(fs.make_dir(target, true));
   auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
   std::string staged = "/tmp/.nsbox-extract-" + sys::random_hex(8);

@@ -67,10 +67,10 @@ std::string temp_name() {
 
 }  // namespace
 
-Result<std::string> SandboxFs::normalize(const std::string& path) {
+Result<std::string> SandboxFs::normalize(const std::string& path, const std::string& workspace) {
   if (path.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "an empty path"));
   if (path.find('\0') != std::string::npos) return fail(make_error(ErrorCode::kInvalidArgument, "a path with a NUL byte"));
-  auto clean = files::clean_lexically(path.front() == '/' ? path : std::string(kWorkspace) + "/" + path);
+  auto clean = files::clean_lexically(path.front() == '/' ? path : workspace + "/" + path);
   if (!clean) return fail(make_error(ErrorCode::kInvalidArgument, "path must not escape root: " + path));
   std::string out = "/" + *clean;
   for (const char* place : {"/proc", "/sys", "/dev"})
@@ -99,7 +99,7 @@ Result<UniqueFd> SandboxFs::open_parent(const std::string& path, bool create, st
 }
 
 Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) const {
-  std::string p = NSBOX_TRY(normalize(path));
+  std::string p = NSBOX_TRY(path_of(path));
   AsSandboxUser as(uid_, gid_);
   // O_NONBLOCK: a FIFO must not hang the open; cleared once the file is a regular one.
   auto fd = NSBOX_TRY(open_at(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
@@ -110,7 +110,7 @@ Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) 
 }
 
 Result<struct stat> SandboxFs::stat(const std::string& path) const {
-  std::string p = NSBOX_TRY(normalize(path));
+  std::string p = NSBOX_TRY(path_of(path));
   AsSandboxUser as(uid_, gid_);
   auto fd = NSBOX_TRY(open_at(p, O_PATH | O_NOFOLLOW));
   struct stat st{};
@@ -120,7 +120,7 @@ Result<struct stat> SandboxFs::stat(const std::string& path) const {
 
 Result<uint64_t> SandboxFs::write(const std::string& path, int source, uint64_t max_bytes, mode_t mode,
                                   const std::function<Result<void>()>& before_commit) const {
-  std::string p = NSBOX_TRY(normalize(path));
+  std::string p = NSBOX_TRY(path_of(path));
   std::string name;
   auto dir = NSBOX_TRY(open_parent(p, true, name));
   AsSandboxUser as(uid_, gid_);
@@ -187,7 +187,7 @@ Result<uint64_t> SandboxFs::write_bytes(const std::string& path, std::string_vie
 }
 
 Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, const std::string& cursor) const {
-  std::string p = NSBOX_TRY(normalize(path));
+  std::string p = NSBOX_TRY(path_of(path));
   AsSandboxUser as(uid_, gid_);
   auto dir = NSBOX_TRY(open_at(p, O_RDONLY | O_DIRECTORY));
   auto page = files::list_page(dir.get(), limit, cursor, p);
@@ -196,7 +196,7 @@ Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, co
 }
 
 Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t mode) const {
-  std::string p = NSBOX_TRY(normalize(path));
+  std::string p = NSBOX_TRY(path_of(path));
   if (p == "/") return parents ? Result<void>{} : fail(path_error("make", p, EEXIST));
   AsSandboxUser as(uid_, gid_);
   if (!parents) {
@@ -226,7 +226,7 @@ Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t m
 }
 
 Result<void> SandboxFs::remove(const std::string& path, bool recursive) const {
-  std::string p = NSBOX_TRY(normalize(path));
+  std::string p = NSBOX_TRY(path_of(path));
   std::string name;
   auto dir = open_parent(p, false, name);
   if (!dir) {

@@ -23,20 +23,23 @@
 #include "isolation/sys/error.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/unique_fd.h"
+#include "runtime/core/command.h"
 
 namespace nsbox {
 
 class SandboxFs {
  public:
-  static constexpr const char* kWorkspace = "/home/user";
-
   // `root` is the sandbox's root directory (an fd on /proc/<init>/root); `uid`/`gid`
-  // the host ids of the sandbox user.
-  SandboxFs(UniqueFd root, uid_t uid, gid_t gid) : root_(std::move(root)), uid_(uid), gid_(gid) {}
+  // the host ids of the sandbox user; `workspace` its workspace root.
+  SandboxFs(UniqueFd root, uid_t uid, gid_t gid, std::string workspace = kDefaultWorkspaceRoot)
+      : root_(std::move(root)), uid_(uid), gid_(gid), workspace_(std::move(workspace)) {}
 
-  // "/tmp/x" as it is; "notes/a.md" under /home/user. Refuses `..`, empty paths, NUL
+  // "/tmp/x" as it is; "notes/a.md" under `workspace`. Refuses `..`, empty paths, NUL
   // bytes and /proc, /sys, /dev. The absolute, normalised path.
-  static Result<std::string> normalize(const std::string& path);
+  static Result<std::string> normalize(const std::string& path, const std::string& workspace = kDefaultWorkspaceRoot);
+  // normalize() under this sandbox's workspace root.
+  Result<std::string> path_of(const std::string& path) const { return normalize(path, workspace_); }
+  const std::string& workspace() const { return workspace_; }
 
   Result<UniqueFd> open_read(const std::string& path, struct stat* st) const;
   // Writes `source` to `path` whole or not at all (a temporary file beside it, renamed
@@ -58,6 +61,7 @@ class SandboxFs {
   UniqueFd root_;
   uid_t uid_;
   gid_t gid_;
+  std::string workspace_;
 };
 
 }  // namespace nsbox

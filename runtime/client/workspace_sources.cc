@@ -243,7 +243,7 @@ Result<WorkspaceSources> WorkspaceSources::prepare(const std::vector<WorkspaceEn
 }
 
 Result<void> WorkspaceSources::write(const SandboxFs& fs, const std::vector<WorkspaceEntry>& entries) const {
-  const std::string workspace = std::string(SandboxFs::kWorkspace) + "/";
+  const std::string workspace = fs.workspace() + "/";
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     std::string dest = workspace + e.path;

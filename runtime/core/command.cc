@@ -15,7 +15,9 @@ namespace nsbox {
 protocol::Json CommandRequest::to_json() const {
   protocol::Json env_obj = protocol::Json::object();
   for (const auto& [k, v] : env) env_obj[k] = v;
-  return {{"argv", argv}, {"env", env_obj}, {"cwd", cwd}, {"timeout_s", timeout_s}, {"output_dir", output_dir}};
+  protocol::Json j = {{"argv", argv}, {"env", env_obj}, {"timeout_s", timeout_s}, {"output_dir", output_dir}};
+  if (!cwd.empty()) j["cwd"] = cwd;
+  return j;
 }
 
 Result<std::string> parse_output_dir(const protocol::Json& value) {
@@ -26,7 +28,7 @@ Result<std::string> parse_output_dir(const protocol::Json& value) {
 
 Result<std::string> cwd_of(const protocol::Json& request) {
   auto cwd = request.find("cwd");
-  if (cwd == request.end() || cwd->is_null()) return std::string(kDefaultCwd);
+  if (cwd == request.end() || cwd->is_null()) return std::string();
   if (!cwd->is_string() || cwd->get<std::string>().empty() || cwd->get<std::string>()[0] != '/' ||
       !protocol::is_valid_utf8(cwd->get<std::string>()))
     return fail(make_error(ErrorCode::kInvalidArgument, "\"cwd\" must be an absolute path (UTF-8)"));

@@ -25,15 +25,17 @@ constexpr const char* kComposioOutputDir = ".composio/output";
 // One of the two, or an error naming them.
 Result<std::string> parse_output_dir(const protocol::Json& value);
 
-// The working directory of commands, PTY sessions and processes unless one is given.
-constexpr const char* kDefaultCwd = "/home/user";
-// A request's "cwd": an absolute path, or kDefaultCwd when absent.
+// A sandbox's workspace root unless its spec names another (runtime/core/sandbox_spec.h):
+// the working directory of its commands, PTY sessions, processes and kernel.
+constexpr const char* kDefaultWorkspaceRoot = "/home/user";
+// A request's "cwd": an absolute path, or "" when absent (the sandbox's workspace root,
+// which its supervisor knows).
 Result<std::string> cwd_of(const protocol::Json& request);
 
 struct CommandRequest {
   std::vector<std::string> argv;
   EnvList env;  // on top of the sandbox's
-  std::string cwd = kDefaultCwd;
+  std::string cwd;  // "": the sandbox's workspace root
   double timeout_s = kDefaultTimeoutS;
   std::string output_dir = kOutputDir;  // where long output spills, in the files volume
 

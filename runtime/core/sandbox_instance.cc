@@ -63,6 +63,7 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   spec.rootfs.limits = limits;
   spec.rootfs.files_volume = options.files_dir;
   spec.rootfs.home_volume = options.home_dir;
+  spec.rootfs.workspace_root = options.workspace_root;
   spec.rootfs.files_attached_later = options.files_attached_later;
   spec.rootfs.mount_points = options.mount_points;
   spec.rootfs.sandbox_libexec = options.sandbox_libexec;

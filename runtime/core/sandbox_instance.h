@@ -38,6 +38,7 @@ struct InstanceOptions {
   std::optional<command_pid1::Command> command;
   std::string home_dir;  // bound at /home/user; empty: a tmpfs (one-shot)
   std::function<void()> while_building;  // launcher::Spec's
+  std::string workspace_root = kDefaultWorkspaceRoot;  // rootfs::Spec's
 };
 
 class SandboxInstance {

@@ -1,5 +1,6 @@
 #include "runtime/core/sandbox_spec.h"
 
+#include "isolation/rootfs.h"
 #include "mounts/volume_image.h"
 
 namespace nsbox {
@@ -54,6 +55,13 @@ struct FieldReader {
     if (!v.is_number_unsigned() || v.get<uint64_t>() > Seconds::kMax)
       return fail(wrong(key, ("whole seconds, at most " + std::to_string(Seconds::kMax)).c_str()));
     out = v.get<uint64_t>();
+    return {};
+  }
+
+  Result<void> read(const Json& v, const char* key, std::string& out, WorkspaceRoot) const {
+    NSBOX_CHECK(read(v, key, out));
+    if (auto ok = rootfs::check_workspace_root(out); !ok)
+      return fail(request ? ok.error() : make_error(ErrorCode::kInternal, "corrupt sandbox record: " + ok.error().message));
     return {};
   }
 

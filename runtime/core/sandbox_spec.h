@@ -56,6 +56,10 @@ struct SandboxSpec {
   // Its time to live, in seconds from its start (0: none): then its supervisor removes it,
   // whether or not a server runs (docs/semantics.md, "Time to live").
   uint64_t ttl_s = 0;
+  // Where the workspace is (docs/semantics.md, "The workspace root"): commands, cells and
+  // the manifest's entries start there. Another path than /home/user is a directory of the
+  // home volume shown there, so it is kept and snapshotted with the home.
+  std::string workspace_root = kDefaultWorkspaceRoot;
 
   // The record's form: every field, under its name.
   protocol::Json to_json() const;
@@ -74,6 +78,9 @@ struct Seconds {
   static constexpr uint64_t kMax = 30ull * 24 * 3600;
 };
 
+// A workspace root: a path isolation/rootfs.h's check_workspace_root admits.
+struct WorkspaceRoot {};
+
 // The spec's plain fields (strings, booleans, numbers, lists of strings), one line each:
 // the record's JSON and a create document read and write them through this table. The
 // others (size, net, packages, mounts, tools) have forms of their own, in sandbox_spec.cc
@@ -88,6 +95,7 @@ void spec_fields(Spec& s, Field&& field) {
   field("from_snapshot", s.from_snapshot, O::kRequest);
   field("lazy_kernel", s.lazy_kernel, O::kRequest);
   field("ttl_s", s.ttl_s, O::kRequest, Seconds{});
+  field("workspace_root", s.workspace_root, O::kRequest, WorkspaceRoot{});
   field("env_names", s.env_names, O::kDerived);
   field("ephemeral", s.ephemeral, O::kDerived);
   field("manifest_digest", s.manifest_digest, O::kDerived);

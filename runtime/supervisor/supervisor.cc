@@ -60,7 +60,8 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   const SandboxSpec& spec = self->record_.spec;
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
   InstanceOptions options{id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
-                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(id) + "/bridge", spec.packages.wheelhouse, {}, {}, {}};
+                          layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(id) + "/bridge", spec.packages.wheelhouse, {}, {}, {},
+                          spec.workspace_root};
   // /home/user is in the sandbox from its first instant (the kernel's user site is there).
   if (!self->record_.facts.home.empty()) {
     auto home = self->mount_home();
@@ -611,7 +612,7 @@ void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   fds.push_back(err_w.get());
   names.push_back("stderr");
   Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", request->argv},
-                {"env", command_environment(sandbox_env(), request->env)}, {"cwd", request->cwd}, {"fds", names}};
+                {"env", command_environment(sandbox_env(), request->env)}, {"cwd", working_dir(request->cwd)}, {"fds", names}};
   if (auto r = protocol::send_frame(instance_->control_fd(), spawn, fds); !r)
     return reply_error(client, std::move(r.error()).context("ask the sandbox's init to start the command"));
 
@@ -827,6 +828,7 @@ Result<uint64_t> Supervisor::fork_kernel_from_zygote(const std::vector<std::pair
     if (name == "fd3") request.channel = fd;
   }
   request.env = command_environment(sandbox_env(), {});
+  request.cwd = working_dir("");
   for (const auto& name : record_.spec.preload) request.preload += (request.preload.empty() ? "" : ",") + name;
   auto kernel = NSBOX_TRY(start_zygote_kernel(std::move(request)));
   pid_t sandbox_pid = kernel.sandbox_pid;
@@ -849,7 +851,7 @@ Result<uint64_t> Supervisor::spawn_in_sandbox(const std::vector<std::string>& ar
     raw.push_back(fd);
   }
   Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), {})},
-                {"cwd", "/home/user"}, {"fds", names}};
+                {"cwd", working_dir("")}, {"fds", names}};
   NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, raw));
   return id;
 }
@@ -883,7 +885,7 @@ Result<uint64_t> Supervisor::spawn_process(const std::vector<std::string>& argv,
                                            const std::vector<int>& stdio, bool tty) {
   uint64_t id = next_command_id_++;
   Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), env)},
-                {"cwd", cwd}, {"fds", {"stdin", "stdout", "stderr"}}, {"tty", tty}};
+                {"cwd", working_dir(cwd)}, {"fds", {"stdin", "stdout", "stderr"}}, {"tty", tty}};
   NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, stdio));
   return id;
 }

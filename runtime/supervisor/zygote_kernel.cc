@@ -44,14 +44,14 @@ PidfdInfo pidfd_info(int pidfd) {
   return info;
 }
 
-// The kernel's environment and preload list, as one record.
+// The kernel's environment, preload list and working directory, as one record.
 Result<std::string> config_record(const ZygoteKernelRequest& r) {
   protocol::Json vars = protocol::Json::object();
   for (const auto& entry : r.env) {
     auto eq = entry.find('=');
     if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
-  std::string config = protocol::Json{{"env", vars}, {"preload", r.preload}}.dump();
+  std::string config = protocol::Json{{"env", vars}, {"preload", r.preload}, {"cwd", r.cwd}}.dump();
   if (config.size() > kernel_zygote::kMaxConfigBytes)
     return fail(make_error(ErrorCode::kInvalidArgument, "the kernel's environment is " + std::to_string(config.size()) +
                                                             " bytes; a kernel from the zygote takes at most " +

@@ -30,6 +30,7 @@ struct ZygoteKernelRequest {
   int kernel_setup = -1;         // set by start_zygote_kernel: the kernel's end of the set-up pair
   std::vector<std::string> env;  // NAME=value: the kernel's whole environment
   std::string preload;           // comma-separated modules
+  std::string cwd;               // its working directory (the sandbox's workspace root)
 };
 
 struct ZygoteKernel {

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "isolation/rootfs.h"
 #include "runtime/client/create_options.h"
 #include "runtime/client/sandbox_fs.h"
 #include "runtime/core/state_store.h"
@@ -41,6 +42,7 @@ bool plain_relative(const std::string& path) {
 
 void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, std::string_view text) {
   if (!o.spec.name.empty()) FUZZ_CHECK(nsbox::StateStore::validate_name(o.spec.name).has_value());
+  FUZZ_CHECK(nsbox::rootfs::check_workspace_root(o.spec.workspace_root).has_value());
   FUZZ_CHECK(o.spec.mounts.size() == o.launch.mount_credentials.size());
   for (const auto& [k, v] : o.launch.env) FUZZ_CHECK(!k.empty() && k.find('=') == std::string::npos);
   std::set<std::string> paths;
@@ -53,8 +55,9 @@ void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, s
     if (host_source || w.kind == nsbox::WorkspaceEntry::Kind::kGitRepo) FUZZ_CHECK(caller == nsbox::Caller::kLocal);
     if (host_source) FUZZ_CHECK(w.source.starts_with("/") && w.source.find("/../") == std::string::npos && !w.source.ends_with("/.."));
     if (w.path.find('\0') == std::string::npos) {
-      auto in_sandbox = nsbox::SandboxFs::normalize(std::string(nsbox::SandboxFs::kWorkspace) + "/" + w.path);
-      FUZZ_CHECK(in_sandbox && in_sandbox->starts_with("/home/user/"));
+      const std::string& root = o.spec.workspace_root;
+      auto in_sandbox = nsbox::SandboxFs::normalize(w.path, root);
+      FUZZ_CHECK(in_sandbox && in_sandbox->starts_with(root + "/"));
     }
   }
   for (size_t i = 0; i < o.spec.mounts.size(); ++i) {

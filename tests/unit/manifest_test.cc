@@ -109,3 +109,36 @@ TEST_CASE("a hostile manifest is bounded: entries, nesting, and a path that only
   CHECK(nsbox::protocol::nests_deeper_than(std::string(100, '[') + std::string(100, ']'), 64));
   CHECK_FALSE(nsbox::protocol::nests_deeper_than("{\"a\": \"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"}", 64));
 }
+
+TEST_CASE("a manifest's root is the sandbox's workspace root: its mounts follow it, a different workspace_root is refused", "[manifest]") {
+  using nsbox::Caller;
+  const Json entries = {{"data", {{"type", "s3"}, {"bucket", "b"}}}, {"rel", {{"type", "s3"}, {"bucket", "c"}, {"mount_path", "x"}}}};
+  auto o = nsbox::create_options_from_json({{"manifest", {{"root", "/workspace/"}, {"entries", entries}}}}, {}, Caller::kRemote);
+  REQUIRE(o);
+  CHECK(o->spec.workspace_root == "/workspace");
+  REQUIRE(o->spec.mounts.size() == 2);
+  CHECK(o->spec.mounts[0].mount_path == "/workspace/data");
+  CHECK(o->spec.mounts[1].mount_path == "/workspace/x");
+  // The same root given twice is one; no root takes the document's.
+  CHECK(nsbox::create_options_from_json({{"workspace_root", "/workspace"}, {"manifest", {{"root", "/workspace"}}}}, {}, Caller::kRemote));
+  auto given = nsbox::create_options_from_json({{"workspace_root", "/app"}, {"manifest", {{"entries", entries}}}}, {}, Caller::kRemote);
+  REQUIRE(given);
+  CHECK(given->spec.mounts[0].mount_path == "/app/data");
+  auto differ = nsbox::create_options_from_json({{"workspace_root", "/app"}, {"manifest", {{"root", "/workspace"}}}}, {}, Caller::kRemote);
+  REQUIRE_FALSE(differ);
+  CHECK(differ.error().message == "the manifest's root /workspace and \"workspace_root\" /app differ");
+  for (const Json& bad : {Json("/etc"), Json(7), Json("relative")}) {
+    INFO(bad.dump());
+    CHECK_FALSE(nsbox::create_options_from_json({{"manifest", {{"root", bad}}}}, {}, Caller::kRemote));
+    CHECK_FALSE(nsbox::create_options_from_json({{"workspace_root", bad}}, {}, Caller::kRemote));
+  }
+  // A bucket over the workspace, or over a directory above it, would hide it.
+  for (const char* over : {"/workspace", "/code"}) {
+    auto hidden = nsbox::create_options_from_json(
+        {{"workspace_root", std::string(over) == "/code" ? "/code/project" : "/workspace"},
+         {"mounts", {{{"type", "s3"}, {"bucket", "b"}, {"mount_path", over}}}}},
+        {}, Caller::kRemote);
+    REQUIRE_FALSE(hidden);
+    CHECK(hidden.error().message.find("it would hide the workspace root") != std::string::npos);
+  }
+}

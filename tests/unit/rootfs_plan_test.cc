@@ -161,3 +161,63 @@ TEST_CASE("the /dev nodes exist before anything is masked with /dev/null") {
   REQUIRE(first_mask);
   CHECK(*null_at < *first_mask);
 }
+
+TEST_CASE("a workspace root is a directory of the home bound where it is asked for, before the mount points") {
+  FakeHost host;
+  rootfs::Spec spec{limits_for(SizeTier::kStandard), "/vol/files", "/libexec", {}, host.root};
+  spec.home_volume = "/vol/home";
+  CHECK_FALSE(find(rootfs::plan(spec), "/home/user", StepKind::kWorkspace));  // the default: the home itself
+
+  spec.workspace_root = "/workspace";
+  spec.mount_points = {"/workspace/data"};
+  auto steps = rootfs::plan(spec);
+  const auto* ws = find(steps, "/workspace", StepKind::kWorkspace);
+  REQUIRE(ws);
+  CHECK(ws->source == "workspace");
+  CHECK(ws->data == "/home/user");
+  auto at = [&](const rootfs::Step* s) { return s - steps.data(); };
+  const auto* data = find(steps, "/workspace/data", StepKind::kDir);
+  REQUIRE(data);
+  CHECK(at(find(steps, "/home/user", StepKind::kBindTree)) < at(ws));
+  CHECK(at(ws) < at(data));  // the bucket's mount point is made inside the workspace
+
+  spec.workspace_root = "/home/user/project";
+  const auto* under = find(rootfs::plan(spec), "/home/user/project", StepKind::kWorkspace);
+  REQUIRE(under);
+  CHECK(under->source == "project");
+}
+
+TEST_CASE("a workspace root is a plain path outside the sandbox's own trees, and its place in the home is known") {
+  for (const char* good : {"/workspace", "/app", "/code/project", "/home/user", "/home/user/a.b/c_d-e", "/srv2"})
+    CHECK(rootfs::check_workspace_root(good).has_value());
+  const std::pair<std::string, const char*> bad[] = {
+      {"", "is not an absolute path"},           {"workspace", "is not an absolute path"},
+      {"/", "is the sandbox's root"},            {"/usr/local/w", "is in /usr"},
+      {"/home", "is in /home"},                  {"/home/user2", "is in /home"},
+      {"/tmp", "is in /tmp"},                    {"/proc/1", "is in /proc"},
+      {"/mnt/w", "is in /mnt"},                  {"/opt/w", "is in /opt"},
+      {"/w/../etc", "is not a plain path"},      {"/w/./x", "is not a plain path"},
+      {"/w//x", "is not a plain path"},          {"/w/", "is not a plain path"},
+      {"/w x", "is not a plain path"},           {"/w\nx", "is not a plain path"},
+      {"/" + std::string(300, 'a'), "is longer than 255 bytes"},
+      {"/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q", "has more than 16 names"},
+  };
+  for (const auto& [path, why] : bad) {
+    INFO(path);
+    auto r = rootfs::check_workspace_root(path);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().message.find(why) != std::string::npos);
+    CHECK(r.error().message.find('\n') == std::string::npos);
+  }
+
+  CHECK(rootfs::workspace_in_home("/home/user").empty());
+  CHECK(rootfs::workspace_in_home("/home/user/p/q") == "p/q");
+  CHECK(rootfs::workspace_in_home("/workspace") == "workspace");
+  CHECK(rootfs::path_in_home("/workspace/a/b", "/workspace") == "workspace/a/b");
+  CHECK(rootfs::path_in_home("/workspace", "/workspace") == "workspace");
+  CHECK(rootfs::path_in_home("/home/user/.cache", "/workspace") == ".cache");
+  CHECK(rootfs::path_in_home("/home/user/p/x", "/home/user/p") == "p/x");
+  CHECK(rootfs::path_in_home("/home/user", "/home/user") == "");
+  CHECK(rootfs::path_in_home("/workspaces", "/workspace") == std::nullopt);
+  CHECK(rootfs::path_in_home("/data/x", "/workspace") == std::nullopt);
+}

@@ -94,7 +94,7 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
                                         // the warm pool's: a server's tag, "warm"/"cold", module names, a flag
                                         "pool", "create_path", "preload", "memory_merge", "lazy_kernel",
                                         // sizes, a snapshot's id or name and seconds, as asked at create
-                                        "files_quota", "home_size", "from_snapshot", "ttl_s",
+                                        "files_quota", "home_size", "from_snapshot", "ttl_s", "workspace_root",
                                         // port forwards: port numbers and a loopback address
                                         "ports"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));

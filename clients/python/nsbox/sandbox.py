@@ -199,6 +199,7 @@ class Sandbox(_Workbench):
         *,
         lazy_kernel: bool = False,
         ttl_s: Optional[int] = None,
+        workspace_root: Optional[str] = None,
         client: Optional[Client] = None,
         url: Optional[str] = None,
         token: Optional[str] = None,
@@ -221,13 +222,16 @@ class Sandbox(_Workbench):
         ``from_snapshot`` a snapshot's id or name restored before the first command;
         ``lazy_kernel`` no Python kernel until the first cell (commands-only use: a faster
         create and no idle interpreter; never from a warm pool); ``ttl_s`` its time to live:
-        removed that many seconds after it starts, by its own supervisor (see :meth:`set_ttl`).
+        removed that many seconds after it starts, by its own supervisor (see :meth:`set_ttl`);
+        ``workspace_root`` where commands, cells and the manifest start (default /home/user;
+        ``"/workspace"`` is a directory of the home volume shown there: docs/semantics.md).
         The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
         body: Dict[str, Any] = {}
         for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota),
-                           ("home_size", home_size), ("from_snapshot", from_snapshot), ("ttl_s", ttl_s)):
+                           ("home_size", home_size), ("from_snapshot", from_snapshot), ("ttl_s", ttl_s),
+                           ("workspace_root", workspace_root)):
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
         if env is not None:

@@ -390,3 +390,21 @@ def test_snapshots_through_the_api(sock_client: nsbox.Client) -> None:
         assert nsbox.Sandbox.snapshots(client=sock_client) == []
         with pytest.raises(nsbox.NotFound):
             nsbox.Sandbox.remove_snapshot("py-snap", client=sock_client)
+
+
+def test_a_workspace_root_is_where_cells_commands_and_relative_paths_start(sock_client: nsbox.Client) -> None:
+    """A kernel from the server's zygote (where the host has one) starts in the workspace
+    root as one exec'd by init does."""
+    with pytest.raises(nsbox.InvalidArgument, match="which belongs to the sandbox's system"):
+        nsbox.Sandbox.create(workspace_root="/etc/app", client=sock_client)
+    sbx = nsbox.Sandbox.create(workspace_root="/workspace", client=sock_client)
+    try:
+        assert sbx.info().raw["workspace_root"] == "/workspace"
+        sbx.fs.write("notes/a.txt", b"relative\n")
+        assert sbx.commands.run("pwd; cat notes/a.txt").stdout == b"/workspace\nrelative\n"
+        assert sbx.run_code("import os; print(os.getcwd())").stdout == "/workspace\n"
+        if doctor_says_ok("kernel zygote"):  # else init exec'd it, as the CLI's tests cover
+            assert sbx.info().raw["kernel_origin"] == "zygote"
+        assert sbx.fs.read("/home/user/workspace/notes/a.txt") == b"relative\n"
+    finally:
+        sbx.kill()

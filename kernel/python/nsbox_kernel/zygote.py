@@ -43,6 +43,11 @@ def child(config_bytes):
             os.environ[key] = value
         except ValueError:  # a NUL or '=' in the name
             pass
+    # The sandbox's workspace root, where init starts an exec'd kernel (the C++ half made
+    # the child's working directory /home/user, the default).
+    cwd = config.get("cwd")
+    if cwd:
+        os.chdir(cwd)
     server._reseed()  # what the zygote imported with a random state is every child's
     _add_user_site()
     server.prepare(config.get("preload", ""))

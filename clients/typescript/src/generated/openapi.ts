@@ -1789,6 +1789,8 @@ export interface components {
             lazy_kernel?: boolean;
             /** @description Removed this many seconds after its start (0: never; at most 30 days) */
             ttl_s?: number;
+            /** @description Where commands, cells and the manifest start (default /home/user; another path, such as /workspace, is a directory of the home volume shown there). A manifest's root sets it too. */
+            workspace_root?: string;
             mounts?: (string | components["schemas"]["MountRequest"])[];
             manifest?: components["schemas"]["Manifest"];
             /** @description The tool bridge (docs/tools.md): `backend`, `user_id`, `tools_dir`, ... */
@@ -1884,6 +1886,8 @@ export interface components {
             memory_merge: boolean;
             /** @description Its time to live from its start (0: none) */
             ttl_s: number;
+            /** @description Where its commands, cells and manifest start */
+            workspace_root: string;
             created_at: components["schemas"]["Timestamp"];
             /** @description RFC 3339 once stopped, else "" */
             stopped_at: string;
