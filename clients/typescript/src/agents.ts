@@ -18,4 +18,3 @@ export {
   type NsboxSandboxSpec,
 } from "./agents/client.js";
 export { NsboxSandboxSession, type NsboxSandboxSessionState, type NsboxSessionSettings } from "./agents/session.js";
-export { NSBOX_WORKSPACE_ROOT, SDK_DEFAULT_ROOT } from "./agents/manifest.js";

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import net from "node:net";
-import { after, afterEach, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { Runner, applyDiff, setTraceProcessors } from "@openai/agents";
 import { Manifest, SandboxAgent, file, filesystem, shell } from "@openai/agents/sandbox";
@@ -14,7 +14,8 @@ import { ScriptedModel, assistantMessage, functionCall, modelResponder } from "@
 
 import * as nsbox from "nsbox";
 import { NsboxSandboxClient } from "nsbox/agents";
-import { Server, binary } from "./support/server.mjs";
+import { useNsboxServe, toolOutput } from "./support/sdk.mjs";
+import { binary } from "./support/server.mjs";
 
 const skip = binary.bin ? false : `SKIP: ${binary.why}`;
 const bounded = { timeout: 300_000 };
@@ -31,16 +32,6 @@ setTraceProcessors([{
   async shutdown() {},
   async forceFlush() {},
 }]);
-
-/** The text the model was given for the tool call `callId` in `call`'s input. */
-function toolOutput(call, callId) {
-  const item = call.request.input.find((i) => i.callId === callId && /_output$|_result$/.test(i.type));
-  assert.ok(item, `no output for ${callId} in the model's input`);
-  const out = item.output;
-  if (typeof out === "string") return out;
-  if (out?.type === "text") return out.text;
-  return JSON.stringify(out);
-}
 
 function applyPatch(callId, operation) {
   return { type: "apply_patch_call", callId, status: "completed", operation };
@@ -125,33 +116,14 @@ if (!binary.bin && binary.required) {
   test("the nsbox binary named by NSBOX_BIN is there", () => assert.fail(binary.why));
 } else {
   describe("the OpenAI Agents SDK on nsbox serve", { skip }, () => {
-    before(async () => {
-      server = new Server();
-      await server.start();
-      client = new nsbox.Client({ socket: server.socket, token: server.token, env: {} });
-      sdkClient = new NsboxSandboxClient({ socket: server.socket, token: server.token, env: {} });
-    });
-
-    after(async () => {
-      sdkClient?.close();
-      client?.close();
-      await server?.destroy();
-    });
-
-    afterEach(async () => {
-      const left = await nsbox.Sandbox.list({ client });
-      if (left.length) {
-        for (const s of left) await client.json("DELETE", `/v1/sandboxes/${s.id}`).catch(() => undefined);
-        assert.fail(`the test left sandboxes behind: ${left.map((s) => s.id).join(" ")}`);
-      }
-    });
+    useNsboxServe((started) => ({ server, client, sdkClient } = started));
 
     test("a SandboxAgent runs commands, a tty command continued by write_stdin, and apply_patch in an nsbox sandbox", bounded, async () => {
       const manifest = new Manifest({ entries: { "notes/hello.txt": file({ content: "hi from the manifest\n" }) } });
       const session = await sdkClient.create({ manifest });
       try {
-        // The SDK's default root, /workspace, is nsbox's /home/user.
-        assert.equal(session.state.manifest.root, "/home/user");
+        // The SDK's default root, /workspace, is the sandbox's workspace root as written.
+        assert.equal(session.state.manifest.root, "/workspace");
         const createDiff = "+step one\n+step two\n";
         const updateDiff = "@@\n step one\n-step two\n+step 2\n";
         const model = new ScriptedModel([
@@ -163,7 +135,7 @@ if (!binary.bin && binary.required) {
             return [functionCall("write_stdin", { session_id: Number(id), chars: "nsbox\n", yield_time_ms: 3000 }, { callId: "c3" })];
           }),
           [applyPatch("c4", { type: "create_file", path: "notes/plan.md", diff: createDiff })],
-          [applyPatch("c5", { type: "update_file", path: "/home/user/notes/plan.md", diff: updateDiff })],
+          [applyPatch("c5", { type: "update_file", path: "/workspace/notes/plan.md", diff: updateDiff })],
           [applyPatch("c6", { type: "delete_file", path: "notes/hello.txt" })],
           [functionCall("exec_command", { cmd: "ls; cat plan.md", workdir: "notes", login: false }, { callId: "c7" })],
           [assistantMessage("done")],
@@ -175,7 +147,7 @@ if (!binary.bin && binary.required) {
 
         const c1 = toolOutput(model.calls[1], "c1");
         assert.match(c1, /Process exited with code 3/);
-        assert.match(c1, /\/home\/user\nhi from the manifest\n/);
+        assert.match(c1, /\/workspace\nhi from the manifest\n/);
         assert.match(c1, /to-stderr/);
         assert.doesNotMatch(c1, /^0$/m, "the agent's commands do not run as root");
 
@@ -295,9 +267,11 @@ if (!binary.bin && binary.required) {
     });
 
     test("what nsbox serve cannot do yet fails naming the capability and issue 34", bounded, async () => {
-      await assert.rejects(sdkClient.create({ manifest: new Manifest({ root: "/srv/app" }) }), /manifest\.root "\/srv\/app".*issue 34/s);
-      await assert.rejects(sdkClient.create({ manifest: new Manifest({ entries: { d: { type: "local_dir", src: "/etc" } } }) }),
-        /local_dir.*issue 34/s);
+      // A root the server cannot make a workspace of is its refusal, naming the rule.
+      await assert.rejects(sdkClient.create({ manifest: new Manifest({ root: "/srv/app" }) }),
+        /workspace root "\/srv\/app" is in \/srv, which belongs to the sandbox's system/);
+      await assert.rejects(sdkClient.create({ manifest: new Manifest({ entries: { d: { type: "box_mount", path: "/shared" } } }) }),
+        /box_mount.*issue 34/s);
       assert.deepEqual(await nsbox.Sandbox.list({ client }), [], "a refused manifest made a sandbox");
       const session = await sdkClient.create();
       try {

@@ -1,5 +1,5 @@
 // nsbox/agents without a server: what its session state holds, and how the SDK's manifest
-// becomes the create document's (the root mapping, the entries, what is refused).
+// becomes the create document's (its root, the entries, what is refused).
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -8,10 +8,10 @@ import { test } from "node:test";
 
 import { Manifest, Permissions, dir, file } from "@openai/agents/sandbox";
 import { NsboxSandboxClient } from "nsbox/agents";
-import { manifestForNsbox, serverManifest } from "../dist/esm/agents/manifest.js";
+import { serverManifest } from "../dist/esm/agents/manifest.js";
 
 function stateFor(client, manifest = new Manifest()) {
-  return { manifest: manifestForNsbox(manifest), sandboxId: "sbx-0123abcd", server: client.server, workspaceReady: true,
+  return { manifest, sandboxId: "sbx-0123abcd", server: client.server, workspaceReady: true,
     environment: { API_KEY: "sk-from-the-environment" } };
 }
 
@@ -44,7 +44,7 @@ test("a TCP client's state names its URL, and deserializing gives the same sandb
   const state = await client.deserializeSessionState(record);
   assert.equal(state.sandboxId, "sbx-0123abcd");
   assert.equal(state.server, "http://127.0.0.1:8765");
-  assert.equal(state.manifest.root, "/home/user");
+  assert.equal(state.manifest.root, "/workspace");
   assert.deepEqual(Object.keys(state.manifest.entries), ["a.txt"]);
   client.close();
 });
@@ -56,39 +56,37 @@ test("a state whose sandbox id is not one is refused", async () => {
   client.close();
 });
 
-test("the SDK's default root /workspace becomes /home/user; a directory under it stays; another root is refused", () => {
-  assert.equal(manifestForNsbox(new Manifest()).root, "/home/user");
-  assert.equal(manifestForNsbox(new Manifest({ root: "/home/user/proj" })).root, "/home/user/proj");
-  assert.throws(() => manifestForNsbox(new Manifest({ root: "/srv/app" })), /manifest\.root "\/srv\/app".*workspace_root/s);
+test("the manifest's root is the create document's, as written: the server makes it the workspace root", () => {
+  assert.equal(serverManifest(new Manifest()).root, "/workspace");
+  assert.equal(serverManifest(new Manifest({ root: "/srv/app/" })).root, "/srv/app");  // the server judges it
 });
 
 test("file and dir entries become the server's, under the root, with their bytes and mode", () => {
-  const manifest = manifestForNsbox(new Manifest({
+  const manifest = new Manifest({
     root: "/home/user/proj",
     entries: {
       "README.md": file({ content: "# hi\n", permissions: "-rw-r--r--" }),
       "bin": dir({ children: { "data.bin": file({ content: new Uint8Array([0, 255, 1]) }) }, ephemeral: true }),
     },
-  }));
+  });
   const doc = serverManifest(manifest);
-  assert.equal(doc.root, "/home/user");
-  assert.deepEqual(doc.entries["proj/README.md"], { type: "file", content: "# hi\n", permissions: 0o644 });
-  assert.deepEqual(doc.entries["proj/bin"], {
+  assert.equal(doc.root, "/home/user/proj");
+  assert.deepEqual(doc.entries["README.md"], { type: "file", content: "# hi\n", permissions: 0o644 });
+  assert.deepEqual(doc.entries["bin"], {
     type: "dir", ephemeral: true,
     children: { "data.bin": { type: "file", content_b64: Buffer.from([0, 255, 1]).toString("base64") } },
   });
   assert.equal(new Permissions("-rw-r--r--").toMode() & 0o7777, 0o644);
 });
 
-test("users, host path grants, local and mount entries are refused naming the capability and issue 34", () => {
+test("users, host path grants, and mounts nsbox does not map are refused naming the capability and issue 34", () => {
   const refused = [
     [{ users: [{ name: "alice" }] }, /users and groups.*issue 34/s],
     [{ extraPathGrants: [{ path: "/data", hostPath: "/srv/data" }] }, /hostPath.*issue 34/s],
-    [{ entries: { src: { type: "local_dir", src: "./src" } } }, /local_dir.*issue 34/s],
-    [{ entries: { repo: { type: "git_repo", repo: "openai/openai-agents-js" } } }, /git_repo.*issue 34/s],
-    [{ entries: { data: { type: "s3_mount", bucket: "b" } } }, /s3_mount.*issue 34/s],
+    [{ entries: { box: { type: "box_mount", path: "/shared" } } }, /box_mount.*issue 34/s],
+    [{ entries: { efs: { type: "s3_files_mount", fileSystemId: "fs-1" } } }, /s3_files_mount.*issue 34/s],
   ];
   for (const [init, message] of refused) {
-    assert.throws(() => serverManifest(manifestForNsbox(new Manifest(init))), message, JSON.stringify(init));
+    assert.throws(() => serverManifest(new Manifest(init)), message, JSON.stringify(init));
   }
 });

@@ -27,7 +27,9 @@ import { Client, type ConnectionOptions } from "../connection.js";
 import { NotFound } from "../errors.js";
 import type { CreateSandbox } from "../models.js";
 import { Sandbox } from "../sandbox.js";
-import { manifestForNsbox, serverManifest } from "./manifest.js";
+import { LocalSources, type LocalSourceOptions } from "./local-sources.js";
+import { assertManifestSupported, serverManifest } from "./manifest.js";
+import { mountRequests, withoutMountCredentials } from "./mounts.js";
 import { NsboxSandboxSession, type NsboxSandboxSessionState, type NsboxSessionSettings } from "./session.js";
 
 /** What `create` passes to nsbox serve besides the manifest (docs/api.md, "Sandboxes"). */
@@ -36,6 +38,8 @@ export type NsboxSandboxSpec = Omit<CreateSandbox, "manifest" | "env">;
 export interface NsboxSandboxClientOptions extends SandboxClientOptions, NsboxSessionSettings {
   /** The sandbox's spec: `size`, `net`, `ttl_s`, `name`, `from_snapshot`, `home_size`... */
   sandbox?: NsboxSandboxSpec;
+  /** Where the manifest's `local_file`, `local_dir` and `git_repo` sources are read, and their bounds. */
+  localSources?: LocalSourceOptions;
 }
 
 export interface NsboxSandboxClientConnection extends ConnectionOptions {
@@ -79,18 +83,31 @@ export class NsboxSandboxClient implements SandboxClient<NsboxSandboxClientOptio
         "options.sandbox.from_snapshot", { provider: "nsbox", feature: "snapshot", type: createArgs.snapshot.type });
     }
     const options = { ...this.defaults, ...createArgs.options };
-    const manifest = manifestForNsbox(createArgs.manifest);
-    const body: CreateSandbox = { ...options.sandbox, manifest: serverManifest(manifest) as CreateSandbox["manifest"] };
-    const environment = await manifest.resolveEnvironment();
-    if (Object.keys(environment).length) body.env = environment;
-    const sandbox = await Sandbox.create(body, { client: this.connection });
-    return new NsboxSandboxSession(sandbox, {
-      manifest,
-      environment,
-      sandboxId: sandbox.id,
-      server: this.server,
-      workspaceReady: true,
-    }, settingsOf(options));
+    const manifest = createArgs.manifest;
+    // Everything is checked, and the host sources read, before anything is made.
+    assertManifestSupported(manifest);
+    const mounts = mountRequests(manifest);
+    const sources = await LocalSources.read(manifest, options.localSources);
+    try {
+      const body: CreateSandbox = { ...options.sandbox, manifest: serverManifest(manifest, sources) as CreateSandbox["manifest"] };
+      if (mounts.length) body.mounts = [...(options.sandbox?.mounts ?? []), ...mounts];
+      const environment = await manifest.resolveEnvironment();
+      if (Object.keys(environment).length) body.env = environment;
+      const sandbox = await Sandbox.create(body, { client: this.connection });
+      await sources.writeInto(sandbox).catch(async (e: unknown) => {
+        await sandbox.remove().catch(() => undefined); // a create that failed leaves nothing
+        throw e;
+      });
+      return new NsboxSandboxSession(sandbox, {
+        manifest: withoutMountCredentials(manifest), // they went to the server; the session never needs them again
+        environment,
+        sandboxId: sandbox.id,
+        server: this.server,
+        workspaceReady: true,
+      }, settingsOf(options));
+    } finally {
+      await sources.close();
+    }
   }
 
   /** Reattaches the live sandbox the state names (`NotFound` when it is gone). */
@@ -124,16 +141,11 @@ export class NsboxSandboxClient implements SandboxClient<NsboxSandboxClientOptio
       throw new SandboxConfigurationError(`NsboxSandboxClient: not a sandbox id: ${JSON.stringify(sandboxId)}`, { provider: "nsbox" });
     }
     return {
-      manifest: manifestForNsbox(deserializeManifest(record["manifest"] as Record<string, unknown> | undefined)),
+      manifest: deserializeManifest(record["manifest"] as Record<string, unknown> | undefined),
       sandboxId,
       server,
       workspaceReady: true,
     };
-  }
-
-  /** A trusted manifest given on resume gets the same root mapping as at create. */
-  resolveTrustedManifestForResume(manifest: Manifest): Manifest {
-    return manifestForNsbox(manifest);
   }
 
   /** Closes this client's connections (not a client given to it). */

@@ -1,26 +1,22 @@
 /**
- * The SDK's manifest as nsbox serve takes it: the workspace root, and the entries the
- * server makes before `create` returns (docs/semantics.md, "Manifests").
- *
- * The root: nsbox's workspace is /home/user and the server cannot put it elsewhere yet
- * (issue 34, section 3, "The workspace root"). The SDK's default root, /workspace, is
- * mapped to /home/user (as the SDK's Runloop client maps it to its home): the session's
- * manifest then says /home/user, so the model is told the path that exists and no command
- * text is rewritten. A root under /home/user is kept as given (its entries are made under
- * it). Any other root is refused, naming the missing capability.
+ * The SDK's manifest as nsbox serve takes it: the entries the server makes before
+ * `create` returns (docs/semantics.md, "Manifests"), under the manifest's own root. The
+ * root is the sandbox's workspace root as written (the server's `workspace_root`:
+ * /workspace, the SDK's default, is a directory of the sandbox's home shown there), so
+ * the model is told paths that exist and no command text is rewritten. A root the server
+ * cannot take (/tmp, /etc...) is refused by it, naming the rule.
  */
 import {
   Manifest,
   Permissions,
-  SandboxConfigurationError,
   SandboxUnsupportedFeatureError,
-  cloneManifest,
+  isMount,
   type Entry,
 } from "@openai/agents-core/sandbox";
-import { normalizePosixPath, relativePosixPathWithinRoot } from "@openai/agents-core/sandbox/internal";
+import { normalizePosixPath } from "@openai/agents-core/sandbox/internal";
 
-export const NSBOX_WORKSPACE_ROOT = "/home/user";
-export const SDK_DEFAULT_ROOT = "/workspace";
+import { isLocalSource, type LocalSources } from "./local-sources.js";
+import { isNsboxMount } from "./mounts.js";
 
 /**
  * What nsbox serve does not do yet, as the error the SDK's own clients raise for a
@@ -33,39 +29,14 @@ export function missingCapability(what: string, feature: string, details: Record
     { provider: "nsbox", feature, ...details });
 }
 
-/** The manifest with its root where nsbox has it (see the module's comment). */
-export function manifestForNsbox(manifest: Manifest): Manifest {
-  const root = normalizePosixPath(manifest.root);
-  if (root === SDK_DEFAULT_ROOT) return cloneManifest({ ...manifestInit(manifest), root: NSBOX_WORKSPACE_ROOT });
-  if (relativePosixPathWithinRoot(NSBOX_WORKSPACE_ROOT, root) === null) {
-    throw new SandboxConfigurationError(
-      `NsboxSandboxClient: manifest.root ${JSON.stringify(manifest.root)} is not available: nsbox's workspace is ` +
-      `${NSBOX_WORKSPACE_ROOT} (the SDK's default ${SDK_DEFAULT_ROOT} is mapped to it; a directory under it works too). ` +
-      "A configurable workspace root is planned (nsbox issue 34, section 3, create option workspace_root).",
-      { provider: "nsbox", feature: "manifest.root", root: manifest.root });
-  }
-  return manifest;
-}
-
-function manifestInit(manifest: Manifest) {
-  return {
-    version: manifest.version,
-    root: manifest.root,
-    entries: manifest.entries,
-    environment: manifest.environment,
-    users: manifest.users,
-    groups: manifest.groups,
-    extraPathGrants: manifest.extraPathGrants,
-    remoteMountCommandAllowlist: manifest.remoteMountCommandAllowlist,
-  };
-}
-
-/** The server's manifest entry (`file`, `dir`); what it cannot make is refused by name. */
-type ServerEntry = Record<string, unknown> & { type: string };
+/** An entry of the server's manifest (`file`, `dir`). */
+export type ServerEntry = Record<string, unknown> & { type: string };
 
 /**
  * Refuses what this client cannot give nsbox serve, before anything is made: users and
- * groups (one sandbox user), host path grants, and entry types other than `file`/`dir`.
+ * groups (one sandbox user), host path grants, and entries other than `file`, `dir`, the
+ * host sources this client reads (local-sources.ts) and the bucket mounts it maps
+ * (mounts.ts).
  */
 export function assertManifestSupported(manifest: Manifest): void {
   if (manifest.users.length || manifest.groups.length) {
@@ -84,33 +55,39 @@ function assertEntrySupported(path: string, entry: Entry): void {
   if (entry.group !== undefined) {
     throw missingCapability(`the group of manifest entry ${path} needs sandbox groups`, "manifest.entry.group", { path });
   }
-  if (entry.type === "file") return;
   if (entry.type === "dir") {
     for (const [name, child] of Object.entries(entry.children ?? {})) assertEntrySupported(`${path}/${name}`, child);
     return;
   }
-  if (entry.type === "local_file" || entry.type === "local_dir" || entry.type === "git_repo") {
-    throw missingCapability(`manifest entry ${path} of type ${entry.type} is not sent by this version of the client ` +
-      "(the server refuses host paths over HTTP: the client must read them and send their files)",
-      `manifest.entry.${entry.type}`, { path, type: entry.type });
-  }
-  throw missingCapability(`manifest entry ${path} of type ${entry.type}: mounts are not served to the SDK's client yet`,
-    `manifest.entry.${entry.type}`, { path, type: entry.type });
+  if (entry.type === "file" || isLocalSource(entry) || isNsboxMount(entry)) return;
+  throw missingCapability(`manifest entry ${path} of type ${entry.type} is not mapped to an nsbox mount yet ` +
+    "(s3_mount, r2_mount, gcs_mount and azure_blob_mount are)", `manifest.entry.${entry.type}`, { path, type: entry.type });
 }
 
-/** The create document's `manifest`: the entries, keyed under /home/user. */
-export function serverManifest(manifest: Manifest): { version: 1; root: string; entries: Record<string, ServerEntry> } {
+/**
+ * The create document's `manifest`: its root and entries, each host source replaced by
+ * what `sources` read of it. Mounts are the document's `mounts` (mounts.ts).
+ */
+export function serverManifest(manifest: Manifest, sources?: LocalSources): { version: 1; root: string; entries: Record<string, ServerEntry> } {
   assertManifestSupported(manifest);
-  const under = relativePosixPathWithinRoot(NSBOX_WORKSPACE_ROOT, normalizePosixPath(manifest.root)) ?? "";
-  const entries: Record<string, ServerEntry> = {};
-  for (const [path, entry] of Object.entries(manifest.entries)) {
-    entries[under ? `${under}/${path}` : path] = serverEntry(entry);
-  }
-  return { version: 1, root: NSBOX_WORKSPACE_ROOT, entries };
+  return { version: 1, root: normalizePosixPath(manifest.root), entries: serverEntries(manifest.entries, "", sources) };
 }
 
-function serverEntry(entry: Entry): ServerEntry {
-  const out: ServerEntry = { type: entry.type };
+function serverEntries(entries: Record<string, Entry>, prefix: string, sources: LocalSources | undefined): Record<string, ServerEntry> {
+  const out: Record<string, ServerEntry> = {};
+  for (const [name, entry] of Object.entries(entries)) {
+    if (!isMount(entry)) out[name] = serverEntry(entry, prefix ? `${prefix}/${name}` : name, sources);
+  }
+  return out;
+}
+
+function serverEntry(entry: Entry, logicalPath: string, sources: LocalSources | undefined): ServerEntry {
+  let out: ServerEntry = { type: entry.type };
+  if (isLocalSource(entry)) {
+    const read = sources?.entries.get(logicalPath);
+    if (read === undefined) throw new TypeError(`manifest entry ${logicalPath} (${entry.type}) was not read: give serverManifest its LocalSources`);
+    out = { ...read };
+  }
   if (entry.description !== undefined) out["description"] = entry.description;
   if (entry.ephemeral !== undefined) out["ephemeral"] = entry.ephemeral;
   // The server takes the mode bits alone; the SDK's Permissions may carry the file type.
@@ -119,7 +96,7 @@ function serverEntry(entry: Entry): ServerEntry {
     if (typeof entry.content === "string") out["content"] = entry.content;
     else out["content_b64"] = Buffer.from(entry.content.buffer, entry.content.byteOffset, entry.content.byteLength).toString("base64");
   } else if (entry.type === "dir") {
-    out["children"] = Object.fromEntries(Object.entries(entry.children ?? {}).map(([name, child]) => [name, serverEntry(child)]));
+    out["children"] = serverEntries(entry.children ?? {}, logicalPath, sources);
   }
   return out;
 }
