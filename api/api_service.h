@@ -204,6 +204,11 @@ class ApiService {
   void fs_stat(Exchange& x, const Call& c);
   void fs_mkdir(Exchange& x, const Call& c);
   void fs_extract(Exchange& x, const Call& c);
+  // A streamed request body (an archive) held whole in an unnamed file of the server's,
+  // up to its upload limit, rewound.
+  Result<UniqueFd> spool_body(Exchange& x) const;
+  void workspace_get(Exchange& x, const Call& c);
+  void workspace_put(Exchange& x, const Call& c);
 
   Runtime runtime_;
   BearerToken token_;

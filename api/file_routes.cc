@@ -250,6 +250,27 @@ void ApiService::fs_stat(Exchange& x, const Call& c) {
   x.respond(200, {{"path", t->shown}, {"type", type}, {"size", st->st_size}, {"mode", st->st_mode & 07777}, {"mtime", st->st_mtime}});
 }
 
+Result<UniqueFd> ApiService::spool_body(Exchange& x) const {
+  std::string spool_dir = runtime_.store().root().cache_dir();
+  UniqueFd spool(::open(spool_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+  if (!spool) return fail(sys_error("hold the archive in " + spool_dir));
+  std::vector<char> buf(1 << 20);
+  uint64_t total = 0;
+  for (;;) {
+    ssize_t n = sys::retry_eintr([&] { return ::read(x.body_fd(), buf.data(), buf.size()); });
+    if (n < 0) return fail(sys_error("read the archive"));
+    if (n == 0) break;
+    total += static_cast<uint64_t>(n);
+    if (total > config_.max_upload_bytes)
+      return fail(make_error(ErrorCode::kLimitExceeded, "the archive is larger than the server's upload limit of " +
+                                                            std::to_string(config_.max_upload_bytes >> 20) + " MiB"));
+    NSBOX_CHECK(files::write_all(spool.get(), std::string_view(buf.data(), static_cast<size_t>(n)), "the archive"));
+  }
+  NSBOX_CHECK(x.body_complete());
+  if (::lseek(spool.get(), 0, SEEK_SET) != 0) return fail(sys_error("rewind the archive"));
+  return spool;
+}
+
 // A tar or zip archive unpacked into a directory of the sandbox (the Agents SDK's
 // `extract`): spooled to an unnamed file of the server's (the check reads it twice), then
 // Runtime::extract.
@@ -273,25 +294,9 @@ void ApiService::fs_extract(Exchange& x, const Call& c) {
     if (*end || n == 0) return respond_error(x, make_error(ErrorCode::kInvalidArgument, std::string(names[i]) + " must be a positive number"));
     limit[i] = n;
   }
-  std::string spool_dir = runtime_.store().root().cache_dir();
-  UniqueFd spool(::open(spool_dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-  if (!spool) return respond_error(x, sys_error("hold the archive in " + spool_dir));
-  std::vector<char> buf(1 << 20);
-  uint64_t total = 0;
-  for (;;) {
-    ssize_t n = sys::retry_eintr([&] { return ::read(x.body_fd(), buf.data(), buf.size()); });
-    if (n < 0) return respond_error(x, sys_error("read the archive"));
-    if (n == 0) break;
-    total += static_cast<uint64_t>(n);
-    if (total > config_.max_upload_bytes)
-      return respond_error(x, make_error(ErrorCode::kLimitExceeded, "the archive is larger than the server's upload limit of " +
-                                                                        std::to_string(config_.max_upload_bytes >> 20) + " MiB"));
-    if (auto w = files::write_all(spool.get(), std::string_view(buf.data(), static_cast<size_t>(n)), "the archive"); !w)
-      return respond_error(x, w.error());
-  }
-  if (auto whole = x.body_complete(); !whole) return respond_error(x, whole.error());
-  if (::lseek(spool.get(), 0, SEEK_SET) != 0) return respond_error(x, sys_error("rewind the archive"));
-  auto done = runtime_.extract(sandbox, dir, spool.get(), format == "zip", limit[0], limit[1]);
+  auto spool = spool_body(x);
+  if (!spool) return respond_error(x, spool.error());
+  auto done = runtime_.extract(sandbox, dir, spool->get(), format == "zip", limit[0], limit[1]);
   if (!done) return respond_error(x, done.error());
   x.respond(200, *done);
 }

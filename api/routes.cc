@@ -121,6 +121,9 @@ const RouteTable& ApiService::routes() {
       {"GET", "/v1/sandboxes/{id}/fs:stat", &S::fs_stat, A::kPeerRelayable, Sc::kSandbox},
       {"POST", "/v1/sandboxes/{id}/fs:mkdir", &S::fs_mkdir, A::kPeerRelayable, Sc::kSandbox},
       {"PUT", "/v1/sandboxes/{id}/fs:extract", &S::fs_extract, A::kPeerRelayable, Sc::kSandbox, Body::kFile},
+      // The workspace root as one tar archive.
+      {"GET", "/v1/sandboxes/{id}/workspace.tar", &S::workspace_get, A::kPeerRelayable, Sc::kSandbox, Body::kJson, Answer::kFile},
+      {"PUT", "/v1/sandboxes/{id}/workspace.tar", &S::workspace_put, A::kPeerRelayable, Sc::kSandbox, Body::kFile},
       // PTY sessions.
       {"POST", "/v1/sandboxes/{id}/pty", &S::pty_start, A::kPeerRelayable, Sc::kSandbox},
       {"DELETE", "/v1/sandboxes/{id}/pty", &S::pty_kill_all, A::kPeerRelayable, Sc::kSandbox},

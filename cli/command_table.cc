@@ -157,6 +157,12 @@ const std::vector<CommandHelp>& command_table() {
        cmd_port, false,
        "Prints HOST:PORT to connect to. Any local process of this host may connect to it: no token is asked. The forwards "
        "end when the sandbox stops."},
+      {"workspace", "ID (export FILE|- | import FILE|-)",
+       "the workspace root as one tar archive: export it (running, stopped or dead), or replace a running sandbox's with one",
+       {},
+       cmd_workspace, false,
+       "Links stay links; bucket mounts and ephemeral entries are left out; an import refuses absolute names, '..', links "
+       "out of the root and devices before anything changes."},
       {"files", "ID (upload LOCAL [REMOTE] | ls [PATH] | download REMOTE [LOCAL] | rm PATH...)",
        "the sandbox's /mnt/files, from the host",
        {{"limit", "N", "ls: entries per page (default 1000, at most 100000)"},

@@ -32,6 +32,7 @@ int cmd_resize(const Invocation& inv);
 int cmd_net(const Invocation& inv);
 int cmd_ttl(const Invocation& inv);
 int cmd_port(const Invocation& inv);
+int cmd_workspace(const Invocation& inv);
 int cmd_rm(const Invocation& inv);
 int cmd_stop(const Invocation& inv);
 int cmd_start(const Invocation& inv);

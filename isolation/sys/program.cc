@@ -47,7 +47,7 @@ std::string describe_wait_status(int status) {
 }
 
 ProgramRun run_program(const std::vector<std::string>& argv, const std::string& dir, const std::vector<std::string>& env,
-                       const std::string& input, double timeout_s, size_t max_out, size_t max_err) {
+                       const std::string& input, double timeout_s, size_t max_out, size_t max_err, int fd3) {
   ProgramRun run;
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
@@ -69,7 +69,8 @@ ProgramRun run_program(const std::vector<std::string>& argv, const std::string& 
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    prepare_child(parent, {in_r.get(), out_w.get(), err_w.get()});
+    const int given[] = {in_r.get(), out_w.get(), err_w.get(), fd3};
+    prepare_child(parent, std::span<const int>(given, fd3 >= 0 ? 4 : 3));
     if (!dir.empty() && ::chdir(dir.c_str()) != 0) ::_exit(126);
     ::execve(args[0], args.data(), envp.data());
     ::_exit(127);

@@ -25,8 +25,9 @@ std::string describe_signal(int signal);
 std::string describe_wait_status(int status);
 
 // argv[0] is the program's path. `env`: the whole environment ("K=V"). `dir`: its
-// working directory (empty: the caller's).
+// working directory (empty: the caller's). `fd3`: given to it as its fd 3 (-1: none), for
+// what it writes besides its stdout (a stream the caller reads meanwhile, on another thread).
 ProgramRun run_program(const std::vector<std::string>& argv, const std::string& dir, const std::vector<std::string>& env,
-                       const std::string& input, double timeout_s, size_t max_out, size_t max_err);
+                       const std::string& input, double timeout_s, size_t max_out, size_t max_err, int fd3 = -1);
 
 }  // namespace nsbox::sys

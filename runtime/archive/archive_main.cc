@@ -3,7 +3,9 @@
 // program of its own so that libarchive stays out of the static nsbox and supervisor,
 // and so that unpacking runs as the sandbox user, holding nothing of the caller's.
 //
-//   nsbox-archive pack   (--image IMG | --dir DIR) --out FILE [--skip REL]... [limits]
+//   nsbox-archive pack   (--image IMG | --dir DIR) [--subdir REL] (--out FILE | --out-fd N) [--skip REL]... [limits]
+//                        (--subdir: only that directory of the volume, reached without
+//                        following a link; --out-fd: to an fd it was given, a stream)
 //   nsbox-archive unpack (--image IMG | --dir DIR) --archive FILE --uid U --gid G [limits]
 //                        (into a new volume: a restore that replaces a workspace unpacks
 //                        beside it and swaps, runtime/client/snapshot_store.cc)
@@ -11,9 +13,10 @@
 //                        (every member, nothing written)
 //   nsbox-archive digest (--image IMG | --dir DIR) [--skip REL]... [limits]
 //                        (pack's report, the archive written nowhere: a live fingerprint)
-//   nsbox-archive extract --archive FILE --dir DIR [--format tar|zip] [limits]
+//   nsbox-archive extract --archive FILE --dir DIR [--format tar|zip] [--replace yes] [limits]
 //                        (a caller's archive into a directory: `fs:extract`, run *inside*
-//                        the sandbox, as its user, in its namespaces: Runtime::extract)
+//                        the sandbox, as its user, in its namespaces: Runtime::extract;
+//                        --replace: the archive becomes the directory's whole content)
 //   limits: --max-members N --max-bytes N
 //
 // Archives are read as U:G only (the sandbox user; as root, giving them is required): the
@@ -27,6 +30,8 @@
 // failure the error on stderr, and the exit status says its kind: 2 a refused member, 3 a
 // limit, 1 anything else (never read from the message, which holds names the sandbox chose).
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <grp.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -41,6 +46,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "isolation/sys/files.h"
+#include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 #include "mounts/volume_image.h"
 #include "runtime/archive/tree_archive.h"
@@ -97,6 +104,18 @@ Result<UniqueFd> open_root(const Args& a) {
   return fail(make_error(ErrorCode::kInvalidArgument, "--image or --dir is needed"));
 }
 
+// --subdir REL beneath the volume's root: no link followed, no other mount entered.
+Result<UniqueFd> open_subdir(UniqueFd root, const Args& a) {
+  auto it = a.values.find("subdir");
+  if (it == a.values.end() || it->second.empty()) return root;
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root.get(), it->second.c_str(), &how, sizeof how)));
+  if (!fd) return fail(sys_error("open the directory " + it->second + " of the volume (no link is followed)"));
+  return fd;
+}
+
 Result<UniqueFd> open_archive(const Args& a) {
   if (!a.values.count("archive")) return fail(make_error(ErrorCode::kInternal, a.mode + " needs --archive FILE"));
   const std::string& path = a.values.at("archive");
@@ -119,6 +138,61 @@ Result<void> become_reader(const Args& a) {
   return {};
 }
 
+// Moves every entry of `from` but those named in `keep` into `to`. A mount point cannot
+// move (EBUSY) and stays; nor can anything be moved over one (EBUSY, or EISDIR,
+// ENOTEMPTY, EEXIST for the mount's directory): that entry stays where it is.
+Result<void> move_entries(int from, int to, const std::set<std::string>& keep, const std::string& shown) {
+  for (const auto& name : NSBOX_TRY(files::list_dir_at(from, shown))) {
+    if (keep.count(name)) continue;
+    if (::renameat(from, name.c_str(), to, name.c_str()) != 0 && errno != EBUSY && errno != EISDIR &&
+        errno != ENOTEMPTY && errno != EEXIST)
+      return fail(sys_error("move " + shown + "/" + name));
+  }
+  return {};
+}
+
+// The archive as the directory's whole content. Unpacked into a directory of its own
+// inside it (a refused or failed archive leaves the old content as it was), then the old
+// entries are moved out and the new ones in, each a rename: the directory is neither the
+// old nor the new content only for that long, and a failed move puts the old content
+// back. The old content is removed after; bucket mounts inside stay (a mount point cannot
+// be moved), and a member of the same name is dropped. It costs the volume both contents
+// while it runs.
+Result<snapshot::ArchiveSummary> replace_contents(int dir, int archive, const snapshot::ArchiveLimits& limits,
+                                                   const snapshot::ArchiveSource& source) {
+  const std::string incoming = ".nsbox-incoming-" + sys::random_hex(6), outgoing = ".nsbox-outgoing-" + sys::random_hex(6);
+  const std::set<std::string> ours = {incoming, outgoing};
+  auto make = [&](const std::string& name) -> Result<UniqueFd> {
+    if (::mkdirat(dir, name.c_str(), 0700) != 0) return fail(sys_error("mkdir " + name));
+    UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return fail(sys_error("open " + name));
+    return fd;
+  };
+  UniqueFd in = NSBOX_TRY(make(incoming));
+  auto swapped = [&]() -> Result<snapshot::ArchiveSummary> {
+    if (::fchdir(in.get()) != 0) return fail(sys_error("fchdir to " + incoming));
+    auto summary = NSBOX_TRY(snapshot::unpack(archive, limits, source));
+    UniqueFd out = NSBOX_TRY(make(outgoing));
+    auto moved = move_entries(dir, out.get(), ours, "the directory");
+    if (moved) moved = move_entries(in.get(), dir, {}, incoming);
+    if (!moved) {  // the old content back, as much of it as moves
+      (void)move_entries(dir, in.get(), ours, "the directory");
+      (void)move_entries(out.get(), dir, {}, outgoing);
+      return fail(std::move(moved.error()));
+    }
+    return summary;
+  }();
+  (void)files::remove_tree_at(dir, incoming, incoming);  // the new content left over, or all of it
+  if (swapped) {
+    NSBOX_CHECK(files::remove_tree_at(dir, outgoing, outgoing));
+    return swapped;
+  }
+  // The old content stays where a failed move back left it: never removed.
+  if (::unlinkat(dir, outgoing.c_str(), AT_REMOVEDIR) != 0 && errno == ENOTEMPTY)
+    return fail(std::move(swapped.error()).context("part of the old content is in " + outgoing));
+  return swapped;
+}
+
 Result<snapshot::ArchiveSummary> run(const Args& a) {
   snapshot::ArchiveLimits limits{NSBOX_TRY(number(a, "max-members", 100000)), NSBOX_TRY(number(a, "max-bytes", 4ull << 30))};
   if (a.mode == "check") {
@@ -126,9 +200,14 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     NSBOX_CHECK(become_reader(a));
     return snapshot::check(in.get(), limits);
   }
-  UniqueFd root = NSBOX_TRY(open_root(a));
+  UniqueFd root = NSBOX_TRY(open_subdir(NSBOX_TRY(open_root(a)), a));
+  if (a.mode == "pack" && a.values.count("out-fd")) {
+    int out = static_cast<int>(NSBOX_TRY(number(a, "out-fd", 0)));
+    if (out <= 2) return fail(make_error(ErrorCode::kInvalidArgument, "--out-fd takes an fd past stderr"));
+    return snapshot::pack(root.get(), out, a.skip, limits);
+  }
   if (a.mode == "pack") {
-    if (!a.values.count("out")) return fail(make_error(ErrorCode::kInvalidArgument, "pack needs --out FILE"));
+    if (!a.values.count("out")) return fail(make_error(ErrorCode::kInvalidArgument, "pack needs --out FILE or --out-fd N"));
     const std::string& path = a.values.at("out");
     UniqueFd out(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!out) return fail(sys_error("create " + path));
@@ -153,8 +232,9 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     NSBOX_CHECK(become_reader(a));
     // Every member checked before anything is written: a refused archive writes nothing.
     NSBOX_CHECK(snapshot::check(in.get(), limits, source));
-    if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
     ::umask(022);
+    if (a.values.count("replace")) return replace_contents(root.get(), in.get(), limits, source);
+    if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
     return snapshot::unpack(in.get(), limits, source);
   }
   return fail(make_error(ErrorCode::kInvalidArgument, "unknown mode '" + a.mode + "'"));

@@ -260,8 +260,16 @@ class Runtime {
   // checked first (no absolute path, `..`, link out, hard link, device, duplicate; at most
   // `max_members` and `max_bytes`), then unpacked as the sandbox user, never over a file
   // that exists. {"members", "bytes"}.
+  // `replace`: the archive becomes `dir`'s whole content (docs/api.md, "Workspace archives").
   Result<protocol::Json> extract(const std::string& id_or_name, const std::string& dir, int archive_fd, bool zip,
-                                 uint64_t max_members, uint64_t max_bytes) const;
+                                 uint64_t max_members, uint64_t max_bytes, bool replace = false) const;
+  // The workspace root of a running, stopped or dead sandbox as a tar stream into `out_fd`
+  // (a pipe: read it from another thread), without its bucket mounts and ephemeral entries;
+  // links kept as links, nothing outside the root (docs/api.md, "Workspace archives").
+  // {"members", "bytes", "skipped", "left_out"}.
+  Result<protocol::Json> workspace_archive(const std::string& id_or_name, int out_fd) const;
+  // The workspace root of a running sandbox replaced by a tar archive open at `archive_fd`.
+  Result<protocol::Json> replace_workspace(const std::string& id_or_name, int archive_fd) const;
   Result<uint64_t> pty_start(const std::string& id_or_name, const PtyStart& start) const;
   // Writes `chars` (bytes; "\x03" is Ctrl-C), then answers with what the session printed
   // within `yield_ms` (sooner if it exits). pty_read is the same without writing.

@@ -87,7 +87,7 @@ Result<SnapshotInfo> Runtime::find_snapshot(const std::string& id_or_name) const
 Result<void> Runtime::remove_snapshot(const std::string& id_or_name) const { return snapshot_store().remove(id_or_name); }
 
 Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& dir, int archive_fd, bool zip,
-                              uint64_t max_members, uint64_t max_bytes) const {
+                              uint64_t max_members, uint64_t max_bytes, bool replace) const {
   // The archive is staged in the sandbox's /tmp and unpacked by nsbox-archive *inside* the
   // sandbox, as its user, in its namespaces: whatever its members say and whatever the
   // sandbox's code swaps for a symlink meanwhile, nothing outside its own view is
@@ -104,6 +104,7 @@ Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& 
   unpack.argv = {"/opt/nsbox/nsbox-archive", "extract", "--archive", staged, "--dir", target, "--format", zip ? "zip" : "tar",
                  "--max-members", std::to_string(std::min(limits.max_members, max_members)),
                  "--max-bytes", std::to_string(std::min(limits.max_bytes, max_bytes))};
+  if (replace) unpack.argv.insert(unpack.argv.end(), {"--replace", "yes"});
   unpack.cwd = "/";
   unpack.timeout_s = 600;
   auto ran = exec(id, unpack, {});
@@ -117,6 +118,32 @@ Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& 
   }
   Json report = NSBOX_TRY(helper_report(what, "nsbox-archive", ran->raw.value("stdout", "")));
   return Json{{"path", target}, {"members", report.value("members", Json(0))}, {"bytes", report.value("bytes", Json(0))}};
+}
+
+Result<Json> Runtime::workspace_archive(const std::string& id_or_name, int out_fd) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  auto record = NSBOX_TRY(store_.load(id));
+  NSBOX_CHECK(require_not_free_member(record));
+  if (record.facts.home.empty())
+    return fail(invalid("sandbox " + id + " keeps /home/user in memory (made by an older nsbox)"));
+  auto home = NSBOX_TRY(VolumeStore(store_.root(), VolumeKind::kHome).load(record.facts.home));
+  // What a snapshot leaves out of the home, as paths under the workspace's directory.
+  const std::string in_home = rootfs::workspace_in_home(record.spec.workspace_root);
+  std::vector<std::string> skip;
+  for (const auto& rel : snapshot_skips(record)) {
+    if (in_home.empty()) skip.push_back(rel);
+    else if (rel.starts_with(in_home + "/")) skip.push_back(rel.substr(in_home.size() + 1));
+  }
+  Json report = NSBOX_TRY(snapshot_store().stream(home, in_home, out_fd, skip, "pack the workspace of " + id));
+  return Json{{"members", report.value("members", Json(0))}, {"bytes", report.value("bytes", Json(0))},
+              {"skipped", report.value("skipped", Json(0))}, {"left_out", report.value("left_out", Json::array())}};
+}
+
+Result<Json> Runtime::replace_workspace(const std::string& id_or_name, int archive_fd) const {
+  std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  auto record = NSBOX_TRY(store_.load(id));
+  auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
+  return extract(id, record.spec.workspace_root, archive_fd, false, limits.max_members, limits.max_bytes, /*replace=*/true);
 }
 
 Result<Json> Runtime::state(const std::string& id_or_name) const {

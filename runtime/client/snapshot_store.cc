@@ -95,11 +95,11 @@ Result<SnapshotLimits> SnapshotLimits::from_environment() {
   return l;
 }
 
-Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const std::string& what) const {
+Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const std::string& what, int out_fd) const {
   auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
   argv.insert(argv.begin(), archiver_);
   argv.insert(argv.end(), {"--max-members", std::to_string(limits.max_members), "--max-bytes", std::to_string(limits.max_bytes)});
-  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport);
+  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport, out_fd);
   std::string err = run.err;
   while (!err.empty() && err.back() == '\n') err.pop_back();
   if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + archiver_ + ": " + err));
@@ -191,6 +191,15 @@ Result<json> SnapshotStore::pack(const Volume& volume, const std::string& out, c
   if (!out.empty()) argv.insert(argv.end(), {"--out", out});
   for (const auto& rel : skip) argv.insert(argv.end(), {"--skip", rel});
   return run_archiver(argv, what);
+}
+
+Result<json> SnapshotStore::stream(const Volume& volume, const std::string& subdir, int out_fd, const std::vector<std::string>& skip,
+                                   const std::string& what) const {
+  std::vector<std::string> argv = {"pack"};
+  for (auto& a : volume_args(volume)) argv.push_back(a);
+  argv.insert(argv.end(), {"--subdir", subdir, "--out-fd", "3"});
+  for (const auto& rel : skip) argv.insert(argv.end(), {"--skip", rel});
+  return run_archiver(argv, what, out_fd);
 }
 
 Result<std::string> SnapshotStore::fingerprint(const SandboxRecord& record, const Volume& home, const Volume& files,

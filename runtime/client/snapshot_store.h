@@ -109,6 +109,11 @@ class SnapshotStore {
   // snapshot unpacked into new volumes beside it and swapped in once complete, so that any
   // failure leaves the workspace as it was. Never into a named files volume.
   Result<void> restore(const SnapshotInfo& snapshot, const Volume& home, const Volume& files, bool replace) const;
+  // Packs the directory `subdir` of a volume (reached without following a link; "" the
+  // whole volume) as a tar stream into `out_fd` (a pipe its caller reads from another
+  // thread), leaving out `skip` (relative to it). nsbox-archive's report.
+  Result<nlohmann::json> stream(const Volume& volume, const std::string& subdir, int out_fd, const std::vector<std::string>& skip,
+                                const std::string& what) const;
 
   // With a remote store only (kUnsupported otherwise): the sandbox's pointer (kNotFound
   // when it has none), and the tombstone a drain leaves.
@@ -116,7 +121,7 @@ class SnapshotStore {
   Result<void> mark_moved(const std::string& sandbox, const std::string& snapshot) const;
 
  private:
-  Result<nlohmann::json> run_archiver(std::vector<std::string> argv, const std::string& what) const;
+  Result<nlohmann::json> run_archiver(std::vector<std::string> argv, const std::string& what, int out_fd = -1) const;
   // nsbox-archive's pack of a volume into `out`, or only its report when `out` is empty.
   Result<nlohmann::json> pack(const Volume& volume, const std::string& out, const std::vector<std::string>& skip,
                               const std::string& what) const;

@@ -297,7 +297,8 @@ TEST_CASE("route table: the bodies streamed as files are those of the routes tha
   for (const Route& r : ApiService::routes().routes())
     if (r.body == Body::kFile) uploads.insert(key(r.method, r.pattern));
   CHECK(uploads == std::set<std::string>{"PUT /v1/sandboxes/{id}/files", "PUT /v1/sandboxes/{id}/fs",
-                                         "PUT /v1/sandboxes/{id}/fs:extract", "PUT /v1/sessions/{sid}/files",
+                                         "PUT /v1/sandboxes/{id}/fs:extract", "PUT /v1/sandboxes/{id}/workspace.tar",
+                                         "PUT /v1/sessions/{sid}/workspace.tar", "PUT /v1/sessions/{sid}/files",
                                          "PUT /v1/sessions/{sid}/fs", "PUT /v1/sessions/{sid}/fs:extract"});
   Service service;
   CHECK(service->takes_upload(request("PUT", "/v1/sandboxes/etl/files?path=a.csv")));

@@ -515,6 +515,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sandboxes/{id}/workspace.tar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The workspace root as one tar archive, streamed (a running, stopped or dead sandbox)
+         * @description Packed from the home volume on the host without following a link: links are kept as
+         *     links, a link pointing out of the root (absolute, or climbing above it), FIFOs,
+         *     sockets and devices are left out; bucket mounts and the manifest's ephemeral
+         *     entries are not in it. Chunked, of no announced length; an archive that breaks off
+         *     after its first bytes ends the connection without the last chunk (never a short
+         *     archive that looks whole). At most the snapshot limits (100,000 members, 4 GiB;
+         *     NSBOX_SNAPSHOT_MAX_MEMBERS / NSBOX_SNAPSHOT_MAX_BYTES on the server).
+         */
+        get: operations["getWorkspaceArchive"];
+        /**
+         * Replace a running sandbox's workspace root with a tar archive (the body)
+         * @description Every member is checked before anything changes (absolute names, `..`, links
+         *     pointing out, hard links, devices, FIFOs, duplicates: 422 naming the member; more
+         *     than the snapshot limits: 413). It is unpacked inside the sandbox, as its user,
+         *     beside the old content, then swapped in by renames; a failure leaves the old
+         *     content. Bucket mounts inside the workspace stay. Costs the home volume both
+         *     contents while it runs, and the sandbox's /tmp the archive.
+         */
+        put: operations["replaceWorkspace"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sandboxes/{id}/fs:extract": {
         parameters: {
             query?: never;
@@ -1292,6 +1330,44 @@ export interface paths {
         put?: never;
         /** On the session's sandbox: set the terminal's size */
         post: operations["sessionResizePty"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{sid}/workspace.tar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        /**
+         * On the session's sandbox: The workspace root as one tar archive, streamed (a running, stopped or dead sandbox)
+         * @description Packed from the home volume on the host without following a link: links are kept as
+         *     links, a link pointing out of the root (absolute, or climbing above it), FIFOs,
+         *     sockets and devices are left out; bucket mounts and the manifest's ephemeral
+         *     entries are not in it. Chunked, of no announced length; an archive that breaks off
+         *     after its first bytes ends the connection without the last chunk (never a short
+         *     archive that looks whole). At most the snapshot limits (100,000 members, 4 GiB;
+         *     NSBOX_SNAPSHOT_MAX_MEMBERS / NSBOX_SNAPSHOT_MAX_BYTES on the server).
+         */
+        get: operations["sessionGetWorkspaceArchive"];
+        /**
+         * On the session's sandbox: Replace a running sandbox's workspace root with a tar archive (the body)
+         * @description Every member is checked before anything changes (absolute names, `..`, links
+         *     pointing out, hard links, devices, FIFOs, duplicates: 422 naming the member; more
+         *     than the snapshot limits: 413). It is unpacked inside the sandbox, as its user,
+         *     beside the old content, then swapped in by renames; a failure leaves the old
+         *     content. Bucket mounts inside the workspace stay. Costs the home volume both
+         *     contents while it runs, and the sandbox's /tmp the archive.
+         */
+        put: operations["sessionReplaceWorkspace"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -3707,6 +3783,73 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getWorkspaceArchive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A tar archive (pax; sent as application/x-tar), members relative to the workspace root */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    replaceWorkspace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A sandbox's id (`sbx-...`, or `sbx-<shard>-...` from a sharded server) or its name */
+                id: components["parameters"]["id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description What the workspace now holds */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Extracted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
     fsExtract: {
         parameters: {
             query: {
@@ -5285,6 +5428,73 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             410: components["responses"]["Moved"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionGetWorkspaceArchive: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A tar archive (pax; sent as application/x-tar), members relative to the workspace root */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            413: components["responses"]["TooLarge"];
+            503: components["responses"]["Unavailable"];
+            default: components["responses"]["Error"];
+        };
+    };
+    sessionReplaceWorkspace: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session's id (`ses-...`) */
+                sid: components["parameters"]["sid"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description What the workspace now holds */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Extracted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            410: components["responses"]["Moved"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Unprocessable"];
             503: components["responses"]["Unavailable"];
             default: components["responses"]["Error"];
         };
