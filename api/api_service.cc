@@ -79,8 +79,13 @@ bool ApiService::credentialed(const HttpRequest& r) const {
 }
 
 ApiService::Intake ApiService::intake(const HttpRequest& r) const {
-  RouteMatch m = routes().match(r.method, r.path);
   Intake in;
+  if (tunnel_target(r, port_domain_)) {  // the client's token, as for the routes of its sandboxes
+    in.tunnel = true;
+    in.admitted = token_.accepts(r.authorization);
+    return in;
+  }
+  RouteMatch m = routes().match(r.method, r.path);
   in.admitted = authorized(r, m.route);
   if (!m.route) return in;
   in.upload = m.route->body == Body::kFile;
@@ -100,6 +105,10 @@ ApiService::Intake ApiService::intake(const HttpRequest& r) const {
 
 void ApiService::handle(Exchange& x) {
   const HttpRequest& r = x.request();
+  if (auto t = tunnel_target(r, port_domain_)) {
+    if (!token_.accepts(r.authorization)) return x.respond(401, error_document(unauthorized_error()), {{"WWW-Authenticate", "Bearer"}});
+    return port_tunnel(x, *t);
+  }
   RouteMatch m = routes().match(r.method, r.path);
   if (!authorized(r, m.route)) {
     x.respond(401, error_document(unauthorized_error()), {{"WWW-Authenticate", "Bearer"}});

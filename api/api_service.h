@@ -19,6 +19,7 @@
 #include "api/access.h"
 #include "api/cluster.h"
 #include "api/exchange.h"
+#include "api/port_proxy.h"
 #include "api/metrics.h"
 #include "api/peer_client.h"
 #include "api/request_budgets.h"
@@ -59,6 +60,7 @@ class ApiService {
     bool upload = false;
     RequestBudgets::Kind budget = RequestBudgets::Kind::kRequest;
     std::string budget_key;
+    bool tunnel = false;  // a sandbox's port (api/port_proxy.h): no body is read for it
   };
   Intake intake(const HttpRequest& r) const;
   bool takes_upload(const HttpRequest& r) const { return intake(r).upload; }
@@ -72,6 +74,8 @@ class ApiService {
   void start_pool(WarmPoolConfig config);
   void stop_pool();
   void set_public_url(std::string url) { config_.public_url = std::move(url); }
+  // Requests whose Host is {P}-{id}.{domain} reach that sandbox's port P ("" for none).
+  void set_port_domain(std::string domain) { port_domain_ = std::move(domain); }
   // The server's kernel zygote (null: none started), for /metrics; it outlives the serving.
   void set_kernel_zygote(const KernelZygoteProcess* zygote) { kernel_zygote_ = zygote; }
 
@@ -148,6 +152,7 @@ class ApiService {
   void port_open(Exchange& x, const Call& c);
   void port_list(Exchange& x, const Call& c);
   void port_close(Exchange& x, const Call& c);
+  void port_tunnel(Exchange& x, const TunnelTarget& t);
 
   // api/cluster_routes.cc
   bool ready(std::string& reason) const;
@@ -216,6 +221,8 @@ class ApiService {
   SessionStore sessions_;
   ApiConfig config_;
   std::atomic<bool> stopping_ = false;
+  std::string port_domain_;
+  std::shared_ptr<TunnelCount> tunnels_ = std::make_shared<TunnelCount>();
   std::unique_ptr<WarmPool> pool_;
   std::atomic<int> running_calls_ = 0;  // cells and commands in flight: the pool's refill yields
   std::atomic<int> running_cells_ = 0;

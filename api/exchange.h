@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <string>
@@ -30,6 +31,9 @@ struct HttpRequest {
   std::string authorization;                 // the header, as sent
   std::string accept;
   std::string forwarded_by;  // X-Nsbox-Forwarded-By: the shard of the server that relayed it here
+  std::string host;          // the Host header
+  // Every header as sent, in order (within the 16 KiB head): what a port's tunnel passes on.
+  std::vector<std::pair<std::string, std::string>> headers;
   std::optional<uint64_t> content_length;
   std::string body;  // a JSON body, read whole (bounded); empty for a streamed upload
 
@@ -67,6 +71,13 @@ class Exchange {
                           std::optional<uint64_t> length) = 0;
   virtual bool relay_bytes(std::string_view bytes) = 0;
   virtual void relay_end(bool complete) = 0;
+
+  // A tunnel (a sandbox's port, api/port_proxy.cc): the answer is whatever `upstream`
+  // sends, passed to the client as it comes, and the client's further bytes go to it, until
+  // both have ended; then the connection closes. `upstream` has had the request's head;
+  // `port` is the sandbox's (a port that closes without answering is a 502 naming it).
+  // `hold` is kept until the tunnel ends (what counts tunnels).
+  virtual void tunnel(UniqueFd upstream, uint16_t port, std::shared_ptr<void> hold) = 0;
 
   // For CallControl: readable when the server is stopping and this request must end;
   // gone_fd() also when the client has gone away.

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <list>
+#include <sstream>
 #include <thread>
 
 #include "api/http_errors.h"
@@ -45,6 +46,7 @@ constexpr RequestBudgets::Limits kBudgets{};
 constexpr rlim_t kFilesWanted = 2 * kMaxConnections + 8 * (kBudgets.probes + kBudgets.open + kBudgets.requests) + 256;
 constexpr auto kHeartbeat = 15s;
 constexpr auto kStopGrace = 10s;
+constexpr auto kTunnelIdle = 10min;  // a port's tunnel with no byte either way
 // Threads kept for the next request once theirs is answered (api/worker_pool.h).
 constexpr size_t kIdleWorkers = 16;
 constexpr auto kIdleWorkerLife = std::chrono::milliseconds(30s);
@@ -93,6 +95,8 @@ Result<HttpRequest> to_request(const http::request_header<>& h) {
   if (auto it = h.find(http::field::authorization); it != h.end()) r.authorization = std::string(sv(it->value()));
   if (auto it = h.find(http::field::accept); it != h.end()) r.accept = std::string(sv(it->value()));
   if (auto it = h.find("X-Nsbox-Forwarded-By"); it != h.end()) r.forwarded_by = std::string(sv(it->value()));
+  if (auto it = h.find(http::field::host); it != h.end()) r.host = std::string(sv(it->value()));
+  for (const auto& field : h) r.headers.emplace_back(std::string(sv(field.name_string())), std::string(sv(field.value())));
   r.target = std::string(sv(h.target()));
   return r;
 }
@@ -236,6 +240,8 @@ class Connection {
       co_await http::async_write(stream_, go_on, net::redirect_error(use_awaitable, ec));
       if (ec) co_return false;
     }
+    // A port's tunnel reads no body here: its bytes, as they come, are the sandbox's.
+    if (intake.tunnel) co_return co_await answer(std::move(*request), version, false, nullptr, std::move(*ticket));
     if (!upload) {
       http::request_parser<http::string_body> whole{std::move(head)};
       whole.body_limit(kMaxJsonBody);
@@ -312,6 +318,12 @@ class Connection {
     bool ok = co_await write_answer(*x, version, keep && body_read, *watch, wake_timer, signalled);
     co_await stop_watching(watch);
     shared_.in_flight.erase(stop_hook);
+    if (tunnel_) {
+      auto tunnel = std::move(*tunnel_);
+      tunnel_.reset();
+      if (!watch->gone) co_await pump_tunnel(std::move(tunnel));
+      co_return false;
+    }
     // The worker may still run (a cell whose client left): it finishes on its own, and
     // the exchange, shared, goes with it.
     co_return ok && keep && body_read && !watch->gone;
@@ -412,6 +424,10 @@ class Connection {
         continue;
       }
       using Kind = RequestExchange::Answer::Kind;
+      if (part->kind == Kind::kTunnel) {  // pumped by answer(), once nothing watches the client
+        tunnel_ = std::move(*part);
+        co_return false;
+      }
       if (part->kind == Kind::kDocument) {
         auto res = json_response(part->status, part->body, version, keep && !shared_.stopping, part->headers, part->content_type);
         stream_.expires_after(kWriteStall);
@@ -500,6 +516,71 @@ class Connection {
     }
   }
 
+  // A port's tunnel: the bytes read past the request's head first, then bytes both ways
+  // until both sides have ended, each end passed on as a half-close; kTunnelIdle without
+  // a byte either way ends it, as does the server's stop.
+  awaitable<void> pump_tunnel(RequestExchange::Answer tunnel) {
+    auto exec = stream_.get_executor();
+    auto up = std::make_shared<net::posix::stream_descriptor>(exec, tunnel.file.release());
+    auto& client = beast::get_lowest_layer(stream_).socket();
+    beast::get_lowest_layer(stream_).expires_never();
+    beast::error_code ec;
+    if (buffer_.size()) {
+      co_await net::async_write(*up, buffer_.data(), net::redirect_error(use_awaitable, ec));
+      buffer_.consume(buffer_.size());
+      if (ec) co_return;
+    }
+    struct State {
+      explicit State(net::any_io_executor ex) : timer(ex) {}
+      net::steady_timer timer;
+      int running = 2;
+      std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    };
+    auto state = std::make_shared<State>(exec);
+    // `silent`: what `to` gets when `from` ends without a byte (the sandbox's port closed
+    // without answering: nothing listens there, or it refused).
+    auto copy = [state](auto& from, auto& to, auto end_to, std::string silent) -> awaitable<void> {
+      std::vector<char> buf(1 << 16);
+      beast::error_code e;
+      bool any = false;
+      for (;;) {
+        size_t n = co_await from.async_read_some(net::buffer(buf), net::redirect_error(use_awaitable, e));
+        if (e) break;
+        any = true;
+        state->last = std::chrono::steady_clock::now();
+        co_await net::async_write(to, net::buffer(buf.data(), n), net::redirect_error(use_awaitable, e));
+        if (e) break;
+      }
+      if (!any && !silent.empty()) co_await net::async_write(to, net::buffer(silent), net::redirect_error(use_awaitable, e));
+      end_to();
+      if (--state->running == 0) state->timer.cancel();
+    };
+    auto refused = json_response(502, error_body(make_error(ErrorCode::kRemote, "port " + std::to_string(tunnel.size) +
+                                                           " of the sandbox closed the connection without answering",
+                                                           "is a server listening on the sandbox's 127.0.0.1:" + std::to_string(tunnel.size) + "?")),
+                                 11, false);
+    std::ostringstream silent;
+    silent << refused;
+    net::co_spawn(exec, copy(client, *up, [up] { ::shutdown(up->native_handle(), SHUT_WR); }, std::string()), net::detached);
+    net::co_spawn(exec, copy(*up, client, [&client] {
+      beast::error_code ignored;
+      client.shutdown(net::socket_base::shutdown_send, ignored);
+    }, silent.str()), net::detached);
+    auto stop_hook = shared_.in_flight.insert(shared_.in_flight.end(), [state] { state->last = {}; state->timer.cancel(); });
+    while (state->running > 0) {
+      state->timer.expires_after(std::min<std::chrono::steady_clock::duration>(kTunnelIdle, 30s));
+      co_await state->timer.async_wait(net::redirect_error(use_awaitable, ec));
+      if (state->running > 0 && (shared_.stopping || std::chrono::steady_clock::now() - state->last >= kTunnelIdle)) {
+        beast::error_code ignored;
+        client.cancel(ignored);
+        up->cancel(ignored);
+        ::shutdown(up->native_handle(), SHUT_RDWR);
+        client.shutdown(net::socket_base::shutdown_both, ignored);
+      }
+    }
+    shared_.in_flight.erase(stop_hook);
+  }
+
   awaitable<bool> write_chunk(const std::string& bytes) {
     beast::error_code ec;
     stream_.expires_after(kWriteStall);  // a client that stops reading is dropped
@@ -538,6 +619,7 @@ class Connection {
   Shared& shared_;
   ConnectionSlots& slots_;
   Stream stream_;
+  std::optional<RequestExchange::Answer> tunnel_;  // a port's tunnel, to pump once answered
   beast::flat_buffer buffer_;
   std::shared_ptr<net::steady_timer> wake_;  // the current request's
   size_t requests_ = 0;

@@ -59,6 +59,20 @@ void RequestExchange::respond_text(int status, std::string body, std::string con
   push(std::move(a));
 }
 
+void RequestExchange::tunnel(UniqueFd upstream, uint16_t port, std::shared_ptr<void> hold) {
+  {
+    std::lock_guard lock(mutex_);
+    if (answered_) return;
+    answered_ = true;
+  }
+  Answer a;
+  a.kind = Answer::Kind::kTunnel;
+  a.file = std::move(upstream);
+  a.size = port;
+  a.hold = std::move(hold);
+  push(std::move(a));
+}
+
 void RequestExchange::respond_file(UniqueFd file, uint64_t size) {
   {
     std::lock_guard lock(mutex_);

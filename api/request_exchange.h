@@ -23,7 +23,7 @@ class RequestExchange final : public Exchange {
   static constexpr size_t kMaxBacklog = 1u << 20;
 
   struct Answer {
-    enum class Kind { kDocument, kFile, kLine, kEnd, kRelayHead, kRelayBytes, kRelayEnd };
+    enum class Kind { kDocument, kFile, kLine, kEnd, kRelayHead, kRelayBytes, kRelayEnd, kTunnel };
     Kind kind = Kind::kDocument;
     int status = 200;
     std::string body;  // the document, or a line (with its newline)
@@ -33,6 +33,7 @@ class RequestExchange final : public Exchange {
     std::string content_type;        // kDocument: "" for JSON
     std::optional<uint64_t> length;  // kRelayHead: the body's length; none: chunked
     bool complete = true;            // kRelayEnd
+    std::shared_ptr<void> hold;      // kTunnel: kept while it runs (`file` is its upstream, `size` the port)
   };
   enum class BodyEnd { kPending, kComplete, kTooLarge, kBroken };
 
@@ -51,6 +52,7 @@ class RequestExchange final : public Exchange {
   void relay_head(int status, std::vector<std::pair<std::string, std::string>> headers, std::optional<uint64_t> length) override;
   bool relay_bytes(std::string_view bytes) override;
   void relay_end(bool complete) override;
+  void tunnel(UniqueFd upstream, uint16_t port, std::shared_ptr<void> hold) override;
   int cancel_fd() const override { return cancel_.get(); }
   int gone_fd() const override { return gone_.get(); }
 

@@ -167,6 +167,7 @@ int main(int argc, char** argv) {
     url = "http://" + host + ":" + std::to_string((*server)->tcp_port());
   }
   service.set_public_url(args->public_url.value_or(url));
+  if (args->public_url) service.set_port_domain(nsbox::api::url_domain(*args->public_url));
   service.set_kernel_zygote(zygote.get());
   service.set_cluster(std::move(*cluster), [s = server->get()] { s->stop(); });
   std::string pid_file = api_dir + "/server.pid";

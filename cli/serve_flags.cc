@@ -13,7 +13,7 @@ const std::vector<FlagHelp>& serve_flags() {
       {"listen", "ADDR:PORT", "a TCP address too (127.0.0.1:0 takes a free port)"},
       {"allow-remote", nullptr, "allow a --listen address that is not loopback"},
       {"token-file", "PATH", "the bearer token's file (made if missing)"},
-      {"public-url", "URL", "the base of signed download links"},
+      {"public-url", "URL", "the base of signed download links; its host, when a name, is the domain of ports: {P}-{ID}.HOST reaches port P of sandbox ID"},
       {"max-upload", "SIZE", "the largest upload (default 100M)"},
       {"tools-config", "FILE", "the tools (and keys) of the sandboxes it makes: a 0600 JSON file (docs/tools.md)"},
       kSnapshotDir,
