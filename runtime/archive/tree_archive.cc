@@ -379,7 +379,12 @@ Result<ArchiveSummary> read_members(int archive_fd, const ArchiveLimits& limits,
   // One format, no filter: tar (and pax), or zip read through its central directory.
   if (source.zip) archive_read_support_format_zip_seekable(in.get());
   else archive_read_support_format_tar(in.get());
-  if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) return fail(archive_error(in.get(), "open " + source.noun));
+  if (archive_read_open_fd(in.get(), archive_fd, kChunk) != ARCHIVE_OK) {
+    Error e = archive_error(in.get(), "open " + source.noun);
+    // Bytes that are no archive of the format asked for: the caller's, as a refused member is.
+    if (archive_errno(in.get()) == EILSEQ) e.code = ErrorCode::kInvalidArgument;  // libarchive's "file format" errno
+    return fail(std::move(e));
+  }
   ArchiveSummary summary;
   // Names' hashes: memory bounded by the member limit alone. (A crafted collision can at
   // worst have a hard link name a directory or a symlink of the archive's own: link(2)

@@ -98,8 +98,9 @@ TEST_CASE("an import replaces the workspace, and a hostile archive is refused wi
     CHECK(refused.err.find(named) != std::string::npos);
     CHECK(root.sh(id, "ls -A").out == "src\n");  // unchanged, nothing left beside it
   }
-  auto garbage = root.nsbox({"workspace", id, "import", "-"}, {.stdin_data = "not a tar"});
+  auto garbage = root.nsbox({"--json", "workspace", id, "import", "-"}, {.stdin_data = "not a tar"});
   CHECK(garbage.exit_code != 0);
+  CHECK((garbage.out + garbage.err).find("\"invalid_argument\"") != std::string::npos);  // the caller's bytes, not the system's failure
   CHECK(root.sh(id, "ls -A").out == "src\n");
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }

@@ -249,6 +249,18 @@ class _AsyncWorkbench:
     async def workbench_tool(self, tool: str, arguments: Any) -> Dict[str, Any]:
         return await _thread(self._sync_wb.workbench_tool, tool, arguments)
 
+    async def workspace_archive(self, *, timeout: Optional[float] = None) -> bytes:
+        """See :meth:`nsbox.Sandbox.workspace_archive`."""
+        return await _thread(self._sync_wb.workspace_archive, timeout=timeout)
+
+    async def save_workspace_archive(self, dest: Any, *, overwrite: bool = False, timeout: Optional[float] = None) -> int:
+        """See :meth:`nsbox.Sandbox.save_workspace_archive` (a file object is written from a worker thread)."""
+        return await _thread(self._sync_wb.save_workspace_archive, dest, overwrite=overwrite, timeout=timeout)
+
+    async def replace_workspace(self, archive: Any, *, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """See :meth:`nsbox.Sandbox.replace_workspace` (a file object is read from a worker thread)."""
+        return await _thread(self._sync_wb.replace_workspace, archive, timeout=timeout)
+
     async def interrupt(self) -> None:
         await _thread(self._sync_wb.interrupt)
 

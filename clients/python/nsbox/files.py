@@ -5,7 +5,7 @@ import hashlib
 import os
 import posixpath
 import tempfile
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Union
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Union
 
 from ._http import Client
 from .errors import IntegrityError, NotFound, ProtocolError
@@ -96,42 +96,14 @@ class RemoteFile:
         dest = os.fspath(path) if path is not None else self.name
         if os.path.isdir(dest):
             dest = os.path.join(dest, self.name)
-        if not overwrite and os.path.lexists(dest):
-            raise FileExistsError("%s exists; pass overwrite=True to replace it" % dest)
-        directory = os.path.dirname(os.path.abspath(dest))
-        fd, temp = tempfile.mkstemp(prefix="." + os.path.basename(dest) + ".", suffix=".part", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                if self._data is not None:
-                    out.write(self._data)
-                else:
-                    self._files.read_into(self.path, out)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(temp, 0o644 & ~_umask())
-            if overwrite:
-                os.replace(temp, dest)
+
+        def fill(out: BinaryIO) -> None:
+            if self._data is not None:
+                out.write(self._data)
             else:
-                # link() never replaces: the check above and the write cannot race.
-                try:
-                    os.link(temp, dest)
-                except FileExistsError:
-                    raise FileExistsError("%s exists; pass overwrite=True to replace it" % dest) from None
-                except OSError:
-                    with open(temp, "rb") as src, open(dest, "xb") as out2:
-                        while True:
-                            block = src.read(_BLOCK)
-                            if not block:
-                                break
-                            out2.write(block)
-                os.unlink(temp)
-        except BaseException:
-            try:
-                os.unlink(temp)
-            except FileNotFoundError:
-                pass
-            raise
-        return dest
+                self._files.read_into(self.path, out)
+
+        return _save_atomically(dest, fill, overwrite=overwrite, mode=0o644)
 
     def __repr__(self) -> str:
         return "RemoteFile(path=%r, download_url=%r, expires_at=%r)" % (self.path, self.download_url, self.expires_at)
@@ -141,6 +113,45 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _save_atomically(dest: str, fill: Callable[[BinaryIO], Any], *, overwrite: bool, mode: int) -> str:
+    """Writes ``dest`` with what ``fill(out)`` writes, whole or not at all: into a
+    temporary file beside it, synced, then moved in. An existing file is never replaced
+    unless ``overwrite`` (FileExistsError); a failure of ``fill`` leaves nothing."""
+    if not overwrite and os.path.lexists(dest):
+        raise FileExistsError("%s exists; pass overwrite=True to replace it" % dest)
+    directory = os.path.dirname(os.path.abspath(dest))
+    fd, temp = tempfile.mkstemp(prefix="." + os.path.basename(dest) + ".", suffix=".part", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            fill(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temp, mode & ~_umask())
+        if overwrite:
+            os.replace(temp, dest)
+        else:
+            # link() never replaces: the check above and the write cannot race.
+            try:
+                os.link(temp, dest)
+            except FileExistsError:
+                raise FileExistsError("%s exists; pass overwrite=True to replace it" % dest) from None
+            except OSError:
+                with open(temp, "rb") as src, open(dest, "xb") as out2:
+                    while True:
+                        block = src.read(_BLOCK)
+                        if not block:
+                            break
+                        out2.write(block)
+            os.unlink(temp)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+    return dest
 
 
 class Files:
@@ -375,3 +386,68 @@ class Fs:
             return True
         except NotFound:
             return False
+
+
+class WorkspaceArchive:
+    """The workspace root as one tar archive (``GET``/``PUT .../workspace.tar``,
+    docs/api.md "Workspace archives"): what a sandbox's ``workspace_archive``,
+    ``save_workspace_archive`` and ``replace_workspace`` do."""
+
+    def __init__(self, client: Client, base: str) -> None:
+        self._client = client
+        self._path = base + "/workspace.tar"
+
+    def read(self, *, timeout: Optional[float] = None) -> bytes:
+        # Read whole by the client's own reader: a chunked answer without its last chunk
+        # is ServerUnreachable, never a short archive.
+        return self._client.request("GET", self._path, timeout=timeout).data
+
+    def read_into(self, out: BinaryIO, *, timeout: Optional[float] = None) -> int:
+        n = 0
+        with self._client.open("GET", self._path, timeout=timeout) as answer:
+            # http.client raises IncompleteRead for a chunked body cut before its last
+            # chunk; the answer says it as ServerUnreachable.
+            for block in answer.iter_blocks(_BLOCK):
+                out.write(block)
+                n += len(block)
+        return n
+
+    def save(self, dest: Union[PathLike, BinaryIO], *, overwrite: bool = False, timeout: Optional[float] = None) -> int:
+        if hasattr(dest, "write"):
+            return self.read_into(dest, timeout=timeout)  # type: ignore[arg-type]
+        written = [0]
+
+        def fill(out: BinaryIO) -> None:
+            written[0] = self.read_into(out, timeout=timeout)
+
+        _save_atomically(os.fspath(dest), fill, overwrite=overwrite, mode=0o600)  # type: ignore[arg-type]
+        return written[0]
+
+    def replace(self, archive: Union[PathLike, bytes, bytearray, memoryview, BinaryIO], *,
+                timeout: Optional[float] = None) -> Dict[str, Any]:
+        headers = {"Content-Type": "application/x-tar"}
+        opened: Optional[BinaryIO] = None
+        if isinstance(archive, (str, os.PathLike)):
+            opened = open(os.fspath(archive), "rb")
+            body: Any = opened
+            headers["Content-Length"] = str(os.fstat(opened.fileno()).st_size)
+        elif isinstance(archive, (bytes, bytearray, memoryview)):
+            body = bytes(archive)
+            headers["Content-Length"] = str(len(body))
+        elif hasattr(archive, "read"):
+            body = archive
+            try:
+                headers["Content-Length"] = str(os.fstat(archive.fileno()).st_size - archive.tell())
+            except (AttributeError, OSError, ValueError):
+                pass  # sent chunked
+        else:
+            raise TypeError("replace_workspace takes a local path, bytes or a binary file object, not %s"
+                            % type(archive).__name__)
+        # The answer comes once the archive is checked and swapped in: minutes for a large one.
+        wait = max(self._client.timeout, 600.0) if timeout is None else timeout
+        try:
+            doc = self._client.json("PUT", self._path, body=body, headers=headers, timeout=wait)
+        finally:
+            if opened is not None:
+                opened.close()
+        return doc if isinstance(doc, dict) else {}

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from ._http import Client, DEFAULT_TIMEOUT_S
 from .errors import NotFound, ProtocolError
 from .models import Execution, PtyOutput, SandboxInfo, SessionInfo, SnapshotInfo
-from .files import Files, Fs, RemoteFile
+from .files import Files, Fs, PathLike, RemoteFile, WorkspaceArchive
 from .ports import Ports
 from .processes import Processes, command_body
 from .run import Commands, DisplayCallback, ProgressCallback, TextCallback, _Runner
@@ -85,6 +85,7 @@ class _Workbench:
         self.fs = Fs(self._client, base)
         self.processes = Processes(self._client, base)
         self.ports = Ports(self._client, base)
+        self._workspace = WorkspaceArchive(self._client, base)
 
     @property
     def client(self) -> Client:
@@ -139,6 +140,37 @@ class _Workbench:
         loop written for the hosted workbench can hand its tool calls here unchanged."""
         return self._client.json("POST", self._base + "/tools/" + _quote(tool), json_body=dict(arguments),
                                  timeout=max(self._client.timeout, 240.0))
+
+    # -- the workspace root as one tar archive (docs/api.md, "Workspace archives") ------
+
+    def workspace_archive(self, *, timeout: Optional[float] = None) -> bytes:
+        """The workspace root (``workspace_root``: /home/user unless the sandbox was made
+        with another) as one tar archive, members relative to it, of a running, stopped or
+        dead sandbox: links kept as links (one pointing out of the root left out), bucket
+        mounts and the manifest's ephemeral entries left out. An archive cut short raises
+        ServerUnreachable: it is never returned short. Held in memory: for a large one,
+        :meth:`save_workspace_archive`."""
+        return self._workspace.read(timeout=timeout)
+
+    def save_workspace_archive(self, dest: Union[PathLike, BinaryIO], *, overwrite: bool = False,
+                               timeout: Optional[float] = None) -> int:
+        """Streams :meth:`workspace_archive` into ``dest``, a binary file object or a local
+        path, and returns its size in bytes. A path gets the whole archive or nothing (mode
+        0600; an existing file is replaced only with ``overwrite=True``, else
+        FileExistsError). ``timeout`` bounds each read."""
+        return self._workspace.save(dest, overwrite=overwrite, timeout=timeout)
+
+    def replace_workspace(self, archive: Union[PathLike, bytes, bytearray, memoryview, BinaryIO], *,
+                          timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Replaces the running sandbox's workspace root with a tar archive: bytes, a local
+        path or a binary file object, streamed. Every member is checked first; an absolute
+        name, ``..``, a link pointing out, a hard link, a device or FIFO, a duplicate
+        refuses the whole archive with InvalidArgument (422) and nothing changes. Files
+        not in the archive are gone after; bucket mounts stay. The body is bounded as an
+        upload's (the server's ``--max-upload``, 100 MiB by default: QuotaExceeded).
+        ``{"path", "members", "bytes"}``. ``timeout`` bounds the wait for the answer
+        (default 10 min)."""
+        return self._workspace.replace(archive, timeout=timeout)
 
     def interrupt(self) -> None:
         """Interrupts the running cell (it ends ``interrupted``, its state kept)."""

@@ -4,10 +4,10 @@ import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import * as path from "node:path";
 import { once } from "node:events";
-import { Readable, Transform, type Writable } from "node:stream";
+import { PassThrough, Readable, Transform, type Writable } from "node:stream";
 
 import type { Client } from "./connection.js";
-import { IntegrityError, NotFound, ProtocolError } from "./errors.js";
+import { IntegrityError, NotFound, NsboxError, ProtocolError, ServerUnreachable } from "./errors.js";
 import {
   listingPage,
   type DownloadLink,
@@ -53,6 +53,41 @@ function removedList(doc: unknown): string[] {
 export interface PageOptions {
   cursor?: string;
   limit?: number;
+}
+
+
+/**
+ * Writes a file at `target` whole or not at all: `fill` writes a temporary file beside
+ * it, synced, then linked into place (never over an existing file unless `overwrite`:
+ * then EEXIST, and the check cannot race the write) or renamed over it.
+ */
+async function saveWhole(target: string, mode: number, overwrite: boolean, fill: (out: fsp.FileHandle) => Promise<void>): Promise<void> {
+  const exists = () => Object.assign(new Error(`${target} exists; pass overwrite: true to replace it`), { code: "EEXIST" });
+  if (!overwrite && (await fsp.lstat(target).catch(() => undefined))) throw exists();
+  const temp = path.join(path.dirname(path.resolve(target)), `.${path.basename(target)}.${process.pid}.${Date.now().toString(36)}.part`);
+  const out = await fsp.open(temp, "wx", mode);
+  try {
+    try {
+      await fill(out);
+      await out.sync();
+    } finally {
+      await out.close();
+    }
+    if (overwrite) {
+      await fsp.rename(temp, target);
+    } else {
+      try {
+        await fsp.link(temp, target);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "EEXIST") throw exists();
+        await fsp.copyFile(temp, target, fs.constants.COPYFILE_EXCL);
+      }
+      await fsp.unlink(temp);
+    }
+  } catch (e) {
+    await fsp.unlink(temp).catch(() => undefined);
+    throw e;
+  }
 }
 
 /**
@@ -101,38 +136,10 @@ export class RemoteFile {
   async save(dest?: string, options: { overwrite?: boolean } = {}): Promise<string> {
     let target = dest ?? this.name;
     if ((await fsp.stat(target).catch(() => undefined))?.isDirectory()) target = path.join(target, this.name);
-    const exists = () => Object.assign(new Error(`${target} exists; pass overwrite: true to replace it`), { code: "EEXIST" });
-    if (!options.overwrite && (await fsp.lstat(target).catch(() => undefined))) throw exists();
-    const dir = path.dirname(path.resolve(target));
-    const temp = path.join(dir, `.${path.basename(target)}.${process.pid}.${Date.now().toString(36)}.part`);
-    const out = await fsp.open(temp, "wx", 0o644);
-    try {
-      try {
-        if (this.data !== undefined) {
-          await out.writeFile(this.data);
-        } else {
-          for await (const chunk of this.files.readChunks(this.path)) await out.write(chunk);
-        }
-        await out.sync();
-      } finally {
-        await out.close();
-      }
-      if (options.overwrite) {
-        await fsp.rename(temp, target);
-      } else {
-        // link() never replaces: the check above and the write cannot race.
-        try {
-          await fsp.link(temp, target);
-        } catch (e) {
-          if ((e as NodeJS.ErrnoException).code === "EEXIST") throw exists();
-          await fsp.copyFile(temp, target, fs.constants.COPYFILE_EXCL);
-        }
-        await fsp.unlink(temp);
-      }
-    } catch (e) {
-      await fsp.unlink(temp).catch(() => undefined);
-      throw e;
-    }
+    await saveWhole(target, 0o644, !!options.overwrite, async (out) => {
+      if (this.data !== undefined) await out.writeFile(this.data);
+      else for await (const chunk of this.files.readChunks(this.path)) await out.write(chunk);
+    });
     return target;
   }
 }
@@ -390,5 +397,87 @@ export class Fs {
       if (e instanceof NotFound) return false;
       throw e;
     }
+  }
+}
+
+export interface WorkspaceArchiveOptions {
+  /** Bound of each wait for a byte of the answer (default: the client's `timeoutMs`). */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * The workspace root as one tar archive (`GET`/`PUT .../workspace.tar`, docs/api.md
+ * "Workspace archives"): what a sandbox's `workspaceArchive`, `workspaceArchiveBytes`,
+ * `saveWorkspaceArchive` and `replaceWorkspace` do.
+ */
+export class WorkspaceArchive {
+  private readonly route: string;
+
+  constructor(private readonly client: Client, base: string) {
+    this.route = `${base}/workspace.tar`;
+  }
+
+  /**
+   * The archive as a stream. The server ends an archive that broke off after its first
+   * bytes without the last chunk: the stream then fails (ServerUnreachable), and a
+   * consumer that reads it to its end has had the whole archive.
+   */
+  async stream(options: WorkspaceArchiveOptions = {}): Promise<Readable> {
+    const answer = await this.client.open("GET", this.route, options);
+    answer.setIdleTimeout(options.timeoutMs ?? this.client.timeoutMs);
+    const res = answer.body;
+    const out = new PassThrough();
+    const cut = () => new ServerUnreachable(`the workspace archive from nsbox at ${this.client.where} was cut short`);
+    res.on("error", (e) => out.destroy(e instanceof NsboxError || (e as Error).name === "AbortError" ? e : cut()));
+    res.on("close", () => {
+      if (!res.complete) out.destroy(cut());
+    });
+    out.on("close", () => {
+      if (!res.complete) res.destroy(); // left unread: its connection is dropped, never reused
+    });
+    res.pipe(out);
+    return out;
+  }
+
+  /** The whole archive in memory, at most `maxBytes` (default: the client's `maxResponseBytes`). */
+  async bytes(options: WorkspaceArchiveOptions & { maxBytes?: number } = {}): Promise<Buffer> {
+    return (await this.client.request("GET", this.route, options)).data;
+  }
+
+  /** Streams the archive into the file `dest` (mode 0600), whole or not at all; its size. */
+  async save(dest: string, options: WorkspaceArchiveOptions & { overwrite?: boolean } = {}): Promise<number> {
+    let n = 0;
+    await saveWhole(dest, 0o600, !!options.overwrite, async (out) => {
+      for await (const chunk of await this.stream(options)) {
+        n += (chunk as Buffer).length;
+        await out.write(chunk as Buffer);
+      }
+    });
+    return n;
+  }
+
+  /**
+   * Replaces the running sandbox's workspace root with a tar archive: bytes, a local
+   * file (its path), or a stream (sent chunked). The answer comes once the server has
+   * checked every member and swapped the new content in (`timeoutMs`, default 10 min).
+   */
+  async replace(archive: string | Uint8Array | Readable, options: { timeoutMs?: number } = {}): Promise<Extracted> {
+    const headers: Record<string, string> = { "Content-Type": "application/x-tar" };
+    const timeoutMs = options.timeoutMs ?? Math.max(this.client.timeoutMs, 600_000);
+    if (typeof archive === "string") {
+      const handle = await fsp.open(archive, "r");
+      const stream = handle.createReadStream({ autoClose: false });
+      try {
+        headers["Content-Length"] = String((await handle.stat()).size);
+        return await this.client.json<Extracted>("PUT", this.route, { body: stream, headers, timeoutMs });
+      } finally {
+        stream.destroy(); // a PUT refused midway leaves it unread: it must not read a closed fd
+        await handle.close();
+      }
+    }
+    if (archive instanceof Uint8Array) headers["Content-Length"] = String(archive.byteLength);
+    else if (!(archive instanceof Readable)) throw new TypeError("replaceWorkspace takes a local path, bytes or a readable stream");
+    return this.client.json<Extracted>("PUT", this.route, { body: archive, headers, timeoutMs });
   }
 }

@@ -13,13 +13,16 @@
  * }
  * ```
  */
+import type { Readable } from "node:stream";
+
 import { Client, segment, type ConnectionOptions } from "./connection.js";
 import { NotFound, ProtocolError } from "./errors.js";
-import { Files, Fs } from "./files.js";
+import { Files, Fs, WorkspaceArchive, type WorkspaceArchiveOptions } from "./files.js";
 import {
   PtyOutput,
   type CreateSandbox,
   type Env,
+  type Extracted,
   type SandboxInfo,
   type SessionInfo,
   type SizeTier,
@@ -83,6 +86,7 @@ abstract class Workbench {
   readonly processes: Processes;
   protected readonly base: string;
   private readonly runner: Runner;
+  private readonly workspace: WorkspaceArchive;
 
   protected constructor(readonly client: Client, base: string, private readonly ownsClient: boolean) {
     this.base = base;
@@ -92,6 +96,7 @@ abstract class Workbench {
     this.fs = new Fs(client, base);
     this.ports = new Ports(client, base);
     this.processes = new Processes(client, base);
+    this.workspace = new WorkspaceArchive(client, base);
   }
 
   /**
@@ -125,6 +130,46 @@ abstract class Workbench {
   workbenchTool(tool: string, args: Record<string, unknown>): Promise<WorkbenchAnswer> {
     return this.client.json<WorkbenchAnswer>("POST", `${this.base}/tools/${segment(tool)}`,
       { json: args, timeoutMs: Math.max(this.client.timeoutMs, 240_000) });
+  }
+
+  // -- the workspace root as one tar archive (docs/api.md, "Workspace archives") --------
+
+  /**
+   * The workspace root (the sandbox's `workspace_root`: /home/user unless it was made with
+   * another) as one tar archive, members relative to it, of a running, stopped or dead
+   * sandbox, streamed: links kept as links (one pointing out of the root left out), bucket
+   * mounts and the manifest's ephemeral entries left out. An archive cut short fails the
+   * stream (ServerUnreachable): read to its end, it is whole.
+   */
+  workspaceArchive(options: WorkspaceArchiveOptions = {}): Promise<Readable> {
+    return this.workspace.stream(options);
+  }
+
+  /** {@link workspaceArchive} in memory, at most `maxBytes` (default: the client's `maxResponseBytes`). */
+  workspaceArchiveBytes(options: WorkspaceArchiveOptions & { maxBytes?: number } = {}): Promise<Buffer> {
+    return this.workspace.bytes(options);
+  }
+
+  /**
+   * Streams {@link workspaceArchive} into the local file `dest` (mode 0600), whole or not
+   * at all; resolves to its size. An existing file is replaced only with `overwrite`
+   * (else EEXIST).
+   */
+  saveWorkspaceArchive(dest: string, options: WorkspaceArchiveOptions & { overwrite?: boolean } = {}): Promise<number> {
+    return this.workspace.save(dest, options);
+  }
+
+  /**
+   * Replaces the running sandbox's workspace root with a tar archive: bytes, a local file
+   * (its path as a string) or a readable stream, streamed. Every member is checked first:
+   * an absolute name, `..`, a link pointing out, a hard link, a device or FIFO, a duplicate
+   * refuses the whole archive (InvalidArgument, 422) and nothing changes. Files not in the
+   * archive are gone after; bucket mounts stay. The body is bounded as an upload's (the
+   * server's `--max-upload`, 100 MiB by default: LimitExceeded). Resolves to `{path,
+   * members, bytes}`.
+   */
+  replaceWorkspace(archive: string | Uint8Array | Readable, options: { timeoutMs?: number } = {}): Promise<Extracted> {
+    return this.workspace.replace(archive, options);
   }
 
   /** Interrupts the running cell (it ends `interrupted`, its state kept). */

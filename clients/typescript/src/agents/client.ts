@@ -5,32 +5,45 @@
  * session.
  *
  * The serialized session state names the sandbox (`sandboxId`) and the server (`server`:
- * its URL or `unix:` socket path) beside the SDK's own manifest record, and nothing else:
- * no token, no token file, no signed link. Resuming reattaches the live sandbox through
- * this client's own connection, and refuses a state that names another server (its token
- * must not be sent to a server an untrusted state chose).
+ * its URL or `unix:` socket path) beside the SDK's own manifest record, and, with a local
+ * or remote snapshot spec, the spec and the snapshot the workspace was persisted to; no
+ * token, no token file, no signed link. Resuming reattaches the live sandbox through this
+ * client's own connection, or makes a new one from the snapshot when it is gone, and
+ * refuses a state that names another server (its token must not be sent to a server an
+ * untrusted state chose).
  */
 import {
   Manifest,
   SandboxConfigurationError,
-  SandboxUnsupportedFeatureError,
-  isNoopSnapshotSpec,
+  SandboxSnapshotPersistError,
   normalizeSandboxClientCreateArgs,
   type SandboxClient,
   type SandboxClientCreateArgs,
   type SandboxClientOptions,
   type SandboxClientResumeOptions,
+  type Snapshot,
+  type SnapshotSpec,
 } from "@openai/agents-core/sandbox";
 import { deserializeManifest, readString, serializeManifestRecord } from "@openai/agents-core/sandbox/internal";
 
 import { Client, type ConnectionOptions } from "../connection.js";
-import { NotFound } from "../errors.js";
+import { NotFound, NsboxError } from "../errors.js";
 import type { CreateSandbox } from "../models.js";
 import { Sandbox } from "../sandbox.js";
 import { LocalSources, type LocalSourceOptions } from "./local-sources.js";
 import { assertManifestSupported, serverManifest } from "./manifest.js";
 import { mountRequests, withoutMountCredentials } from "./mounts.js";
 import { NsboxSandboxSession, type NsboxSandboxSessionState, type NsboxSessionSettings } from "./session.js";
+import {
+  acceptSnapshotSpec,
+  loadSnapshot,
+  persistSnapshot,
+  readSnapshot,
+  rehydrateSnapshotSpec,
+  remakeEphemeralEntries,
+  restoringManifest,
+  serializeSnapshotSpec,
+} from "./workspace-archives.js";
 
 /** What `create` passes to nsbox serve besides the manifest (docs/api.md, "Sandboxes"). */
 export type NsboxSandboxSpec = Omit<CreateSandbox, "manifest" | "env">;
@@ -40,6 +53,12 @@ export interface NsboxSandboxClientOptions extends SandboxClientOptions, NsboxSe
   sandbox?: NsboxSandboxSpec;
   /** Where the manifest's `local_file`, `local_dir` and `git_repo` sources are read, and their bounds. */
   localSources?: LocalSourceOptions;
+  /**
+   * The sessions' snapshot spec when `create` is given none: `{type: "local", baseDir?}`
+   * or `{type: "remote", store}` (persisted when the state is serialized), or `noop`. A
+   * serialized remote spec is resumed with this one's store.
+   */
+  snapshot?: SnapshotSpec;
 }
 
 export interface NsboxSandboxClientConnection extends ConnectionOptions {
@@ -76,13 +95,8 @@ export class NsboxSandboxClient implements SandboxClient<NsboxSandboxClientOptio
   async create(args?: SandboxClientCreateArgs<NsboxSandboxClientOptions> | Manifest,
     manifestOptions?: NsboxSandboxClientOptions): Promise<NsboxSandboxSession> {
     const createArgs = normalizeSandboxClientCreateArgs(args, manifestOptions);
-    if (createArgs.snapshot !== undefined && !isNoopSnapshotSpec(createArgs.snapshot)) {
-      throw new SandboxUnsupportedFeatureError(
-        `NsboxSandboxClient: snapshot spec ${JSON.stringify(createArgs.snapshot.type)} needs the workspace as a tar ` +
-        "(GET/PUT /v1/sandboxes/{id}/workspace.tar, nsbox issue 34, section 3); nsbox's own snapshots are reached with " +
-        "options.sandbox.from_snapshot", { provider: "nsbox", feature: "snapshot", type: createArgs.snapshot.type });
-    }
     const options = { ...this.defaults, ...createArgs.options };
+    const snapshotSpec = acceptSnapshotSpec(createArgs.snapshot ?? options.snapshot);
     const manifest = createArgs.manifest;
     // Everything is checked, and the host sources read, before anything is made.
     assertManifestSupported(manifest);
@@ -98,24 +112,59 @@ export class NsboxSandboxClient implements SandboxClient<NsboxSandboxClientOptio
         await sandbox.remove().catch(() => undefined); // a create that failed leaves nothing
         throw e;
       });
-      return new NsboxSandboxSession(sandbox, {
+      const session = new NsboxSandboxSession(sandbox, {
         manifest: withoutMountCredentials(manifest), // they went to the server; the session never needs them again
         environment,
         sandboxId: sandbox.id,
         server: this.server,
         workspaceReady: true,
+        snapshotSpec,
       }, settingsOf(options));
+      session.setArchiveLimits(createArgs.archiveLimits);
+      return session;
     } finally {
       await sources.close();
     }
   }
 
-  /** Reattaches the live sandbox the state names (`NotFound` when it is gone). */
+  /**
+   * Reattaches the live sandbox the state names, as it is. One that is gone is made again
+   * from the state's snapshot (a new sandbox: the manifest's mounts and ephemeral entries,
+   * then the snapshot's archive as its workspace); without a snapshot, `NotFound`.
+   */
   async resume(state: NsboxSandboxSessionState,
     options: SandboxClientResumeOptions<NsboxSandboxClientOptions> = {}): Promise<NsboxSandboxSession> {
     this.assertSameServer(state);
-    const sandbox = await Sandbox.connect(state.sandboxId, { client: this.connection });
-    return new NsboxSandboxSession(sandbox, state, settingsOf({ ...this.defaults, ...options.clientOptions }));
+    const clientOptions = { ...this.defaults, ...options.clientOptions };
+    let sandbox: Sandbox;
+    try {
+      sandbox = await Sandbox.connect(state.sandboxId, { client: this.connection });
+    } catch (e) {
+      if (!(e instanceof NotFound) || !state.snapshot) throw e;
+      return this.recreate(state, clientOptions, options);
+    }
+    const session = new NsboxSandboxSession(sandbox, state, settingsOf(clientOptions));
+    session.setArchiveLimits(options.archiveLimits);
+    return session;
+  }
+
+  /** A new sandbox for a state whose sandbox is gone, its workspace the state's snapshot. */
+  private async recreate(state: NsboxSandboxSessionState, clientOptions: NsboxSandboxClientOptions,
+    options: SandboxClientResumeOptions<NsboxSandboxClientOptions>): Promise<NsboxSandboxSession> {
+    const spec = state.snapshotSpec ?? null;
+    const archive = await loadSnapshot(state.snapshot as Snapshot, spec);
+    const session = await this.create({ manifest: restoringManifest(state.manifest), options: clientOptions,
+      archiveLimits: options.archiveLimits });
+    try {
+      await session.replaceWorkspace(archive, options.archiveLimits);
+      await remakeEphemeralEntries(session.sandbox, state.manifest, clientOptions.localSources);
+    } catch (e) {
+      await session.delete().catch(() => undefined); // a resume that failed leaves nothing
+      throw e;
+    }
+    Object.assign(session.state, { manifest: state.manifest, snapshot: state.snapshot, snapshotSpec: spec,
+      snapshotFingerprint: state.snapshotFingerprint, snapshotFingerprintVersion: state.snapshotFingerprintVersion });
+    return session;
   }
 
   /** Removes the sandbox the state names (gone already is no error). */
@@ -126,12 +175,39 @@ export class NsboxSandboxClient implements SandboxClient<NsboxSandboxClientOptio
     });
   }
 
+  /**
+   * `{manifest, sandboxId, server}`; with a snapshot spec (local or remote) the workspace
+   * is persisted through it first, and `snapshotSpec` and `snapshot` are kept too. A
+   * sandbox already gone keeps the state's last snapshot.
+   */
   async serializeSessionState(state: NsboxSandboxSessionState): Promise<Record<string, unknown>> {
-    return {
+    const record: Record<string, unknown> = {
       manifest: serializeManifestRecord(state.manifest),
       sandboxId: state.sandboxId,
       server: state.server,
     };
+    const spec = state.snapshotSpec ?? null;
+    if (spec === null || spec.type === "noop") return record;
+    this.assertSameServer(state);
+    state.snapshot = await this.persist(state, spec);
+    return { ...record, snapshotSpec: serializeSnapshotSpec(spec), snapshot: state.snapshot };
+  }
+
+  private async persist(state: NsboxSandboxSessionState, spec: SnapshotSpec): Promise<Snapshot | null> {
+    let sandbox: Sandbox;
+    try {
+      sandbox = await Sandbox.connect(state.sandboxId, { client: this.connection });
+    } catch (e) {
+      if (e instanceof NotFound) return state.snapshot ?? null;
+      throw e;
+    }
+    try {
+      return await persistSnapshot(sandbox, spec, state.snapshot);
+    } catch (e) {
+      if (!(e instanceof NsboxError)) throw e;
+      throw Object.assign(new SandboxSnapshotPersistError(`NsboxSandboxClient: the workspace of ${state.sandboxId} was not persisted: ${e.message}`,
+        { provider: "nsbox", sandboxId: state.sandboxId, code: e.code }), { cause: e });
+    }
   }
 
   async deserializeSessionState(record: Record<string, unknown>): Promise<NsboxSandboxSessionState> {
@@ -145,6 +221,8 @@ export class NsboxSandboxClient implements SandboxClient<NsboxSandboxClientOptio
       sandboxId,
       server,
       workspaceReady: true,
+      snapshotSpec: rehydrateSnapshotSpec(record["snapshotSpec"], this.defaults.snapshot),
+      snapshot: readSnapshot(record["snapshot"]),
     };
   }
 

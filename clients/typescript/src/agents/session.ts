@@ -10,12 +10,16 @@
  *   `writeStdin` → `POST .../pty/{n}/input`;
  * - files → the `fs` routes (`GET`/`PUT .../fs`, `fs:ls`, `fs:stat`, `DELETE .../fs`),
  *   which never follow a symlink and act as the sandbox's user.
+ * - `persistWorkspace` / `hydrateWorkspace` → `GET` / `PUT .../workspace.tar`, the
+ *   workspace root as one tar archive.
  *
  * Tool outputs are made by the SDK's own `formatExecResponse` and `truncateOutput`, so
  * that they read as every other backend's.
  */
 import {
   SandboxLifecycleError,
+  SandboxWorkspaceArchiveReadError,
+  SandboxWorkspaceArchiveWriteError,
   SandboxWorkspaceReadNotFoundError,
   WorkspacePathPolicy,
   recordExposedPortEndpoint,
@@ -23,11 +27,15 @@ import {
   type ExposedPortEndpoint,
   type ListDirectoryArgs,
   type ReadFileArgs,
+  type SandboxArchiveLimits,
   type SandboxDirectoryEntry,
   type SandboxExecResult,
   type SandboxSession,
   type SandboxSessionState,
+  type SnapshotSpec,
   type ViewImageArgs,
+  type WorkspaceArchiveData,
+  type WorkspaceArchiveOptions,
   type WriteStdinArgs,
 } from "@openai/agents-core/sandbox";
 import {
@@ -42,6 +50,7 @@ import { UserError, applyDiff, type Editor } from "@openai/agents-core";
 import { NotFound, NsboxError } from "../errors.js";
 import type { Sandbox } from "../sandbox.js";
 import { missingCapability } from "./manifest.js";
+import { checkArchiveLimits } from "./workspace-archives.js";
 
 /** The state the SDK keeps and serializes (through the client) for an nsbox session. */
 export interface NsboxSandboxSessionState extends SandboxSessionState {
@@ -49,6 +58,8 @@ export interface NsboxSandboxSessionState extends SandboxSessionState {
   sandboxId: string;
   /** The server, as the client reached it: `http://HOST:PORT`, or `unix:/path/api.sock`. */
   server: string;
+  /** How the workspace is persisted when the state is serialized (workspace-archives.ts); none when null. */
+  snapshotSpec?: SnapshotSpec | null;
 }
 
 export interface NsboxSessionSettings {
@@ -74,6 +85,7 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
   // Processes started here and not yet seen to end: each one's offsets read so far.
   private readonly running_ = new Map<number, { offset: number; stderrOffset: number }>();
   private closed = false;
+  private archiveLimits: SandboxArchiveLimits | null = null;
 
   constructor(
     readonly sandbox: Sandbox,
@@ -312,6 +324,51 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
     return imageOutputFromBytes(args.path, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
   }
 
+  // -- the workspace as one tar archive ----------------------------------------------------
+
+  /**
+   * The workspace root as a tar (pax) archive, members relative to the root (`GET
+   * .../workspace.tar`): links kept as links, bucket mounts and the manifest's ephemeral
+   * entries left out by the server. Of a running or stopped sandbox; at most the
+   * connection's `maxResponseBytes`.
+   */
+  async persistWorkspace(): Promise<Uint8Array> {
+    this.assertOpen();
+    try {
+      const data = await this.sandbox.workspaceArchiveBytes();
+      return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    } catch (e) {
+      throw archiveFailure(SandboxWorkspaceArchiveReadError, "read", this.state.manifest.root, e);
+    }
+  }
+
+  /**
+   * Replaces the workspace root with a tar archive (`PUT .../workspace.tar`): what the
+   * archive does not hold is gone after (the manifest's ephemeral entries too), bucket
+   * mounts stay. The archive limits (`options`, else the session's) are checked first;
+   * the server checks every member (no absolute name, `..`, link pointing out, device)
+   * and a refused archive changes nothing (SandboxWorkspaceArchiveWriteError).
+   */
+  async hydrateWorkspace(data: WorkspaceArchiveData, options: WorkspaceArchiveOptions = {}): Promise<void> {
+    this.assertOpen();
+    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data instanceof Uint8Array ? data : new Uint8Array(data);
+    await this.replaceWorkspace(bytes, options.archiveLimits === undefined ? this.archiveLimits : options.archiveLimits);
+  }
+
+  setArchiveLimits(limits?: SandboxArchiveLimits | null): void {
+    this.archiveLimits = limits ?? null;
+  }
+
+  /** @internal hydrateWorkspace's work, and a local snapshot's file streamed in (its path). */
+  async replaceWorkspace(archive: string | Uint8Array, limits: SandboxArchiveLimits | null | undefined): Promise<void> {
+    await checkArchiveLimits(archive, limits);
+    try {
+      await this.sandbox.replaceWorkspace(archive);
+    } catch (e) {
+      throw archiveFailure(SandboxWorkspaceArchiveWriteError, "write", this.state.manifest.root, e);
+    }
+  }
+
   /**
    * The loopback forward the server keeps for `port` (made at the first call, the same
    * after): `{host: "127.0.0.1", port, tls: false}`, opened by a plain client on the
@@ -383,6 +440,13 @@ interface ProcessRead {
   text: string;
   skipped: number;
   exitCode: number | null;
+}
+
+/** The SDK's error for a workspace archive the server refused or could not give; others as they are. */
+function archiveFailure(kind: typeof SandboxWorkspaceArchiveReadError, verb: "read" | "write", root: string, e: unknown): unknown {
+  if (!(e instanceof NsboxError)) return e;
+  return Object.assign(new kind(`failed to ${verb} archive for path: ${root}: ${e.message}`, { path: root, code: e.code, status: e.status }),
+    { cause: e });
 }
 
 function ignoreNotFound(e: unknown): void {
