@@ -166,7 +166,8 @@ TEST_CASE("a workspace root is a directory of the home bound where it is asked f
   FakeHost host;
   rootfs::Spec spec{limits_for(SizeTier::kStandard), "/vol/files", "/libexec", {}, host.root};
   spec.home_volume = "/vol/home";
-  CHECK_FALSE(find(rootfs::plan(spec), "/home/user", StepKind::kWorkspace));  // the default: the home itself
+  auto by_default = rootfs::plan(spec);
+  CHECK_FALSE(find(by_default, "/home/user", StepKind::kWorkspace));  // the default: the home itself
 
   spec.workspace_root = "/workspace";
   spec.mount_points = {"/workspace/data"};
@@ -182,7 +183,8 @@ TEST_CASE("a workspace root is a directory of the home bound where it is asked f
   CHECK(at(ws) < at(data));  // the bucket's mount point is made inside the workspace
 
   spec.workspace_root = "/home/user/project";
-  const auto* under = find(rootfs::plan(spec), "/home/user/project", StepKind::kWorkspace);
+  auto under_home = rootfs::plan(spec);
+  const auto* under = find(under_home, "/home/user/project", StepKind::kWorkspace);
   REQUIRE(under);
   CHECK(under->source == "project");
 }
