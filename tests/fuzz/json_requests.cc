@@ -26,7 +26,8 @@ void command_request(const Json& j) {
   auto r = nsbox::CommandRequest::from_json(j);
   if (!r) return;
   FUZZ_CHECK(!r->argv.empty() && !r->argv[0].empty());
-  FUZZ_CHECK(!r->cwd.empty() && r->cwd[0] == '/');
+  FUZZ_CHECK(r->cwd.empty() || r->cwd[0] == '/');  // "": the sandbox's workspace root
+  FUZZ_CHECK(r->cwd.empty() == (!j.contains("cwd") || j["cwd"].is_null()));
   FUZZ_CHECK(r->timeout_s > 0 && r->timeout_s <= 86400);
   auto again = nsbox::CommandRequest::from_json(r->to_json());
   FUZZ_CHECK(again && again->to_json() == r->to_json());
