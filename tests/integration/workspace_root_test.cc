@@ -18,9 +18,9 @@ TEST_CASE("a bad workspace root is refused, naming the rule, and nothing is made
       {"/etc/app", "is in /etc, which belongs to the sandbox's system"},
       {"/tmp/w", "is in /tmp, which belongs to the sandbox's system"},
       {"/home/user2", "is in /home, which belongs to the sandbox's system"},
-      {"/work/../etc", "is not a plain path"},
-      {"/work//space", "is not a plain path"},
-      {"/work space", "is not a plain path"},
+      {"/app/../etc", "is not a plain path"},
+      {"/app//space", "is not a plain path"},
+      {"/app space", "is not a plain path"},
   };
   for (const auto& [path, why] : bad) {
     INFO(path);

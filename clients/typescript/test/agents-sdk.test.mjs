@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import net from "node:net";
-import { describe, test } from "node:test";
+import { test } from "node:test";
 
 import { Runner, applyDiff, setTraceProcessors } from "@openai/agents";
 import { Manifest, SandboxAgent, file, filesystem, shell } from "@openai/agents/sandbox";
@@ -14,12 +14,8 @@ import { ScriptedModel, assistantMessage, functionCall, modelResponder } from "@
 
 import * as nsbox from "nsbox";
 import { NsboxSandboxClient } from "nsbox/agents";
-import { useNsboxServe, toolOutput } from "./support/sdk.mjs";
-import { binary } from "./support/server.mjs";
+import { bounded, describeOnNsboxServe, toolOutput } from "./support/sdk.mjs";
 
-const skip = binary.bin ? false : `SKIP: ${binary.why}`;
-const bounded = { timeout: 300_000 };
-if (skip) console.log(skip);
 
 const spans = [];
 setTraceProcessors([{
@@ -112,180 +108,175 @@ let server;
 let client; // the package's Client, to look at the server from outside the SDK
 let sdkClient;
 
-if (!binary.bin && binary.required) {
-  test("the nsbox binary named by NSBOX_BIN is there", () => assert.fail(binary.why));
-} else {
-  describe("the OpenAI Agents SDK on nsbox serve", { skip }, () => {
-    useNsboxServe((started) => ({ server, client, sdkClient } = started));
+describeOnNsboxServe("the OpenAI Agents SDK on nsbox serve", (started) => ({ server, client, sdkClient } = started), () => {
 
-    test("a SandboxAgent runs commands, a tty command continued by write_stdin, and apply_patch in an nsbox sandbox", bounded, async () => {
-      const manifest = new Manifest({ entries: { "notes/hello.txt": file({ content: "hi from the manifest\n" }) } });
-      const session = await sdkClient.create({ manifest });
-      try {
-        // The SDK's default root, /workspace, is the sandbox's workspace root as written.
-        assert.equal(session.state.manifest.root, "/workspace");
-        const createDiff = "+step one\n+step two\n";
-        const updateDiff = "@@\n step one\n-step two\n+step 2\n";
-        const model = new ScriptedModel([
-          [functionCall("exec_command", { cmd: "pwd; cat notes/hello.txt; echo to-stderr >&2; id -u; exit 3" }, { callId: "c1" })],
-          [functionCall("exec_command", { cmd: "printf 'name? '; read n; echo hello-$n", tty: true, yield_time_ms: 1500 }, { callId: "c2" })],
-          modelResponder((call) => {
-            const id = /Process running with session ID (\d+)/.exec(toolOutput(call, "c2"))?.[1];
-            assert.ok(id, `the tty command is not left running: ${toolOutput(call, "c2")}`);
-            return [functionCall("write_stdin", { session_id: Number(id), chars: "nsbox\n", yield_time_ms: 3000 }, { callId: "c3" })];
-          }),
-          [applyPatch("c4", { type: "create_file", path: "notes/plan.md", diff: createDiff })],
-          [applyPatch("c5", { type: "update_file", path: "/workspace/notes/plan.md", diff: updateDiff })],
-          [applyPatch("c6", { type: "delete_file", path: "notes/hello.txt" })],
-          [functionCall("exec_command", { cmd: "ls; cat plan.md", workdir: "notes", login: false }, { callId: "c7" })],
-          [assistantMessage("done")],
-        ]);
-        const agent = new SandboxAgent({ name: "nsbox-worker", model, instructions: "Work in the sandbox.", capabilities: [shell(), filesystem()] });
-        const result = await new Runner().run(agent, "Do the work.", { sandbox: { session } });
-        assert.equal(result.finalOutput, "done");
-        assert.equal(model.remainingSteps, 0);
-
-        const c1 = toolOutput(model.calls[1], "c1");
-        assert.match(c1, /Process exited with code 3/);
-        assert.match(c1, /\/workspace\nhi from the manifest\n/);
-        assert.match(c1, /to-stderr/);
-        assert.doesNotMatch(c1, /^0$/m, "the agent's commands do not run as root");
-
-        const c3 = toolOutput(model.calls[3], "c3");
-        assert.match(c3, /hello-nsbox/);
-        assert.match(c3, /Process exited with code 0/);
-
-        for (const [n, id] of [[4, "c4"], [5, "c5"], [6, "c6"]]) {
-          const out = model.calls[n].request.input.find((i) => i.callId === id && i.type === "apply_patch_call_output");
-          assert.equal(out?.status, "completed", `${id}: ${JSON.stringify(out)}`);
-        }
-        const c7 = toolOutput(model.calls[7], "c7");
-        assert.match(c7, /Output:\nplan\.md\nstep one\nstep 2/);
-        assert.doesNotMatch(c7, /hello\.txt/);
-
-        // Read back through the session, as the host sees the workspace.
-        // The bytes are the SDK's own applyDiff's (as on its other backends).
-        assert.equal(Buffer.from(await session.readFile({ path: "notes/plan.md" })).toString(),
-          applyDiff(applyDiff("", createDiff, "create"), updateDiff));
-        assert.equal(await session.pathExists("notes/hello.txt"), false);
-        assert.equal(await session.directoryExists("notes"), true);
-        assert.deepEqual((await session.listDir({ path: "notes" })).map((e) => [e.name, e.type]), [["plan.md", "file"]]);
-
-        const kinds = new Set(spans.map((s) => s.name ?? s.type));
-        for (const name of ["sandbox.exec", "sandbox.write_stdin"]) assert.ok(kinds.has(name), `no ${name} span: ${[...kinds].join(" ")}`);
-      } finally {
-        await session.delete();
-      }
-    });
-
-    test("a session the Runner creates from the client is removed when the run ends", bounded, async () => {
+  test("a SandboxAgent runs commands, a tty command continued by write_stdin, and apply_patch in an nsbox sandbox", bounded, async () => {
+    const manifest = new Manifest({ entries: { "notes/hello.txt": file({ content: "hi from the manifest\n" }) } });
+    const session = await sdkClient.create({ manifest });
+    try {
+      // The SDK's default root, /workspace, is the sandbox's workspace root as written.
+      assert.equal(session.state.manifest.root, "/workspace");
+      const createDiff = "+step one\n+step two\n";
+      const updateDiff = "@@\n step one\n-step two\n+step 2\n";
       const model = new ScriptedModel([
-        [functionCall("exec_command", { cmd: "echo made-by-the-runner > mark.txt && cat mark.txt" }, { callId: "c1" })],
-        [assistantMessage("ok")],
+        [functionCall("exec_command", { cmd: "pwd; cat notes/hello.txt; echo to-stderr >&2; id -u; exit 3" }, { callId: "c1" })],
+        [functionCall("exec_command", { cmd: "printf 'name? '; read n; echo hello-$n", tty: true, yield_time_ms: 1500 }, { callId: "c2" })],
+        modelResponder((call) => {
+          const id = /Process running with session ID (\d+)/.exec(toolOutput(call, "c2"))?.[1];
+          assert.ok(id, `the tty command is not left running: ${toolOutput(call, "c2")}`);
+          return [functionCall("write_stdin", { session_id: Number(id), chars: "nsbox\n", yield_time_ms: 3000 }, { callId: "c3" })];
+        }),
+        [applyPatch("c4", { type: "create_file", path: "notes/plan.md", diff: createDiff })],
+        [applyPatch("c5", { type: "update_file", path: "/workspace/notes/plan.md", diff: updateDiff })],
+        [applyPatch("c6", { type: "delete_file", path: "notes/hello.txt" })],
+        [functionCall("exec_command", { cmd: "ls; cat plan.md", workdir: "notes", login: false }, { callId: "c7" })],
+        [assistantMessage("done")],
       ]);
-      const agent = new SandboxAgent({ name: "owner", model, capabilities: [shell()] });
-      const result = await new Runner().run(agent, "go", { sandbox: { client: sdkClient } });
-      assert.equal(result.finalOutput, "ok");
-      assert.match(toolOutput(model.calls[1], "c1"), /made-by-the-runner/);
-      assert.deepEqual(await nsbox.Sandbox.list({ client }), []);
-    });
+      const agent = new SandboxAgent({ name: "nsbox-worker", model, instructions: "Work in the sandbox.", capabilities: [shell(), filesystem()] });
+      const result = await new Runner().run(agent, "Do the work.", { sandbox: { session } });
+      assert.equal(result.finalOutput, "done");
+      assert.equal(model.remainingSteps, 0);
 
-    test("a state serialized, then resumed by a new client, reattaches the live sandbox; it names no credential", bounded, async () => {
-      const session = await sdkClient.create({ manifest: new Manifest({ entries: { "a.txt": file({ content: "kept\n" }) } }) });
-      try {
-        const record = JSON.parse(JSON.stringify(await sdkClient.serializeSessionState(session.state)));
-        const text = JSON.stringify(record);
-        assert.ok(!text.includes(server.token), "the token is in the serialized state");
-        assert.ok(!text.includes("token"), `a token field is in the serialized state: ${text}`);
-        assert.deepEqual(Object.keys(record).sort(), ["manifest", "sandboxId", "server"]);
-        assert.equal(record.server, `unix:${server.socket}`);
+      const c1 = toolOutput(model.calls[1], "c1");
+      assert.match(c1, /Process exited with code 3/);
+      assert.match(c1, /\/workspace\nhi from the manifest\n/);
+      assert.match(c1, /to-stderr/);
+      assert.doesNotMatch(c1, /^0$/m, "the agent's commands do not run as root");
 
-        const other = new NsboxSandboxClient({ socket: server.socket, token: server.token, env: {} });
-        try {
-          const resumed = await other.resume(await other.deserializeSessionState(record));
-          assert.equal(resumed.state.sandboxId, session.state.sandboxId);
-          assert.equal(await resumed.running(), true);
-          assert.match(await resumed.execCommand({ cmd: "cat a.txt" }), /kept/);
-        } finally {
-          other.close();
-        }
-        const elsewhere = new NsboxSandboxClient({ url: server.url, token: server.token, env: {} });
-        try {
-          await assert.rejects(elsewhere.resume(await elsewhere.deserializeSessionState(record)), /names the server unix:/);
-        } finally {
-          elsewhere.close();
-        }
-      } finally {
-        await session.delete();
+      const c3 = toolOutput(model.calls[3], "c3");
+      assert.match(c3, /hello-nsbox/);
+      assert.match(c3, /Process exited with code 0/);
+
+      for (const [n, id] of [[4, "c4"], [5, "c5"], [6, "c6"]]) {
+        const out = model.calls[n].request.input.find((i) => i.callId === id && i.type === "apply_patch_call_output");
+        assert.equal(out?.status, "completed", `${id}: ${JSON.stringify(out)}`);
       }
-    });
+      const c7 = toolOutput(model.calls[7], "c7");
+      assert.match(c7, /Output:\nplan\.md\nstep one\nstep 2/);
+      assert.doesNotMatch(c7, /hello\.txt/);
 
-    test("an exposed port answers a plain HTTP client on the host, and a WebSocket echo, without the token", bounded, async () => {
-      const session = await sdkClient.create({
-        manifest: new Manifest({ entries: { "site/page.txt": file({ content: "from inside\n" }), "ws.py": file({ content: WS_ECHO }) } }),
-      });
-      try {
-        await session.execCommand({ cmd: "python3 -m http.server 8000 --bind 127.0.0.1 --directory site", tty: true, yieldTimeMs: 200 });
-        await session.execCommand({ cmd: "python3 ws.py 8001", tty: true, yieldTimeMs: 200 });
-        const http = await session.resolveExposedPort(8000);
-        assert.equal(http.host, "127.0.0.1");
-        assert.equal(http.tls, false);
-        assert.deepEqual(await session.resolveExposedPort(8000), http, "asked again: the same forward");
-        const page = await eventually(async () => (await fetch(`http://${http.host}:${http.port}/page.txt`)).text());
-        assert.equal(page, "from inside\n");
+      // Read back through the session, as the host sees the workspace.
+      // The bytes are the SDK's own applyDiff's (as on its other backends).
+      assert.equal(Buffer.from(await session.readFile({ path: "notes/plan.md" })).toString(),
+        applyDiff(applyDiff("", createDiff, "create"), updateDiff));
+      assert.equal(await session.pathExists("notes/hello.txt"), false);
+      assert.equal(await session.directoryExists("notes"), true);
+      assert.deepEqual((await session.listDir({ path: "notes" })).map((e) => [e.name, e.type]), [["plan.md", "file"]]);
 
-        const ws = await session.resolveExposedPort(8001);
-        assert.equal(await eventually(() => websocketEcho(ws.host, ws.port, "hello over ws")), "hello over ws");
-        assert.deepEqual(Object.keys(session.state.exposedPorts ?? {}).sort(), ["8000", "8001"]);
-      } finally {
-        await session.delete();
-      }
-    });
-
-    test("a command that outlives its yield_time_ms goes on as a process, continued by write_stdin, tty or not", bounded, async () => {
-      const session = await sdkClient.create();
-      try {
-        const first = await session.execCommand({ cmd: "echo first; read answer; echo got-$answer; sleep 1; echo last", yieldTimeMs: 500 });
-        assert.match(first, /first/);
-        const id = Number(/Process running with session ID (\d+)/.exec(first)?.[1]);
-        assert.ok(id > 0, first);
-        const rest = await session.writeStdin({ sessionId: id, chars: "42\n", yieldTimeMs: 10_000 });
-        assert.match(rest, /got-42\s+last/);
-        assert.match(rest, /Process exited with code 0/);
-        assert.doesNotMatch(rest, /first/, "output already given is not given again");
-        // Ended and read: the process is gone from the sandbox's table, its id unknown.
-        assert.deepEqual((await client.json("GET", `/v1/sandboxes/${session.state.sandboxId}/processes`)).processes, []);
-        assert.match(await session.writeStdin({ sessionId: id, chars: "" }), /session not found/);
-        // Another that is still running when the session stops is killed.
-        const long = await session.execCommand({ cmd: "sleep 60", yieldTimeMs: 200 });
-        assert.match(long, /Process running with session ID/);
-        await session.stop();
-        assert.deepEqual((await client.json("GET", `/v1/sandboxes/${session.state.sandboxId}/processes`)).processes, []);
-      } finally {
-        await session.delete();
-      }
-    });
-
-    test("what nsbox serve cannot do yet fails naming the capability and issue 34", bounded, async () => {
-      // A root the server cannot make a workspace of is its refusal, naming the rule.
-      await assert.rejects(sdkClient.create({ manifest: new Manifest({ root: "/srv/app" }) }),
-        /workspace root "\/srv\/app" is in \/srv, which belongs to the sandbox's system/);
-      await assert.rejects(sdkClient.create({ manifest: new Manifest({ entries: { d: { type: "box_mount", path: "/shared" } } }) }),
-        /box_mount.*issue 34/s);
-      assert.deepEqual(await nsbox.Sandbox.list({ client }), [], "a refused manifest made a sandbox");
-      const session = await sdkClient.create();
-      try {
-        await assert.rejects(session.execCommand({ cmd: "id", runAs: "alice" }), /runAs \(alice\).*issue 34/s);
-        // A tty command is the way to keep one running: it is continued, then interrupted.
-        const started = await session.execCommand({ cmd: "sleep 30; echo never", tty: true, yieldTimeMs: 300 });
-        const id = Number(/session ID (\d+)/.exec(started)?.[1]);
-        assert.ok(id > 0, started);
-        const stopped = await session.writeStdin({ sessionId: id, chars: "\u0003", yieldTimeMs: 3000 });
-        assert.match(stopped, /Process exited with code/);
-        assert.doesNotMatch(stopped, /never/);
-      } finally {
-        await session.delete();
-      }
-    });
+      const kinds = new Set(spans.map((s) => s.name ?? s.type));
+      for (const name of ["sandbox.exec", "sandbox.write_stdin"]) assert.ok(kinds.has(name), `no ${name} span: ${[...kinds].join(" ")}`);
+    } finally {
+      await session.delete();
+    }
   });
-}
+
+  test("a session the Runner creates from the client is removed when the run ends", bounded, async () => {
+    const model = new ScriptedModel([
+      [functionCall("exec_command", { cmd: "echo made-by-the-runner > mark.txt && cat mark.txt" }, { callId: "c1" })],
+      [assistantMessage("ok")],
+    ]);
+    const agent = new SandboxAgent({ name: "owner", model, capabilities: [shell()] });
+    const result = await new Runner().run(agent, "go", { sandbox: { client: sdkClient } });
+    assert.equal(result.finalOutput, "ok");
+    assert.match(toolOutput(model.calls[1], "c1"), /made-by-the-runner/);
+    assert.deepEqual(await nsbox.Sandbox.list({ client }), []);
+  });
+
+  test("a state serialized, then resumed by a new client, reattaches the live sandbox; it names no credential", bounded, async () => {
+    const session = await sdkClient.create({ manifest: new Manifest({ entries: { "a.txt": file({ content: "kept\n" }) } }) });
+    try {
+      const record = JSON.parse(JSON.stringify(await sdkClient.serializeSessionState(session.state)));
+      const text = JSON.stringify(record);
+      assert.ok(!text.includes(server.token), "the token is in the serialized state");
+      assert.ok(!text.includes("token"), `a token field is in the serialized state: ${text}`);
+      assert.deepEqual(Object.keys(record).sort(), ["manifest", "sandboxId", "server"]);
+      assert.equal(record.server, `unix:${server.socket}`);
+
+      const other = new NsboxSandboxClient({ socket: server.socket, token: server.token, env: {} });
+      try {
+        const resumed = await other.resume(await other.deserializeSessionState(record));
+        assert.equal(resumed.state.sandboxId, session.state.sandboxId);
+        assert.equal(await resumed.running(), true);
+        assert.match(await resumed.execCommand({ cmd: "cat a.txt" }), /kept/);
+      } finally {
+        other.close();
+      }
+      const elsewhere = new NsboxSandboxClient({ url: server.url, token: server.token, env: {} });
+      try {
+        await assert.rejects(elsewhere.resume(await elsewhere.deserializeSessionState(record)), /names the server unix:/);
+      } finally {
+        elsewhere.close();
+      }
+    } finally {
+      await session.delete();
+    }
+  });
+
+  test("an exposed port answers a plain HTTP client on the host, and a WebSocket echo, without the token", bounded, async () => {
+    const session = await sdkClient.create({
+      manifest: new Manifest({ entries: { "site/page.txt": file({ content: "from inside\n" }), "ws.py": file({ content: WS_ECHO }) } }),
+    });
+    try {
+      await session.execCommand({ cmd: "python3 -m http.server 8000 --bind 127.0.0.1 --directory site", tty: true, yieldTimeMs: 200 });
+      await session.execCommand({ cmd: "python3 ws.py 8001", tty: true, yieldTimeMs: 200 });
+      const http = await session.resolveExposedPort(8000);
+      assert.equal(http.host, "127.0.0.1");
+      assert.equal(http.tls, false);
+      assert.deepEqual(await session.resolveExposedPort(8000), http, "asked again: the same forward");
+      const page = await eventually(async () => (await fetch(`http://${http.host}:${http.port}/page.txt`)).text());
+      assert.equal(page, "from inside\n");
+
+      const ws = await session.resolveExposedPort(8001);
+      assert.equal(await eventually(() => websocketEcho(ws.host, ws.port, "hello over ws")), "hello over ws");
+      assert.deepEqual(Object.keys(session.state.exposedPorts ?? {}).sort(), ["8000", "8001"]);
+    } finally {
+      await session.delete();
+    }
+  });
+
+  test("a command that outlives its yield_time_ms goes on as a process, continued by write_stdin, tty or not", bounded, async () => {
+    const session = await sdkClient.create();
+    try {
+      const first = await session.execCommand({ cmd: "echo first; read answer; echo got-$answer; sleep 1; echo last", yieldTimeMs: 500 });
+      assert.match(first, /first/);
+      const id = Number(/Process running with session ID (\d+)/.exec(first)?.[1]);
+      assert.ok(id > 0, first);
+      const rest = await session.writeStdin({ sessionId: id, chars: "42\n", yieldTimeMs: 10_000 });
+      assert.match(rest, /got-42\s+last/);
+      assert.match(rest, /Process exited with code 0/);
+      assert.doesNotMatch(rest, /first/, "output already given is not given again");
+      // Ended and read: the process is gone from the sandbox's table, its id unknown.
+      assert.deepEqual((await client.json("GET", `/v1/sandboxes/${session.state.sandboxId}/processes`)).processes, []);
+      assert.match(await session.writeStdin({ sessionId: id, chars: "" }), /session not found/);
+      // Another that is still running when the session stops is killed.
+      const long = await session.execCommand({ cmd: "sleep 60", yieldTimeMs: 200 });
+      assert.match(long, /Process running with session ID/);
+      await session.stop();
+      assert.deepEqual((await client.json("GET", `/v1/sandboxes/${session.state.sandboxId}/processes`)).processes, []);
+    } finally {
+      await session.delete();
+    }
+  });
+
+  test("what nsbox serve cannot do yet fails naming the capability and issue 34", bounded, async () => {
+    // A root the server cannot make a workspace of is its refusal, naming the rule.
+    await assert.rejects(sdkClient.create({ manifest: new Manifest({ root: "/srv/app" }) }),
+      /workspace root "\/srv\/app" is in \/srv, which belongs to the sandbox's system/);
+    await assert.rejects(sdkClient.create({ manifest: new Manifest({ entries: { d: { type: "box_mount", path: "/shared" } } }) }),
+      /box_mount.*issue 34/s);
+    assert.deepEqual(await nsbox.Sandbox.list({ client }), [], "a refused manifest made a sandbox");
+    const session = await sdkClient.create();
+    try {
+      await assert.rejects(session.execCommand({ cmd: "id", runAs: "alice" }), /runAs \(alice\).*issue 34/s);
+      // A tty command is the way to keep one running: it is continued, then interrupted.
+      const started = await session.execCommand({ cmd: "sleep 30; echo never", tty: true, yieldTimeMs: 300 });
+      const id = Number(/session ID (\d+)/.exec(started)?.[1]);
+      assert.ok(id > 0, started);
+      const stopped = await session.writeStdin({ sessionId: id, chars: "\u0003", yieldTimeMs: 3000 });
+      assert.match(stopped, /Process exited with code/);
+      assert.doesNotMatch(stopped, /never/);
+    } finally {
+      await session.delete();
+    }
+  });
+});

@@ -11,7 +11,7 @@ import { after, afterEach, before, describe, test } from "node:test";
 
 import * as nsbox from "nsbox";
 import { Sandbox, Session } from "nsbox";
-import { Server, binary, waitUntil } from "./support/server.mjs";
+import { Server, binary, failIfSandboxesLeft, waitUntil } from "./support/server.mjs";
 
 const skip = binary.bin ? false : `SKIP: ${binary.why}`;
 // A test that hangs fails instead of holding up the suite (a bound, not a measurement).
@@ -51,13 +51,7 @@ if (!binary.bin && binary.required) {
       await server?.destroy();
     });
 
-    afterEach(async () => {
-      const left = await Sandbox.list({ client });
-      if (left.length) {
-        for (const s of left) await client.json("DELETE", `/v1/sandboxes/${s.id}`).catch(() => undefined);
-        assert.fail(`the test left sandboxes behind: ${left.map((s) => s.id).join(" ")}`);
-      }
-    });
+    afterEach(() => failIfSandboxesLeft(client));
 
     test("a sandbox keeps its kernel's state between cells, over the socket and over TCP, and is gone once removed", bounded, async () => {
       for (const c of [client, tcp]) {

@@ -15,7 +15,7 @@ import { after, afterEach, before, describe, test } from "node:test";
 
 import * as nsbox from "nsbox";
 import { Sandbox } from "nsbox";
-import { Server, binary } from "./support/server.mjs";
+import { Server, binary, failIfSandboxesLeft } from "./support/server.mjs";
 
 const skip = binary.bin ? false : `SKIP: ${binary.why}`;
 const bounded = { timeout: 300_000 };
@@ -161,13 +161,7 @@ if (!binary.bin && binary.required) {
       await server?.destroy();
     });
 
-    afterEach(async () => {
-      const left = await Sandbox.list({ client });
-      if (left.length) {
-        for (const s of left) await client.json("DELETE", `/v1/sandboxes/${s.id}`).catch(() => undefined);
-        assert.fail(`the test left sandboxes behind: ${left.map((s) => s.id).join(" ")}`);
-      }
-    });
+    afterEach(() => failIfSandboxesLeft(client));
 
     /** Sandboxes for the test's body, removed after it whatever happens. */
     async function withSandboxes(specs, body) {

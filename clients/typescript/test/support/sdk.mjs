@@ -1,11 +1,11 @@
 // What the tests of nsbox/agents under the real Agents SDK share: one real nsbox serve per
 // describe, and the text a scripted model was given for a tool call.
 import assert from "node:assert/strict";
-import { after, afterEach, before } from "node:test";
+import { after, afterEach, before, describe, test } from "node:test";
 
 import * as nsbox from "nsbox";
 import { NsboxSandboxClient } from "nsbox/agents";
-import { Server } from "./server.mjs";
+import { Server, binary, failIfSandboxesLeft } from "./server.mjs";
 
 /**
  * Registers, in the calling describe, a real `nsbox serve` started before its tests and
@@ -28,14 +28,7 @@ export function useNsboxServe(started) {
     fixture?.client?.close();
     await fixture?.server?.destroy();
   });
-  afterEach(async () => {
-    const { client } = fixture;
-    const left = await nsbox.Sandbox.list({ client });
-    if (left.length) {
-      for (const s of left) await client.json("DELETE", `/v1/sandboxes/${s.id}`).catch(() => undefined);
-      assert.fail(`the test left sandboxes behind: ${left.map((s) => s.id).join(" ")}`);
-    }
-  });
+  afterEach(() => failIfSandboxesLeft(fixture.client));
 }
 
 /** The text the model was given for the tool call `callId` in `call`'s input. */
@@ -46,4 +39,25 @@ export function toolOutput(call, callId) {
   if (typeof out === "string") return out;
   if (out?.type === "text") return out.text;
   return JSON.stringify(out);
+}
+
+/** Each SDK scenario's bound: a real Runner against a real server. */
+export const bounded = { timeout: 300_000 };
+
+/**
+ * A describe of tests against one real nsbox serve (useNsboxServe; `started` receives it).
+ * Without the nsbox binary: a failing test when NSBOX_BIN named one, else the describe is
+ * skipped, saying why.
+ */
+export function describeOnNsboxServe(title, started, body) {
+  if (!binary.bin && binary.required) {
+    test("the nsbox binary named by NSBOX_BIN is there", () => assert.fail(binary.why));
+    return;
+  }
+  const skip = binary.bin ? false : `SKIP: ${binary.why}`;
+  if (skip) console.log(skip);
+  describe(title, { skip }, () => {
+    useNsboxServe(started);
+    body();
+  });
 }

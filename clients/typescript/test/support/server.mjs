@@ -140,3 +140,14 @@ export async function waitUntil(predicate, timeoutMs, intervalMs = 100) {
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/**
+ * What each test of a real server ends with: a sandbox the test left is removed, and the
+ * test fails naming it. `client`: the package's Client of that server.
+ */
+export async function failIfSandboxesLeft(client) {
+  const { sandboxes = [] } = await client.json("GET", "/v1/sandboxes");
+  if (!sandboxes.length) return;
+  for (const s of sandboxes) await client.json("DELETE", `/v1/sandboxes/${s.id}`).catch(() => undefined);
+  throw new Error(`the test left sandboxes behind: ${sandboxes.map((s) => s.id).join(" ")}`);
+}
