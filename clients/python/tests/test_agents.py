@@ -1,5 +1,7 @@
 """nsbox.agents against the OpenAI Agents SDK's contract (reference §4, items 1-6, 8-11, 13-16,
-18 and 21, as they apply to nsbox: the root is /home/user, mounts are served from the host)."""
+18 and 21, as they apply to nsbox: the manifest's root is the sandbox's workspace root,
+/home/user when it names none; mounts are served from the host; snapshots are workspace
+archives). test_agents_workspace.py has the /workspace root and the archives in detail."""
 from __future__ import annotations
 
 import asyncio
@@ -7,6 +9,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -65,25 +68,28 @@ def test_1_default_create_gives_a_fresh_private_workspace_that_delete_removes(sd
     assert server.sandboxes() == []
 
 
-def test_1_a_root_other_than_home_user_is_refused_before_anything_is_made(sdk: NsboxSandboxClient,
-                                                                           server: Server) -> None:
-    with pytest.raises(agents.ConfigurationError) as e:
-        arun(sdk.create(manifest=Manifest(root="/workspace", entries={"a.txt": File(content=b"x")})))
-    assert "/home/user" in str(e.value)
+def test_1_a_root_is_used_as_written_and_one_the_server_cannot_take_is_refused_before_anything(
+        sdk: NsboxSandboxClient, server: Server) -> None:
+    async def scenario() -> None:
+        # /home/user itself, spelt either way, and the SDK's /workspace are roots as written.
+        for root, cwd in (("/home/user/", b"/home/user\n"), ("/workspace/", b"/workspace\n")):
+            session = await sdk.create(manifest=Manifest(root=root, entries={"a.txt": File(content=b"x")}))
+            try:
+                assert (await session.exec("pwd; cat a.txt")).stdout == cwd + b"x"
+                assert session.sandbox.info().raw["workspace_root"] == cwd.decode().strip()
+            finally:
+                await sdk.delete(session)
+        # A relative root is refused here; one in the sandbox's own trees by the server
+        # (422, its words kept), both before anything is made.
+        with pytest.raises(agents.ConfigurationError) as e:
+            await sdk.create(manifest=Manifest(root="workspace"))
+        assert "absolute path" in str(e.value)
+        with pytest.raises(agents.SandboxConfigError) as e2:
+            await sdk.create(manifest=Manifest(root="/etc/app", entries={"a.txt": File(content=b"x")}))
+        assert "belongs to the sandbox's system" in str(e2.value) and isinstance(e2.value.__cause__, nsbox.InvalidArgument)
+
+    arun(scenario())
     assert server.sandboxes() == []
-    # The server takes /workspace as a workspace root (this client does not use it yet:
-    # docs/agents-sdk.md), and refuses a root in the sandbox's own trees with 422.
-    c = server.client()
-    try:
-        with pytest.raises(nsbox.InvalidArgument) as e2:
-            c.json("POST", "/v1/sandboxes", json_body={"manifest": {"root": "/etc/app", "entries": {}}})
-        assert e2.value.status == 422 and "belongs to the sandbox's system" in str(e2.value)
-    finally:
-        c.close()
-    assert server.sandboxes() == []
-    # /home/user itself, spelt either way, is the root.
-    session = arun(sdk.create(manifest=Manifest(root="/home/user/")))
-    arun(sdk.delete(session))
 
 
 # -- 2: file / dir / nested children materialise with content and modes ------------------
@@ -465,45 +471,57 @@ def test_10_exec_timeout_raises_and_leaves_no_process(sdk: NsboxSandboxClient) -
 
 # -- 13: snapshots: stop persists, resume restores into a new sandbox ---------------------
 
-def test_13_stop_persists_and_resume_restores_after_the_sandbox_is_gone(sdk: NsboxSandboxClient) -> None:
+def test_13_stop_persists_a_local_snapshot_and_resume_restores_it_after_the_sandbox_is_gone(sdk: NsboxSandboxClient,
+                                                                                            tmp_path: Any) -> None:
     async def scenario() -> None:
         noop = await sdk.create()
         try:
             await noop.stop()  # the default spec persists nothing
             assert noop.state.snapshot == {"type": "noop"}
+            with pytest.raises(agents.SnapshotNotRestorableError):
+                await noop.hydrate_workspace()
         finally:
             await sdk.delete(noop)
 
-        session = await sdk.create(snapshot=agents.NsboxSnapshotSpec(), manifest=Manifest(environment={"MODE": "test"}))
+        base = tmp_path / "snapshots"
+        manifest = Manifest(root="/workspace", environment={"MODE": "mode-value-7q"})
+        session = await sdk.create(snapshot=agents.LocalSnapshotSpec(base_path=base), manifest=manifest)
         gone_id = session.sandbox.id
+        archive = base / (session.state.session_id + ".tar")
         try:
             await session.exec("mkdir -p notes && echo kept > notes/a.md && ln -s notes/a.md latest")
             await session.stop()
-            snap_id = session.state.snapshot["id"]
-            assert snap_id.startswith("snp-") and session.state.snapshot["fingerprint"]
-            state = json.loads(json.dumps(sdk.serialize_session_state(session.state)))
-            # A second persist replaces the first: one snapshot per session.
+            assert session.state.snapshot == {"type": "local", "id": session.state.session_id, "base_path": str(base)}
+            assert stat.S_IMODE(os.stat(archive).st_mode) == 0o600 and stat.S_IMODE(os.stat(base).st_mode) == 0o700
+            with tarfile.open(archive) as t:
+                assert sorted(t.getnames()) == ["latest", "notes", "notes/a.md"]
+                assert t.getmember("latest").issym() and t.getmember("latest").linkname == "notes/a.md"
+            # A second stop replaces it: one archive per session.
             await session.exec("echo newer > notes/b.md")
-            second = await session.persist_workspace()
-            assert second != snap_id
-            assert [s.id for s in nsbox.Sandbox.snapshots(client=sdk.client)] == [second]
-            # hydrate_workspace puts back what the last persist saw.
-            await session.exec("rm -rf notes")
+            await session.stop()
+            assert os.listdir(base) == [archive.name]
+            # hydrate_workspace() puts back what the last persist saw, and only that.
+            await session.exec("rm -rf notes latest && echo extra > extra.txt")
             await session.hydrate_workspace()
-            assert (await session.exec("cat notes/a.md notes/b.md")).stdout == b"kept\nnewer\n"
+            assert (await session.exec("cat latest notes/b.md; ls")).stdout == b"kept\nnewer\nlatest\nnotes\n"
+            state = json.loads(json.dumps(sdk.serialize_session_state(session.state)))
         finally:
             await sdk.delete(session)
-        # Its sandbox is gone: resume makes a new one from the snapshot named in the state,
-        # its env values from the trusted manifest (the state holds none).
-        state["snapshot"]["id"] = second
-        assert "test" not in json.dumps(state)
-        resumed = await sdk.resume(sdk.deserialize_session_state(state), manifest=Manifest(environment={"MODE": "test"}))
+        # Its sandbox is gone: resume makes a new one from the archive the state names, its
+        # env values from the trusted manifest (the state holds none).
+        assert "mode-value-7q" not in json.dumps(state)
+        resumed = await sdk.resume(sdk.deserialize_session_state(state), manifest=manifest)
         try:
             assert resumed.sandbox.id != gone_id
-            assert (await resumed.exec("cat latest notes/b.md; echo $MODE")).stdout == b"kept\nnewer\ntest\n"
+            assert (await resumed.exec("pwd; cat latest notes/b.md; echo $MODE")).stdout == \
+                b"/workspace\nkept\nnewer\nmode-value-7q\n"
         finally:
             await sdk.delete(resumed)
-            nsbox.Sandbox.remove_snapshot(second, client=sdk.client)
+        # Without its archive the state cannot be resumed, and nothing is made.
+        os.unlink(archive)
+        with pytest.raises(agents.WorkspaceStartError) as e:
+            await sdk.resume(sdk.deserialize_session_state(state))
+        assert isinstance(e.value.cause, agents.SnapshotNotRestorableError)
 
     arun(scenario())
 
@@ -566,7 +584,8 @@ def test_18_state_has_no_secret_and_resume_reattaches_with_its_mounts(server: Se
 
 
 def test_14_15_16_snapshots_leave_mounts_and_ephemeral_entries_out_and_resume_makes_them_again(server: Server,
-                                                                                              s3rver: S3rver) -> None:
+                                                                                              s3rver: S3rver,
+                                                                                              tmp_path: Any) -> None:
     """Reference §4 item 14 (the archive holds neither mount, by entry path or mount_path,
     nor an ephemeral entry), 15 (a resume after the sandbox is gone makes the mounts and
     the ephemeral entries again), 16 (read-only by default and enforced; a failing mount
@@ -577,37 +596,41 @@ def test_14_15_16_snapshots_leave_mounts_and_ephemeral_entries_out_and_resume_ma
         return agents.S3Mount("agents", access_key_id="S3RVER", secret_access_key=SECRET, endpoint_url=s3rver.endpoint,
                               region="us-east-1", **kw)
 
-    manifest = Manifest(entries={"rw": bucket(read_only=False), "ro": bucket(mount_path="data/ro"),
+    manifest = Manifest(root="/workspace",
+                        # ro's mount_path is a top-level name: the server's workspace replace does
+                        # not keep a mount nested in a directory yet (it moves it aside and fails).
+                        entries={"rw": bucket(read_only=False), "ro": bucket(mount_path="ro-data"),
                                  "kept.txt": File(content=b"kept"), "scratch.txt": File(content=b"s", ephemeral=True),
                                  "cache": Dir(ephemeral=True, children={"c.bin": File(content=b"c")})})
 
     async def scenario() -> None:
-        session = await sdk.create(manifest=manifest, snapshot=agents.NsboxSnapshotSpec())
+        session = await sdk.create(manifest=manifest, snapshot=agents.LocalSnapshotSpec(base_path=tmp_path))
         try:
-            assert (await session.exec("echo in-bucket > rw/b.txt && cat rw/b.txt")).stdout == b"in-bucket\n"
-            denied = await session.exec("echo x > data/ro/nope.txt")
+            assert (await session.exec("echo in-bucket > rw/b.txt && cat /workspace/rw/b.txt")).stdout == b"in-bucket\n"
+            denied = await session.exec("echo x > ro-data/nope.txt")
             assert denied.exit_code != 0 and b"Read-only file system" in denied.stderr, denied
-            snap = await session.persist_workspace()
-            with tarfile.open(os.path.join(server.root, "data", "snapshots", snap, "home.tar")) as t:
+            await session.stop()
+            archive = tmp_path / (session.state.session_id + ".tar")
+            with tarfile.open(archive) as t:
                 names = t.getnames()
-            assert "kept.txt" in names and "data" in names, names
-            for left_out in ("rw", "data/ro", "scratch.txt", "cache", "cache/c.bin"):
+            assert "kept.txt" in names, names
+            for left_out in ("rw", "ro", "ro-data", "scratch.txt", "cache", "cache/c.bin"):
                 assert left_out not in names, (left_out, names)
-            with open(os.path.join(server.root, "data", "snapshots", snap, "home.tar"), "rb") as f:
-                assert SECRET.encode() not in f.read()
+            assert SECRET.encode() not in archive.read_bytes()
             state = json.loads(json.dumps(sdk.serialize_session_state(session.state)))
         finally:
             await sdk.delete(session)
-        snapshots = server.client()
         resumed = await sdk.resume(sdk.deserialize_session_state(state), manifest=manifest)
         try:
             assert resumed.sandbox.id != session.sandbox.id
-            r = await resumed.exec("cat kept.txt scratch.txt cache/c.bin rw/b.txt && ls data/ro >/dev/null && echo ok")
-            assert r.stdout == b"keptscin-bucket\nok\n", r
+            r = await resumed.exec("cat kept.txt scratch.txt cache/c.bin rw/b.txt ro-data/b.txt && echo ok")
+            assert r.stdout == b"keptscin-bucket\nin-bucket\nok\n", r
+            # The ephemeral entries made again are still left out of the next archive.
+            await resumed.stop()
+            with tarfile.open(archive) as t:
+                assert not {"scratch.txt", "cache", "rw"} & set(t.getnames()), t.getnames()
         finally:
             await sdk.delete(resumed)
-            nsbox.Sandbox.remove_snapshot(snap, client=snapshots)
-            snapshots.close()
         # A mount that cannot be made says which, and never its secret.
         with pytest.raises(agents.SandboxError) as e:
             await sdk.create(manifest=Manifest(entries={"m": agents.S3Mount("no-such-bucket", access_key_id="S3RVER",

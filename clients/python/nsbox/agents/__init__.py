@@ -15,13 +15,17 @@ a thin adapter registering :class:`NsboxSandboxClient` with the SDK) runs on nsb
 
 What differs from the SDK's own backends (docs/embedding.md has the whole mapping):
 
-- the workspace root is ``/home/user`` (the sandbox's home); any other ``root`` is refused;
+- the manifest's ``root`` is the sandbox's workspace root as written (``/workspace``, the
+  SDK's default, works; a Manifest that names none has ``/home/user``, the sandbox's home);
 - ``file`` and ``dir`` entries are materialised by the server when the sandbox is created;
   mounts (S3, R2, GCS, Azure Blob) are served from the host, so credentials never enter the
   sandbox: the SDK's credential-exposure acknowledgements are accepted and ignored;
 - ``shutdown()`` leaves the sandbox running (``resume(state)`` reattaches to it);
   ``client.delete(session)`` removes it;
-- one user (``user``), no PTY yet (``supports_pty()`` asks the server), no snapshots yet.
+- snapshots are workspace archives (snapshots.py): ``LocalSnapshotSpec`` and
+  ``RemoteSnapshotSpec`` persist the root's tar at ``stop()``, and ``resume`` of a gone
+  sandbox puts it into a new one;
+- one user (``user``); PTYs as the server has them (``supports_pty()`` asks it).
 """
 from .client import NsboxSandboxClient
 from .entries import Dir, EnvEntry, File, SandboxPathGrant
@@ -46,11 +50,12 @@ from .errors import (
 )
 from .entries import GitRepo, LocalDir, LocalFile
 from .errors import (ArtifactError, GitCloneError, GitMissingInImageError, GitSubpathError, LocalDirReadError,
-                     LocalFileReadError)
+                     LocalFileReadError, SnapshotError, SnapshotNotRestorableError, SnapshotPersistError,
+                     SnapshotRestoreError)
 from .manifest import Manifest
 from .mounts import AzureBlobMount, GCSMount, R2Mount, S3Mount
 from .session import NsboxSandboxSession
-from .snapshots import NoopSnapshotSpec, NsboxSnapshotSpec
+from .snapshots import LocalSnapshotSpec, NoopSnapshotSpec, NsboxSnapshotSpec, RemoteSnapshotSpec
 from .state import NsboxSandboxClientOptions, NsboxSandboxSessionState
 from .types import WORKSPACE_ROOT, EntryKind, ExecResult, ExposedPortEndpoint, FileEntry, Permissions, PtyExecUpdate
 
@@ -82,7 +87,13 @@ __all__ = [
     "ExecResult",
     "PtyExecUpdate",
     "NoopSnapshotSpec",
+    "LocalSnapshotSpec",
+    "RemoteSnapshotSpec",
     "NsboxSnapshotSpec",
+    "SnapshotError",
+    "SnapshotPersistError",
+    "SnapshotRestoreError",
+    "SnapshotNotRestorableError",
     "PtySessionNotFoundError",
     "FileEntry",
     "EntryKind",

@@ -27,6 +27,9 @@ class ErrorCode(str, enum.Enum):
     GIT_MISSING = "git_missing_in_image"
     GIT_CLONE_ERROR = "git_clone_error"
     GIT_SUBPATH_ERROR = "git_subpath_error"
+    SNAPSHOT_PERSIST_ERROR = "snapshot_persist_error"
+    SNAPSHOT_RESTORE_ERROR = "snapshot_restore_error"
+    SNAPSHOT_NOT_RESTORABLE = "snapshot_not_restorable"
 
 
 class SandboxError(Exception):
@@ -177,6 +180,33 @@ class WorkspaceStartError(SandboxRuntimeError):
                  cause: Optional[BaseException] = None) -> None:
         super().__init__(message=message, error_code=ErrorCode.WORKSPACE_START_ERROR, op="start",
                          context=context, cause=cause, retryable=False)
+
+
+class SnapshotError(SandboxError):
+    """A snapshot (snapshots.py) could not be persisted or restored."""
+
+
+class SnapshotPersistError(SnapshotError):
+    def __init__(self, *, snapshot_id: str, path: Any, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None) -> None:
+        super().__init__(message="failed to persist snapshot", error_code=ErrorCode.SNAPSHOT_PERSIST_ERROR,
+                         op="snapshot_persist", context={"snapshot_id": snapshot_id, "path": str(path), **dict(context or {})},
+                         cause=cause)
+
+
+class SnapshotRestoreError(SnapshotError):
+    def __init__(self, *, snapshot_id: str, path: Any, context: Optional[Mapping[str, object]] = None,
+                 cause: Optional[BaseException] = None) -> None:
+        super().__init__(message="failed to restore snapshot", error_code=ErrorCode.SNAPSHOT_RESTORE_ERROR,
+                         op="snapshot_restore", context={"snapshot_id": snapshot_id, "path": str(path), **dict(context or {})},
+                         cause=cause)
+
+
+class SnapshotNotRestorableError(SnapshotError):
+    def __init__(self, *, snapshot_id: str, path: Any, context: Optional[Mapping[str, object]] = None) -> None:
+        super().__init__(message="snapshot is not restorable", error_code=ErrorCode.SNAPSHOT_NOT_RESTORABLE,
+                         op="snapshot_restore", context={"snapshot_id": snapshot_id, "path": str(path), **dict(context or {})},
+                         retryable=False)
 
 
 class ArtifactError(SandboxError):

@@ -22,7 +22,6 @@ from .entries import Dir, GitRepo, LocalDir, LocalFile
 from .entry_base import _mode_of
 from .errors import (GitCloneError, GitMissingInImageError, GitSubpathError, InvalidManifestPathError,
                      LocalDirReadError, LocalFileReadError)
-from .types import WORKSPACE_ROOT
 
 MAX_MEMBERS = 100_000
 MAX_DEPTH = 64
@@ -62,22 +61,22 @@ class LocalSources:
     # -- checking ----------------------------------------------------------------
 
     @classmethod
-    def prepare(cls, entries: Mapping[str, Any], base: Optional[str] = None,
+    def prepare(cls, entries: Mapping[str, Any], root: str, base: Optional[str] = None,
                 grants: Sequence[str] = (), only_ephemeral: bool = False) -> "LocalSources":
+        """The sources of ``entries``, to be made under ``root`` (the manifest's)."""
         base = os.path.abspath(base or os.getcwd())
         sources = cls()
         try:
             for rel, entry in source_entries(entries):
                 if only_ephemeral and not entry.ephemeral:
                     continue
-                sources._add(rel, entry, base, grants)
+                sources._add(posixpath.join(root, rel), entry, base, grants)
         except BaseException:
             sources.close()
             raise
         return sources
 
-    def _add(self, rel: str, entry: Any, base: str, grants: Sequence[str]) -> None:
-        dest = posixpath.join(WORKSPACE_ROOT, rel)
+    def _add(self, dest: str, entry: Any, base: str, grants: Sequence[str]) -> None:
         if isinstance(entry, GitRepo):
             tree = self._clone(entry, base, grants)
             self._walk_dir(tree, dest, entry, skip_git=True, error=LocalDirReadError)

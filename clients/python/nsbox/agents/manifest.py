@@ -5,6 +5,7 @@ import copy
 import inspect
 import posixpath
 import re
+from pathlib import PurePosixPath
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .entries import Dir, EnvEntry, GitRepo, LocalDir, LocalFile, SandboxPathGrant, _coerce_entry
@@ -28,7 +29,9 @@ def _check_rel(key: str, shown: str) -> None:
 class Manifest:
     """What a fresh sandbox starts with: ``entries`` (relative path → :class:`File`,
     :class:`Dir` or a mount), ``environment`` (name → value or :class:`EnvEntry`),
-    ``extra_path_grants``. ``root`` must be ``/home/user``."""
+    ``extra_path_grants``. ``root`` (default ``/home/user``) is the sandbox's workspace root
+    as written: ``/workspace``, the SDK's default, is where commands start and files go
+    (docs/semantics.md, "The workspace root"); a root the server cannot take is its 422."""
 
     def __init__(
         self,
@@ -73,13 +76,17 @@ class Manifest:
 
     with_broad_in_container_mount_credential_exposure_acknowledged = with_broad_credential_exposure_acknowledged
 
+    @property
+    def root_path(self) -> PurePosixPath:
+        """The root as the sandbox's path (``/workspace/`` is ``/workspace``)."""
+        return PurePosixPath(posixpath.normpath(str(self.root)))
+
     def validate(self) -> None:
-        """Refuses what nsbox cannot honour, before any side effect."""
-        root = self.root.rstrip("/") or "/"
-        if root != WORKSPACE_ROOT:
-            raise SandboxConfigError(
-                "nsbox's workspace root is %s (the sandbox's home); manifest root %r is refused: leave root out"
-                % (WORKSPACE_ROOT, self.root), context={"root": self.root})
+        """Refuses what nsbox cannot honour, before any side effect. Which absolute roots
+        a sandbox can have is the server's rule (it names it in its 422)."""
+        if not isinstance(self.root, str) or not self.root.startswith("/"):
+            raise SandboxConfigError("the manifest's root is an absolute path in the sandbox (/workspace), not %r"
+                                     % (self.root,), context={"root": str(self.root)})
         if self.users or self.groups:
             raise SandboxConfigError("nsbox sandboxes have one user, `user`: manifest users and groups are refused")
         for g in self.extra_path_grants:
@@ -101,7 +108,7 @@ class Manifest:
             if isinstance(entry, Dir):
                 self._walk(entry.children, prefix + key.rstrip("/") + "/")
             elif isinstance(entry, _Mount):
-                target = entry.target(prefix + key)
+                target = entry.target(prefix + key, self.root_path)
                 if ".." in target.split("/"):
                     raise InvalidManifestPathError(rel=target, reason="escape_root")
 
@@ -143,7 +150,7 @@ class Manifest:
                 out[key] = d
             return out
 
-        return {"root": WORKSPACE_ROOT, "version": self.version, "entries": strip(self.entries)}
+        return {"root": str(self.root_path), "version": self.version, "entries": strip(self.entries)}
 
     def ephemeral_request(self) -> Dict[str, Any]:
         """The ephemeral file and dir entries alone (with the directories that hold them):
@@ -166,13 +173,14 @@ class Manifest:
         return request
 
     def mounts_request(self) -> List[Dict[str, Any]]:
-        return [m.request(key) for m, key in self.mount_targets()]
+        return [m.request(key, self.root_path) for m, key in self.mount_targets()]
 
     def mount_topology(self) -> List[Dict[str, Any]]:
-        return sorted((m.topology(key) for m, key in self.mount_targets()), key=lambda d: str(d.get("mount_path")))
+        return sorted((m.topology(key, self.root_path) for m, key in self.mount_targets()),
+                      key=lambda d: str(d.get("mount_path")))
 
     def describe(self) -> str:
-        lines = [WORKSPACE_ROOT]
+        lines = [str(self.root_path)]
 
         def walk(entries: Mapping[str, Any], depth: int) -> None:
             for key, entry in sorted(entries.items()):

@@ -1,16 +1,16 @@
 """Bucket mount entries (S3, GCS, R2, Azure Blob), mapped to the create request's "mounts"."""
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any, Dict, Optional, Tuple
 
 from .entry_base import _Entry
 from .errors import MountConfigError
-from .types import _ROOT
 
 
 class _Mount(_Entry):
-    """A bucket mount entry. ``mount_path``: None → the entry's path under the root;
-    relative → under the root; absolute → as given. ``read_only`` by default. The
+    """A bucket mount entry. ``mount_path``: None → the entry's path under the manifest's
+    root; relative → under the root; absolute → as given. ``read_only`` by default. The
     ``mount_strategy`` of the SDK (helpers run inside a container) does not apply: nsbox
     serves mounts from the host; an rclone pattern asks for nsbox's rclone strategy, a
     string (``builtin``, ``rclone``, ``s3fs``) names one."""
@@ -39,11 +39,11 @@ class _Mount(_Entry):
             return "rclone"
         return "builtin"
 
-    def target(self, key: str) -> str:
+    def target(self, key: str, root: PurePosixPath) -> str:
         if self.mount_path is None:
-            return str(_ROOT / key)
+            return str(root / key)
         p = str(self.mount_path)
-        return p if p.startswith("/") else str(_ROOT / p)
+        return p if p.startswith("/") else str(root / p)
 
     def _fields(self) -> Dict[str, Any]:
         raise NotImplementedError
@@ -51,10 +51,10 @@ class _Mount(_Entry):
     def _credentials(self) -> Dict[str, str]:
         raise NotImplementedError
 
-    def request(self, key: str) -> Dict[str, Any]:
+    def request(self, key: str, root: PurePosixPath) -> Dict[str, Any]:
         """The create request's mount object (with credentials)."""
         out = self._fields()
-        out["mount_path"] = self.target(key)
+        out["mount_path"] = self.target(key, root)
         out["read_only"] = bool(self.read_only)
         out["strategy"] = self.strategy_name()
         creds = self._credentials()
@@ -62,10 +62,10 @@ class _Mount(_Entry):
             out["credentials"] = creds
         return out
 
-    def topology(self, key: str) -> Dict[str, Any]:
+    def topology(self, key: str, root: PurePosixPath) -> Dict[str, Any]:
         """What identifies the mount without its secrets (resume compares these)."""
         out = self._fields()
-        out["mount_path"] = self.target(key)
+        out["mount_path"] = self.target(key, root)
         out["read_only"] = bool(self.read_only)
         out["strategy"] = self.strategy_name()
         return out

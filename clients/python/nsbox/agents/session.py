@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import posixpath
 import stat as _stat
+import tempfile
 from pathlib import PurePosixPath
-from typing import Any, Callable, List, Mapping, Optional, Union
+from typing import Any, BinaryIO, Callable, List, Mapping, Optional, Union
 
 from ..errors import AlreadyExists, NotFound, NsboxError, PermissionDenied
 from ..sandbox import Sandbox
@@ -24,9 +26,10 @@ from .errors import (
     WorkspaceReadNotFoundError,
     WorkspaceStartError,
 )
-from .manifest import _DRIVE, _resolve_env
+from .manifest import _DRIVE
+from .snapshots import persist, persists, restore
 from .state import NsboxSandboxSessionState
-from .types import _ROOT, _SANDBOX_USER, EntryKind, ExecResult, ExposedPortEndpoint, FileEntry, Permissions, PtyExecUpdate, _run
+from .types import _SANDBOX_USER, EntryKind, ExecResult, ExposedPortEndpoint, FileEntry, Permissions, PtyExecUpdate, _run
 
 
 # --------------------------------------------------------------------------------------
@@ -75,8 +78,9 @@ class NsboxSandboxSession:
     ``client.delete(session)``."""
 
     def __init__(self, sandbox: Sandbox, state: NsboxSandboxSessionState, *,
-                 server_features: Callable[[], Mapping[str, Any]]) -> None:
+                 server_features: Callable[[], Mapping[str, Any]], dependencies: Any = None) -> None:
         self._server_features = server_features  # the client's GET /v1/info, cached there
+        self._dependencies = dependencies  # the client's: where a remote snapshot spec's client is
         self.sandbox = sandbox
         self.state = state
         self._started = False
@@ -101,45 +105,61 @@ class NsboxSandboxSession:
         self._shut_down = False
         self.state.workspace_root_ready = True
 
+    @property
+    def _root(self) -> PurePosixPath:
+        """The workspace root: the manifest's, which is the sandbox's ``workspace_root``."""
+        return self.state.manifest.root_path
+
     async def stop(self) -> None:
         """Ends every PTY process, then persists the workspace through the session's
-        snapshot spec (nothing with the default, noop)."""
+        snapshot spec (snapshots.py; nothing with the default, noop). The sandbox runs on."""
         await self.pty_terminate_all()
-        if self.state.snapshot.get("type") == "nsbox" and not self._deleted:
-            await self.persist_workspace()
+        if persists(self.state.snapshot) and not self._deleted:
+            await persist(self.state.snapshot, self._save_archive, self._dependencies)
 
-    async def persist_workspace(self) -> str:
-        """A snapshot of the workspace on the server (``/home/user``; ``/mnt/files`` when
-        the spec says so): members relative, no mount, no secret. Its id, also recorded in
-        the session's state, so that ``resume`` of a sandbox that is gone restores it."""
-        include_files = bool(self.state.snapshot.get("include_files", False))
+    async def _save_archive(self, dest: Any) -> None:
         try:
-            snap = await _run(self.sandbox.snapshot, None, include_files=include_files)
+            await _run(self.sandbox.save_workspace_archive, dest, overwrite=True)
         except NsboxError as e:
-            raise WorkspaceArchiveReadError(path=_ROOT, cause=e) from e
-        previous = self.state.snapshot.get("id")
-        self.state.snapshot = {"type": "nsbox", "include_files": include_files, "id": snap.id,
-                               "fingerprint": snap.fingerprint}
-        if isinstance(previous, str) and previous and previous != snap.id:
-            try:  # one snapshot per session: the newest
-                await _run(Sandbox.remove_snapshot, previous, client=self.sandbox.client)
-            except NsboxError:
-                pass
-        return snap.id
+            raise WorkspaceArchiveReadError(path=self._root, context={"code": e.code, "message": e.message},
+                                            cause=e) from e
 
-    async def hydrate_workspace(self, snapshot_id: Optional[str] = None) -> None:
-        """Replaces the workspace with a snapshot's (the session's last one by default).
-        The sandbox restarts to do it: its processes and the kernel's state are lost."""
-        target = snapshot_id or self.state.snapshot.get("id")
-        if not isinstance(target, str) or not target:
-            raise SandboxConfigError("there is no snapshot to hydrate from: persist_workspace() first", op="hydrate")
-        env = await _resolve_env(self.state.manifest.environment)
-        env.update(self.state.options.env)
+    async def persist_workspace(self) -> BinaryIO:
+        """The workspace root as one tar archive (``GET .../workspace.tar``), a binary
+        stream at its start (a temporary file: close it): members relative to the root,
+        links kept as links (one pointing out of the root left out), bucket mounts and the
+        manifest's ephemeral entries left out by the server."""
+        archive = tempfile.TemporaryFile()
         try:
-            await _run(self.sandbox.stop)
-            await _run(self.sandbox.start, env or None, target)
+            await self._save_archive(archive)
+            archive.seek(0)
+        except BaseException:
+            archive.close()
+            raise
+        return archive  # type: ignore[return-value]
+
+    async def hydrate_workspace(self, data: Any = None) -> None:
+        """Replaces the workspace root with a tar archive (``PUT .../workspace.tar``): a
+        binary stream (what :meth:`persist_workspace` gave), bytes or a ``pathlib.Path``;
+        without one, the session's snapshot (its spec's last persist). Every member is
+        checked first: an absolute name, ``..``, a link pointing out, a hard link or a
+        device refuses the whole archive (WorkspaceArchiveWriteError) and nothing changes.
+        Files the archive does not hold are gone after, the manifest's ephemeral entries
+        too; bucket mounts stay; processes and the kernel go on."""
+        if isinstance(data, str):
+            raise SandboxConfigError("hydrate_workspace takes the archive (a binary stream, bytes or a pathlib.Path), "
+                                     "not a str: server snapshot ids are no longer hydrated", op="hydrate_workspace")
+        archive = await restore(self.state.snapshot, self._dependencies) if data is None else data
+        if isinstance(archive, os.PathLike):
+            archive = os.fspath(archive)
+        try:
+            await _run(self.sandbox.replace_workspace, archive)
         except NsboxError as e:
-            raise WorkspaceArchiveWriteError(path=_ROOT, cause=e) from e
+            raise WorkspaceArchiveWriteError(path=self._root, context={"code": e.code, "message": e.message},
+                                             cause=e) from e
+        finally:
+            if data is None and hasattr(archive, "close"):
+                archive.close()
 
     async def shutdown(self) -> None:
         """Ends this session's use of the sandbox; the sandbox keeps running for
@@ -260,7 +280,8 @@ class NsboxSandboxSession:
 
     async def exec(self, *command: Any, timeout: Optional[float] = None, shell: Union[bool, List[str]] = True,
                    user: Any = None) -> ExecResult:
-        """Runs a command in the sandbox (cwd and HOME the workspace root). ``shell=True``
+        """Runs a command in the sandbox: its cwd is the workspace root (the manifest's
+        ``root``), ``HOME`` is /home/user whatever the root. ``shell=True``
         runs ``sh -c`` on the arguments joined with shell quoting; a list is a shell
         prefix; ``False`` runs the arguments as they are. A non-zero exit is a result;
         ``timeout`` (seconds; the server's 180 s when None) raises ExecTimeoutError, the
@@ -301,8 +322,8 @@ class NsboxSandboxSession:
         if "\\" in text or _DRIVE.match(text):
             raise InvalidManifestPathError(rel=text, reason="absolute")
         given = PurePosixPath(text)
-        full = _lexical(given if given.is_absolute() else _ROOT / given)
-        if _within(full, _ROOT):
+        full = _lexical(given if given.is_absolute() else self._root / given)
+        if _within(full, self._root):
             return full
         best: Optional[SandboxPathGrant] = None
         for grant in self.state.manifest.extra_path_grants:
@@ -317,7 +338,7 @@ class NsboxSandboxSession:
         raise InvalidManifestPathError(rel=text, reason="absolute" if given.is_absolute() else "escape_root")
 
     def _allowed(self, path: PurePosixPath) -> bool:
-        if _within(path, _ROOT):
+        if _within(path, self._root):
             return True
         return any(_within(path, _lexical(PurePosixPath(g.path))) for g in self.state.manifest.extra_path_grants)
 
@@ -438,7 +459,7 @@ class NsboxSandboxSession:
         no error); a symlink itself, never its target."""
         self._check_user(user)
         p = self.normalize_path(path, for_write=True)
-        if p == _ROOT:
+        if p == self._root:
             raise InvalidManifestPathError(rel=path, reason="escape_root")
 
         def remove(target: str) -> Any:

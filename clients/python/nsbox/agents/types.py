@@ -1,14 +1,14 @@
-"""The SDK's small types: ExecResult, FileEntry, Permissions, EntryKind; the workspace root."""
+"""The SDK's small types: ExecResult, FileEntry, Permissions, EntryKind; the default root."""
 from __future__ import annotations
 
 import asyncio
 import enum
 import stat as _stat
-from pathlib import PurePosixPath
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Optional
 
+# The root of a Manifest that names none: the sandbox's home, as before nsbox had workspace
+# roots. Any other root (the SDK's /workspace) is the sandbox's `workspace_root` as written.
 WORKSPACE_ROOT = "/home/user"
-_ROOT = PurePosixPath(WORKSPACE_ROOT)
 _SANDBOX_USER = "user"
 
 
