@@ -30,7 +30,7 @@ import { Client, type ConnectionOptions } from "../connection.js";
 import { NotFound, NsboxError } from "../errors.js";
 import type { CreateSandbox } from "../models.js";
 import { Sandbox } from "../sandbox.js";
-import { LocalSources, type LocalSourceOptions } from "./local-sources.js";
+import { LocalSources } from "./local-sources.js";
 import { assertManifestSupported, serverManifest } from "./manifest.js";
 import { mountRequests, withoutMountCredentials } from "./mounts.js";
 import { NsboxSandboxSession, type NsboxSandboxSessionState, type NsboxSessionSettings } from "./session.js";
@@ -51,8 +51,6 @@ export type NsboxSandboxSpec = Omit<CreateSandbox, "manifest" | "env">;
 export interface NsboxSandboxClientOptions extends SandboxClientOptions, NsboxSessionSettings {
   /** The sandbox's spec: `size`, `net`, `ttl_s`, `name`, `from_snapshot`, `home_size`... */
   sandbox?: NsboxSandboxSpec;
-  /** Where the manifest's `local_file`, `local_dir` and `git_repo` sources are read, and their bounds. */
-  localSources?: LocalSourceOptions;
   /**
    * The sessions' snapshot spec when `create` is given none: `{type: "local", baseDir?}`
    * or `{type: "remote", store}` (persisted when the state is serialized), or `noop`. A
@@ -245,5 +243,6 @@ function settingsOf(options: NsboxSandboxClientOptions): NsboxSessionSettings {
   const settings: NsboxSessionSettings = {};
   if (options.commandDeadlineS !== undefined) settings.commandDeadlineS = options.commandDeadlineS;
   if (options.defaultShell !== undefined) settings.defaultShell = options.defaultShell;
+  if (options.localSources !== undefined) settings.localSources = options.localSources;
   return settings;
 }

@@ -11,21 +11,28 @@
  * - files → the `fs` routes (`GET`/`PUT .../fs`, `fs:ls`, `fs:stat`, `DELETE .../fs`),
  *   which never follow a symlink and act as the sandbox's user.
  * - `persistWorkspace` / `hydrateWorkspace` → `GET` / `PUT .../workspace.tar`, the
- *   workspace root as one tar archive.
+ *   workspace root as one tar archive;
+ * - `materializeEntry` / `applyManifest` → the `fs` routes again (materialize.ts): entries
+ *   added to the running sandbox, relative to the manifest's root, and to the session's
+ *   manifest; mounts are made at create only.
  *
  * Tool outputs are made by the SDK's own `formatExecResponse` and `truncateOutput`, so
  * that they read as every other backend's.
  */
 import {
+  Manifest,
   SandboxLifecycleError,
+  SandboxUnsupportedFeatureError,
   SandboxWorkspaceArchiveReadError,
   SandboxWorkspaceArchiveWriteError,
   SandboxWorkspaceReadNotFoundError,
   WorkspacePathPolicy,
+  cloneManifest,
   recordExposedPortEndpoint,
   type ExecCommandArgs,
   type ExposedPortEndpoint,
   type ListDirectoryArgs,
+  type MaterializeEntryArgs,
   type ReadFileArgs,
   type SandboxArchiveLimits,
   type SandboxDirectoryEntry,
@@ -40,16 +47,24 @@ import {
 } from "@openai/agents-core/sandbox";
 import {
   MAX_VIEW_IMAGE_BYTES,
+  assertExistingMountTopologyPreserved,
   elapsedSeconds,
   formatExecResponse,
   imageOutputFromBytes,
+  mergeManifestDelta,
+  normalizePosixPath,
+  recordLiveMountCredentialAuthority,
   truncateOutput,
+  withExclusiveSandboxManifestMutation,
 } from "@openai/agents-core/sandbox/internal";
 import { UserError, applyDiff, type Editor } from "@openai/agents-core";
 
 import { NotFound, NsboxError } from "../errors.js";
 import type { Sandbox } from "../sandbox.js";
-import { missingCapability } from "./manifest.js";
+import type { LocalSourceOptions } from "./local-sources.js";
+import { assertManifestSupported, missingCapability } from "./manifest.js";
+import { entriesToMake, writeManifestEntries } from "./materialize.js";
+import { withoutMountCredentials } from "./mounts.js";
 import { checkArchiveLimits } from "./workspace-archives.js";
 
 /** The state the SDK keeps and serializes (through the client) for an nsbox session. */
@@ -72,6 +87,11 @@ export interface NsboxSessionSettings {
   commandDeadlineS?: number;
   /** The shell of commands that name none (default /bin/bash). */
   defaultShell?: string;
+  /**
+   * Where the manifest's `local_file`, `local_dir` and `git_repo` sources are read, and
+   * their bounds: at create, and for `materializeEntry` / `applyManifest` after it.
+   */
+  localSources?: LocalSourceOptions;
 }
 
 // The SDK's defaults (its shell capability and Unix-local client).
@@ -322,6 +342,73 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
       throw e;
     }
     return imageOutputFromBytes(args.path, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  }
+
+  // -- manifest entries after create ---------------------------------------------------------
+
+  /**
+   * Makes one manifest entry in the running sandbox (`file`, `dir`, `local_file`,
+   * `local_dir`, `git_repo`) at `path`, relative to the manifest's root (or absolute under
+   * it), and adds it to the session's manifest: what the SDK's skills (`load_skill`) and
+   * memory capabilities call. What is at the path already is merged into as the SDK's own
+   * clients do: a directory keeps what it holds, a file is replaced. A mount entry is
+   * refused (SandboxUnsupportedFeatureError naming its type and path): nsbox makes mounts
+   * at create only.
+   */
+  async materializeEntry(args: MaterializeEntryArgs): Promise<void> {
+    this.assertOpen();
+    this.assertNoRunAs(args.runAs, "materializeEntry");
+    const entry = structuredClone(args.entry);
+    await withExclusiveSandboxManifestMutation(this.state, async () => {
+      const root = this.state.manifest.root;
+      await this.addEntries(new Manifest({ root, entries: { [this.logicalPath(args.path)]: entry } }));
+    });
+  }
+
+  /**
+   * Makes a manifest's entries in the running sandbox, as `materializeEntry` makes each,
+   * and merges the manifest into the session's (its path grants too). Refused before
+   * anything is made: users and groups, `hostPath` grants, mounts the sandbox was not
+   * created with (one it serves, unchanged, is left as it is), and environment variables
+   * other than the sandbox's (set when it is made).
+   */
+  async applyManifest(manifest: Manifest, runAs?: string): Promise<void> {
+    this.assertOpen();
+    this.assertNoRunAs(runAs, "applyManifest");
+    const delta = cloneManifest(manifest);
+    await withExclusiveSandboxManifestMutation(this.state, async () => {
+      assertManifestSupported(delta);
+      const environment = await delta.resolveEnvironment();
+      const changed = Object.keys(environment).filter((k) => this.state.environment?.[k] !== environment[k]).sort();
+      if (changed.length) {
+        throw new SandboxUnsupportedFeatureError(`NsboxSandboxClient: the environment of a running nsbox sandbox is set ` +
+          `when it is made; applyManifest cannot set ${changed.join(", ")}. Create the session with them.`,
+        { provider: "nsbox", feature: "applyManifest.environment", variables: changed });
+      }
+      await this.addEntries(delta);
+    });
+  }
+
+  /** The entries of `delta` made in the sandbox, then `delta` merged into the session's manifest. */
+  private async addEntries(delta: Manifest): Promise<void> {
+    const current = this.state.manifest;
+    const next = mergeManifestDelta(current, withoutMountCredentials(delta));
+    assertExistingMountTopologyPreserved(current, next); // the SDK's SandboxMountError, naming the path
+    // Sources are confined to the base directory and the path grants, the delta's included.
+    await writeManifestEntries(this.sandbox, entriesToMake(current, delta, next.extraPathGrants), this.settings.localSources);
+    recordLiveMountCredentialAuthority(next, current); // the mounts are the ones the sandbox was made with
+    this.state.manifest = next;
+  }
+
+  /** A manifest path relative to the root: relative as given, or absolute under the root. */
+  private logicalPath(path: string): string {
+    const root = normalizePosixPath(this.state.manifest.root);
+    const given = path.trim();
+    if (!given.startsWith("/")) return given;
+    const absolute = normalizePosixPath(given);
+    if (absolute === root) return "";
+    if (absolute.startsWith(root === "/" ? "/" : `${root}/`)) return absolute.slice(root === "/" ? 1 : root.length + 1);
+    throw new UserError(`Sandbox path "${path}" must stay within ${root}.`);
   }
 
   // -- the workspace as one tar archive ----------------------------------------------------

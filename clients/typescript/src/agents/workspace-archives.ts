@@ -42,8 +42,8 @@ import {
 } from "@openai/agents-core/sandbox";
 
 import type { Sandbox } from "../sandbox.js";
-import { LocalSources, type LocalSourceOptions } from "./local-sources.js";
-import { serverManifest, type ServerEntry } from "./manifest.js";
+import type { LocalSourceOptions } from "./local-sources.js";
+import { writeManifestEntries } from "./materialize.js";
 
 /** A snapshot's id is one path segment of the snapshot directory, never `.` or `..`. */
 const SNAPSHOT_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
@@ -284,27 +284,5 @@ export async function remakeEphemeralEntries(sandbox: Sandbox, manifest: Manifes
     if (!isMount(entry)) ephemeral[logicalPath] = entry;
   }
   if (!Object.keys(ephemeral).length) return;
-  const only = new Manifest({ root: manifest.root, entries: ephemeral, extraPathGrants: manifest.extraPathGrants });
-  const sources = await LocalSources.read(only, options);
-  try {
-    const { root, entries } = serverManifest(only, sources);
-    await writeEntries(sandbox, root, entries);
-    await sources.writeInto(sandbox);
-  } finally {
-    await sources.close();
-  }
-}
-
-async function writeEntries(sandbox: Sandbox, dir: string, entries: Record<string, ServerEntry>): Promise<void> {
-  for (const [name, entry] of Object.entries(entries)) {
-    const target = path.posix.join(dir, name);
-    if (entry.type === "dir") {
-      await sandbox.fs.mkdir(target, { parents: true });
-      await writeEntries(sandbox, target, (entry["children"] ?? {}) as Record<string, ServerEntry>);
-    } else if (entry.type === "file") {
-      const content = typeof entry["content_b64"] === "string" ? Buffer.from(entry["content_b64"], "base64") : String(entry["content"] ?? "");
-      // The server's default for a manifest's files, the SDK's: 0755.
-      await sandbox.fs.write(target, content, { mode: typeof entry["permissions"] === "number" ? entry["permissions"] : 0o755 });
-    }
-  }
+  await writeManifestEntries(sandbox, new Manifest({ root: manifest.root, entries: ephemeral, extraPathGrants: manifest.extraPathGrants }), options);
 }
