@@ -80,8 +80,9 @@ Error too_large_download(const std::string& path, const struct stat& st) {
                         format_bytes(static_cast<uint64_t>(st.st_blocks) * 512) + " on disk), more than the download limit of 10 GiB");
 }
 
-// What every fs route starts with: its ?path= (required), the sandbox's view (409 when
-// it is not running), and the path as the sandbox shows it (422 for `..`, /proc, ...).
+// What every fs route starts with: its ?path= (required), the sandbox's view as ?run_as=
+// (one of its accounts; user by default; 404 for none), 409 when it is not running, and
+// the path as the sandbox shows it (422 for `..`, /proc, ...).
 struct FsTarget {
   std::string path;   // as asked
   std::string shown;  // normalized: absolute in the sandbox
@@ -92,7 +93,8 @@ Result<FsTarget> fs_target(const Runtime& runtime, const HttpRequest& r, const s
   auto path = r.query.find("path");
   if (path == r.query.end() || path->second.empty())
     return fail(make_error(ErrorCode::kMalformedRequest, "the path goes in ?path="));
-  auto fs = NSBOX_TRY(runtime.sandbox_fs(sandbox));
+  auto run_as = r.query.find("run_as");
+  auto fs = NSBOX_TRY(runtime.sandbox_fs(sandbox, run_as == r.query.end() ? "" : run_as->second));
   auto shown = NSBOX_TRY(fs.path_of(path->second));
   return FsTarget{path->second, std::move(shown), std::move(fs)};
 }

@@ -1,5 +1,5 @@
 // Processes that outlive a request (docs/api.md, "Processes"; runtime/supervisor/processes.h):
-// POST .../processes {command|argv, env, cwd, tty, cols, rows} -> 201 {pid};
+// POST .../processes {command|argv, env, cwd, run_as, tty, cols, rows} -> 201 {pid};
 // GET .../processes; GET .../processes/{pid}/output?offset=&stderr_offset=&follow=&timeout_s=
 // (NDJSON); POST .../processes/{pid}/input {data|data_b64, eof}; POST .../processes/{pid}/
 // signal {signal}; DELETE .../processes/{pid}.
@@ -63,6 +63,7 @@ Result<ProcessStart> start_of(const Json& body) {
     }
   }
   start.cwd = NSBOX_TRY(cwd_of(body));
+  start.run_as = NSBOX_TRY(run_as_of(body));
   if (auto t = body.find("tty"); t != body.end()) {
     if (!t->is_boolean()) return fail(make_error(ErrorCode::kMalformedRequest, "\"tty\" must be true or false"));
     start.tty = t->get<bool>();
@@ -100,7 +101,7 @@ bool stream_event(Exchange& x, const Json& read, const char* stream, uint64_t& n
 void ApiService::process_start(Exchange& x, const Call& c) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
-  if (auto ok = only_fields(*body, {"command", "argv", "env", "cwd", "tty", "cols", "rows"}); !ok) return respond_error(x, ok.error());
+  if (auto ok = only_fields(*body, {"command", "argv", "env", "cwd", "run_as", "tty", "cols", "rows"}); !ok) return respond_error(x, ok.error());
   auto start = start_of(*body);
   if (!start) return respond_error(x, start.error());
   auto pid = runtime_.process_start(c.sandbox, *start);

@@ -1,5 +1,5 @@
 // PTY sessions (docs/semantics.md, "PTY sessions"): POST .../pty {argv|command, cols,
-// rows, env, cwd} -> {session_id}; POST .../pty/{pty}/input {chars|chars_b64, yield_ms};
+// rows, env, cwd, run_as} -> {session_id}; POST .../pty/{pty}/input {chars|chars_b64, yield_ms};
 // GET .../pty/{pty}/output?yield_ms=; POST .../pty/{pty}/resize {cols, rows};
 // DELETE .../pty/{pty}; DELETE .../pty (all of them).
 #include <algorithm>
@@ -33,7 +33,7 @@ Result<uint64_t> pty_id(std::string_view text) {
 void ApiService::pty_start(Exchange& x, const Call& c) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
-  if (auto ok = only_fields(*body, {"argv", "command", "cols", "rows", "env", "cwd"}); !ok) return respond_error(x, ok.error());
+  if (auto ok = only_fields(*body, {"argv", "command", "cols", "rows", "env", "cwd", "run_as"}); !ok) return respond_error(x, ok.error());
   PtyStart start;
   if (auto it = body->find("command"); it != body->end() && it->is_string()) start.argv = {"/bin/bash", "-c", it->get<std::string>()};
   else if (auto a = body->find("argv"); a != body->end() && a->is_array())
@@ -51,6 +51,9 @@ void ApiService::pty_start(Exchange& x, const Call& c) {
   auto cwd = cwd_of(*body);
   if (!cwd) return respond_error(x, cwd.error());
   start.cwd = *cwd;
+  auto run_as = run_as_of(*body);
+  if (!run_as) return respond_error(x, run_as.error());
+  start.run_as = *run_as;
   auto sid = runtime_.pty_start(c.sandbox, start);
   if (!sid) return respond_error(x, sid.error());
   x.respond(201, {{"session_id", *sid}});

@@ -186,13 +186,13 @@ void ApiService::run_command(Exchange& x, const Call& c) {
   const std::string& sandbox = c.sandbox;
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
-  if (auto ok = only_fields(*body, {"command", "argv", "env", "cwd", "timeout_s", "stdin", "stdin_b64"}); !ok)
+  if (auto ok = only_fields(*body, {"command", "argv", "env", "cwd", "run_as", "timeout_s", "stdin", "stdin_b64"}); !ok)
     return respond_error(x, ok.error());
   Json request = Json::object();
   auto argv = command_argv(*body);
   if (!argv) return respond_error(x, argv.error());
   request["argv"] = std::move(*argv);
-  for (const char* k : {"env", "cwd", "timeout_s"})
+  for (const char* k : {"env", "cwd", "run_as", "timeout_s"})
     if (body->contains(k)) request[k] = (*body)[k];
   auto command = CommandRequest::from_json(request);
   if (!command) return respond_error(x, command.error());

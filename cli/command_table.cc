@@ -14,6 +14,7 @@ const FlagHelp kNet{"net", "MODE",
 const FlagHelp kNetAllowPrivate{"net-allow-private", "HOST[,HOST...]",
                                 "hosts of the allowlist that may resolve to private or loopback addresses"};
 const FlagHelp kEnv{"env", "K=V", "an environment variable (repeatable); values are never written to disk"};
+const FlagHelp kRunAs{"as", "USER", "run it as one of the sandbox's users (nsbox create --user) instead of user"};
 const FlagHelp kTools{"tools", "BACKEND", "what answers run_composio_tool: composio (COMPOSIO_API_KEY), dir, replay or callback (docs/tools.md)"};
 const FlagHelp kToolsDir{"tools-dir", "DIR", "tools as executables DIR/SLUG, run on the host (JSON arguments in, JSON result out)"};
 const FlagHelp kToolsConfig{"tools-config", "FILE", "tool settings and keys from a JSON file of yours, mode 0600 (or NSBOX_TOOLS_CONFIG)"};
@@ -58,6 +59,9 @@ const std::vector<CommandHelp>& command_table() {
          "the workspace's entries, environment and mounts from a JSON manifest (docs/semantics.md, \"Manifests\"); "
          "a list of mounts may be given more than once"},
         {"local-grant", "DIR", "a directory the manifest's local_file, local_dir and git_repo may read besides its own (repeatable)"},
+        {"user", "NAME[:UID]",
+         "an account of the sandbox's besides user, with a host id of its own (repeatable; uid 1001 and up unless given); "
+         "commands run as it with --as"},
         kTools,
         kToolsDir,
         kToolsConfig,
@@ -84,7 +88,7 @@ const std::vector<CommandHelp>& command_table() {
       {"interrupt", "ID", "interrupt the running cell (its state is kept)", {}, cmd_interrupt},
       {"restart", "ID", "a fresh Python interpreter (the state is lost)", {}, cmd_restart},
       {"sh", "ID [FLAGS] -- CMD...", "run a command in a sandbox (one argument: a bash command line)",
-       {kTimeout, kEnv, {"tty", nullptr, "interactively, on a terminal of the sandbox (raw mode, window size; no deadline)"}, kRaw},
+       {kTimeout, kEnv, kRunAs, {"tty", nullptr, "interactively, on a terminal of the sandbox (raw mode, window size; no deadline)"}, kRaw},
        cmd_sh, true, "exit status: the command's; 124 past the deadline; 125 nsbox failed."},
       {"run", "[FLAGS] -- CMD...", "one-shot: create a sandbox, run the command, remove it",
        {kSize, {"net", "MODE", "none (the default) or host; allow= and internet need nsbox create"}, kTimeout, kEnv, kRaw},
@@ -129,9 +133,10 @@ const std::vector<CommandHelp>& command_table() {
         kRaw},
        cmd_pty, false,
        "CHARS are raw bytes: $'ls\n', $'\x03' for Ctrl-C. --json: {output, exit_code} (exit_code null while it runs)."},
-      {"spawn", "ID [--cwd DIR] [--env K=V] [--tty] -- CMD...", "start a process that outlives this command, print its pid",
+      {"spawn", "ID [--cwd DIR] [--env K=V] [--as USER] [--tty] -- CMD...", "start a process that outlives this command, print its pid",
        {{"cwd", "DIR", "its working directory (default: the workspace root)"},
         kEnv,
+        kRunAs,
         {"tty", nullptr, "on a terminal of the sandbox (one output stream)"}},
        cmd_spawn, false,
        "One argument with a space is a bash command line. The pid names it for ps, logs and kill; its status stays until "

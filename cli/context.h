@@ -18,7 +18,7 @@ struct CommandContext {
 
 // `nsbox sh --tty`: argv on a terminal of the sandbox, this terminal in raw mode, its
 // window size followed; the exit status is the command's (cli/pty_commands.cc).
-int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector<std::string>& argv, const EnvList& env);
+int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const CommandRequest& command);
 
 // Parses the arguments by the command's flags (cli/command_table.h), settles --json and
 // --root, opens the runtime. On failure the error has been printed and `exit_code` set.

@@ -76,6 +76,7 @@ Result<CommandRequest> command_request(const ParsedArgs& args, bool via_shell) {
   req.argv = via_shell ? to_argv(args.command) : args.command;
   req.env = NSBOX_TRY(env_flags(args));
   req.timeout_s = NSBOX_TRY(timeout_flag(args));
+  if (args.values.count("as")) req.run_as = args.value("as");
   return req;
 }
 
@@ -90,7 +91,7 @@ int cmd_sh(const Invocation& inv) {
   auto req = command_request(ctx->args, true);
   if (!req) return ctx->out.error(req.error());
   // A terminal: no deadline, no capture; the local terminal in raw mode (pty_commands.cc).
-  if (ctx->args.has("tty")) return sh_on_tty(*ctx, ctx->args.positionals.front(), req->argv, req->env);
+  if (ctx->args.has("tty")) return sh_on_tty(*ctx, ctx->args.positionals.front(), *req);
   Captured captured;
   // --json: the supervisor's capture is the result (stdout cut at 64 KiB, the rest in a
   // file); no output is streamed.

@@ -1,6 +1,7 @@
 // create, ls, inspect, stop, start, resize, rm.
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <functional>
 #include <type_traits>
@@ -55,6 +56,19 @@ nlohmann::json field_value(const FlagHelp& flag, const ParsedArgs& args) {
     }
   });
   return value;
+}
+
+// --user NAME[:UID] as the create document's user (runtime/core/sandbox_accounts.h
+// checks the name and the id).
+Result<nlohmann::json> user_flag(const std::string& flag) {
+  auto colon = flag.find(':');
+  if (colon == std::string::npos) return nlohmann::json{{"name", flag}};
+  std::string id = flag.substr(colon + 1);
+  uint64_t uid = 0;
+  auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), uid);
+  if (id.empty() || ec != std::errc() || end != id.data() + id.size())
+    return fail(make_error(ErrorCode::kInvalidArgument, "--user " + flag + ": the id after ':' must be a number"));
+  return nlohmann::json{{"name", flag.substr(0, colon)}, {"uid", uid}};
 }
 
 // The create document (runtime/client/create_options.h) from the flags: one parser for the
@@ -117,6 +131,11 @@ Result<nlohmann::json> create_document(const ParsedArgs& args) {
       doc["local_sources"] = {{"base", NSBOX_TRY(real_dir(path, "--manifest"))}, {"grants", grants}};
     }
   if (!mounts.empty()) doc["mounts"] = std::move(mounts);
+  if (auto it = args.values.find("user"); it != args.values.end()) {
+    nlohmann::json users = nlohmann::json::array();
+    for (const auto& flag : it->second) users.push_back(NSBOX_TRY(user_flag(flag)));
+    doc["users"] = std::move(users);
+  }
   if (nlohmann::json tools = tools_document(args); !tools.empty()) doc["tools"] = std::move(tools);
   return doc;
 }

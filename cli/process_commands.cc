@@ -1,6 +1,6 @@
 // Processes that outlive the command that started them (docs/semantics.md, "Processes"):
 //
-//   nsbox spawn ID [--cwd DIR] [--env K=V] [--tty] -- CMD...   -> its pid
+//   nsbox spawn ID [--cwd DIR] [--env K=V] [--as USER] [--tty] -- CMD...   -> its pid
 //   nsbox ps ID                                                 -> pid, status, exit code, command
 //   nsbox logs ID PID [--follow] [--offset N] [--stderr-offset N]
 //   nsbox kill ID PID [SIGNAL]     with SIGNAL: sends it; without: kills and removes it
@@ -46,6 +46,7 @@ int spawn(CommandContext& ctx, const std::string& sandbox) {
   if (!env) return ctx.out.error(env.error());
   start.env = std::move(*env);
   if (ctx.args.values.count("cwd")) start.cwd = ctx.args.value("cwd");
+  if (ctx.args.values.count("as")) start.run_as = ctx.args.value("as");
   start.tty = ctx.args.has("tty");
   auto pid = ctx.runtime->process_start(sandbox, start);
   if (!pid) return ctx.out.error(pid.error());

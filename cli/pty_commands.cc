@@ -71,11 +71,12 @@ class RawMode {
 
 }  // namespace
 
-int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const std::vector<std::string>& argv, const EnvList& env) {
+int sh_on_tty(CommandContext& ctx, const std::string& sandbox, const CommandRequest& command) {
   const Runtime& rt = *ctx.runtime;
   PtyStart start;
-  start.argv = argv;
-  start.env = env;
+  start.argv = command.argv;
+  start.env = command.env;
+  start.run_as = command.run_as;
   // SIGWINCH: the window changed. SIGHUP, SIGTERM: we are told to go; the session goes
   // with us and the terminal is given back as it was. Blocked before the size is read:
   // a resize between the reading and the session's start waits for the loop below

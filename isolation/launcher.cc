@@ -131,7 +131,8 @@ Result<void> join_cgroup(const cgroup::Join& join) {
   if (command) keep.insert(keep.end(), {&command->stdin_fd, &command->stdout_fd, &command->stderr_fd});
   step(arrange_fds(spec.control_fd, keep));
   if (::chdir("/home/user") != 0) child_fail(sync_fd, sys_error("chdir /home/user"));
-  step(capabilities::drop_all_in_child());
+  bool switches_ids = !spec.extra_ids.empty() && !command;
+  step(switches_ids ? capabilities::drop_all_but_id_switching_in_child() : capabilities::drop_all_in_child());
   auto listener = seccomp::install(*spec.seccomp);
   if (!listener) child_fail(sync_fd, listener.error());
   step(send_fd(sync_fd, *listener));
@@ -226,7 +227,7 @@ Result<Sandbox> launch(const Spec& spec) {
     ::waitpid(sb.init_pid, nullptr, 0);
     return fail(std::move(e));
   };
-  if (auto r = userns::write_maps(sb.init_pid, userns::host_ids()); !r) return abort_child(r.error());
+  if (auto r = userns::write_maps(sb.init_pid, userns::host_ids(), spec.extra_ids); !r) return abort_child(r.error());
   if (::write(parent_end.get(), "G", 1) != 1) return abort_child(sys_error("start the sandbox setup"));
   if (spec.while_building) spec.while_building();
   auto listener = await_child(parent_end.get(), spec.command.has_value());

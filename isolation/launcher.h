@@ -13,7 +13,9 @@
 //                                            hostname, loopback up
 //                                            build the root on a tmpfs, pivot_root, detach
 //                                            PDEATHSIG, setsid, rlimits, close fds
-//                                            drop every capability, no_new_privs
+//                                            drop every capability (init of a sandbox
+//                                            with accounts: all but setuid, setgid, kill),
+//                                            no_new_privs
 //                                            seccomp (last: earlier steps need mount etc.)
 //   ◄──────────── listener fd ────────────   send the seccomp listener fd
 //   ◄──────────── EOF on exec ────────────   exec /opt/nsbox/nsbox-init
@@ -36,6 +38,7 @@
 #include "isolation/seccomp_policy.h"
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
+#include "isolation/userns.h"
 
 namespace nsbox::launcher {
 
@@ -50,6 +53,10 @@ struct Spec {
   std::vector<std::string> init_argv;
   std::vector<std::string> init_env;
   int control_fd = -1;  // becomes fd 3 in init
+  // The ids of the accounts the sandbox declares (userns.h): mapped besides its user's,
+  // and with any, init keeps what it needs to start commands as them
+  // (capabilities::drop_all_but_id_switching_in_child). The rootfs spec has their names.
+  userns::ExtraIds extra_ids;
   // One-shot sandboxes: pid 1 runs this one command (command_pid1.h) instead of exec'ing
   // init; control_fd is then unused and its reports arrive on Sandbox::reports.
   std::optional<command_pid1::Command> command;

@@ -32,6 +32,7 @@ enum class StepKind {
   kDir,            // an empty directory (a mount point for something attached later)
   kOverlay,        // a read-only overlay at `target`: `layer` over host `source`
   kWorkspace,      // the directory `source` (relative, under the tree built at `data`) bound at `target`
+  kShared,         // the directory `target` made writable by every account, sticky (mode 1777, as /tmp)
 };
 
 // A file of an overlay's own layer.
@@ -84,6 +85,11 @@ struct Spec {
   // The sandbox's workspace root (runtime/core/workspace_root.h): a directory of the home
   // volume shown at this path; /home/user itself: nothing to do.
   std::string workspace_root = kHome;
+  // The accounts the sandbox declares besides `user` (runtime/core/sandbox_accounts.h):
+  // their lines of /etc/passwd and /etc/group. With any, the workspace root is shared by
+  // them (kShared): each may make files there, and none may remove another's.
+  std::string passwd_extra;
+  std::string group_extra;
 };
 
 std::vector<Step> plan(const Spec& spec);

@@ -218,6 +218,10 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
       return mount_overlay(s, path, staging);
     case StepKind::kWorkspace:
       return bind_workspace(s, staging);
+    case StepKind::kShared:
+      // The mount's root, made just above; the sandbox user owns it (no link to follow).
+      if (::chmod(p, 01777) != 0) return fail(sys_error("chmod 1777 " + s.target + " (shared by the sandbox's accounts)"));
+      return {};
   }
   return {};
 }

@@ -72,6 +72,10 @@ void add_etc(const Spec& spec, std::vector<Step>& steps) {
     if (auto text = files::read_file(source, 1 << 20)) etc.layer.push_back({name, std::move(*text)});
   };
   for (const char* f : {"passwd", "group", "hosts"}) add_copy(f, spec.sandbox_libexec + "/etc/" + f);
+  for (auto& file : etc.layer) {
+    if (file.name == "passwd") file.data += spec.passwd_extra;
+    if (file.name == "group") file.data += spec.group_extra;
+  }
   // The host's machine-id is a stable fingerprint of the host: each sandbox gets one of
   // its own, in the same format (32 lowercase hex digits, a newline). /var, where D-Bus
   // keeps its copy, is not in the sandbox at all.
@@ -208,6 +212,7 @@ std::vector<Step> plan(const Spec& spec) {
   // Before the mount points: a bucket may be mounted inside the workspace.
   if (std::string in_home = workspace_in_home(spec.workspace_root); !in_home.empty())
     steps.push_back({StepKind::kWorkspace, in_home, spec.workspace_root, kHome});
+  if (!spec.passwd_extra.empty()) steps.push_back({StepKind::kShared, {}, spec.workspace_root});
   steps.push_back({StepKind::kTmpfs, {}, "/tmp", size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=1777", kWritable});
   if (spec.files_attached_later)
     steps.push_back({StepKind::kDir, {}, "/mnt/files"});

@@ -47,16 +47,30 @@ HostIds host_ids() {
   return {::geteuid(), ::getegid()};
 }
 
-Result<void> write_maps(pid_t child, HostIds ids) {
+uid_t host_uid(HostIds ids, uid_t inside) { return ids.uid + (inside - kSandboxUid); }
+gid_t host_gid(HostIds ids, gid_t inside) { return ids.gid + (inside - kSandboxGid); }
+
+Result<void> write_maps(pid_t child, HostIds ids, const ExtraIds& extra) {
+  if (!extra.empty() && ::geteuid() != 0)
+    return fail(make_error(ErrorCode::kUnsupported, "a sandbox with users of its own needs nsbox to run as root",
+                           "rootless, one id is all an unprivileged process may map (newuidmap is not used yet)"));
   std::string proc = "/proc/" + std::to_string(child);
   // Unprivileged, the gid map may only be written after setgroups is denied (and the
   // user's own supplementary groups then stay: the kernel allows no way to drop them).
   // As root, setgroups stays allowed so the child can drop root's groups itself, and
   // without capabilities the sandbox can never call it again.
   if (::geteuid() != 0) NSBOX_CHECK(files::write_file(proc + "/setgroups", "deny"));
-  NSBOX_CHECK(files::write_file(proc + "/uid_map", std::to_string(kSandboxUid) + " " + std::to_string(ids.uid) + " 1\n"));
-  NSBOX_CHECK(files::write_file(proc + "/gid_map", std::to_string(kSandboxGid) + " " + std::to_string(ids.gid) + " 1\n"));
-  return {};
+  std::string uid_map = std::to_string(kSandboxUid) + " " + std::to_string(ids.uid) + " 1\n";
+  for (uid_t u : extra.uids) uid_map += std::to_string(u) + " " + std::to_string(host_uid(ids, u)) + " 1\n";
+  std::string gid_map = std::to_string(kSandboxGid) + " " + std::to_string(ids.gid) + " 1\n";
+  for (gid_t g : extra.gids) gid_map += std::to_string(g) + " " + std::to_string(host_gid(ids, g)) + " 1\n";
+  auto mapped = files::write_file(proc + "/uid_map", uid_map);
+  if (mapped) mapped = files::write_file(proc + "/gid_map", gid_map);
+  if (!mapped && !extra.empty())
+    return fail(std::move(mapped.error())
+                    .context("map the sandbox's accounts to host ids " + std::to_string(ids.uid) + " and up (this host's user "
+                             "namespace must map them)"));
+  return mapped;
 }
 
 Result<void> become_sandbox_user_in_child() {

@@ -1,7 +1,10 @@
-// The user namespace: one id inside (1000, "user"), mapped to one unprivileged host id.
+// The user namespace: one id inside (1000, "user"), mapped to one unprivileged host id,
+// and one more per account the sandbox declares.
 #pragma once
 
 #include <sys/types.h>
+
+#include <vector>
 
 #include "isolation/sys/error.h"
 
@@ -22,8 +25,21 @@ struct HostIds {
 constexpr uid_t kRootModeHostId = 1'800'000'000;
 HostIds host_ids();
 
-// Parent side, while the child waits: setgroups=deny, then the uid and gid maps.
-Result<void> write_maps(pid_t child, HostIds ids);
+// The ids a sandbox maps besides its user's: those of the accounts it declares
+// (runtime/core/sandbox_accounts.h). Inside id I maps to the host id `ids + (I - 1000)`,
+// one of its own each, in the same unused range as the sandbox user's.
+struct ExtraIds {
+  std::vector<uid_t> uids;
+  std::vector<gid_t> gids;
+  bool empty() const { return uids.empty() && gids.empty(); }
+};
+uid_t host_uid(HostIds ids, uid_t inside);
+gid_t host_gid(HostIds ids, gid_t inside);
+
+// Parent side, while the child waits: setgroups=deny (unprivileged only), then the uid
+// and gid maps. Extra ids need nsbox to run as root (rootless, only newuidmap could map
+// them: not supported yet); the error says so.
+Result<void> write_maps(pid_t child, HostIds ids, const ExtraIds& extra = {});
 
 // Child side, right after the maps are written: become the sandbox user (still holding
 // every capability inside the new namespace, since no id in the switch is 0).

@@ -163,6 +163,11 @@ Result<void> add_manifest(CreateOptions& o, const Json& m, const Json& doc, cons
                           "give one of them"));
     o.spec.workspace_root = manifest.root;
   }
+  if (!manifest.accounts.empty()) {
+    if (!o.spec.accounts.empty())
+      return fail(invalid("both the manifest and the request declare users or groups", "declare them in one place"));
+    o.spec.accounts = std::move(manifest.accounts);
+  }
   for (auto& kv : manifest.environment) {
     bool given = false;
     for (const auto& [k, v] : o.launch.env) given = given || k == kv.first;
@@ -180,7 +185,8 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
   if (!j.is_object()) return fail(malformed("a sandbox's options are a JSON object"));
   // The spec's plain fields a request may set (runtime/core/sandbox_spec.h), and the
   // request's own forms of the others.
-  static const std::set<std::string> kForms = {"size", "env", "net", "packages", "mounts", "manifest", "local_sources", "tools"};
+  static const std::set<std::string> kForms = {"size",     "env",           "net",   "packages", "mounts",
+                                               "manifest", "local_sources", "tools", "users",    "groups"};
   for (const auto& [key, value] : j.items())
     if (!kForms.count(key) && !is_request_field(key)) return fail(malformed("unknown field \"" + key + "\""));
   if (caller == Caller::kRemote && j.contains("local_sources"))
@@ -206,6 +212,7 @@ Result<CreateOptions> create_options_from_json(const Json& j, const bucket::Envi
     if (!m->is_array()) return fail(malformed("\"mounts\" must be a list"));
     for (const auto& entry : *m) add_mount(o, NSBOX_TRY(mount_from_json(entry, env, caller)));
   }
+  spec.accounts = NSBOX_TRY(SandboxAccounts::from_request(j.value("users", Json()), j.value("groups", Json())));
   if (auto m = j.find("manifest"); m != j.end()) NSBOX_CHECK(add_manifest(o, *m, j, env, caller));
   if (!spec.mounts.empty()) {
     std::vector<std::string> paths;

@@ -260,9 +260,9 @@ Result<Manifest> parse_manifest_v1(const Json& j, const LocalSourceRoots& roots,
     while (out.root.size() > 1 && out.root.back() == '/') out.root.pop_back();
     NSBOX_CHECK_CTX(rootfs::check_workspace_root(out.root), "manifest root");
   }
-  for (const char* unsupported : {"users", "groups"})
-    if (auto it = j.find(unsupported); it != j.end() && !it->is_null() && !it->empty())
-      return fail(invalid(std::string("manifest ") + unsupported + " are not supported: every sandbox has one user, `user`"));
+  auto accounts = SandboxAccounts::from_request(j.value("users", Json()), j.value("groups", Json()));
+  if (!accounts) return fail(std::move(accounts.error()).context("manifest"));
+  out.accounts = std::move(*accounts);
   Parser parser{roots, out};
   if (auto entries = j.find("entries"); entries != j.end()) NSBOX_CHECK(parser.entries(*entries, "", 0));
   if (auto env = j.find("environment"); env != j.end() && !env->is_null()) NSBOX_CHECK(parser.environment(*env));

@@ -2,7 +2,9 @@
 // (docs/semantics.md, "Manifests").
 //
 //   {"version": 1, "root": "/home/user", "environment": {"K": "V" | {"value": "V", ...}},
-//    "entries": {"rel/path": ENTRY}}
+//    "entries": {"rel/path": ENTRY}, "users": [...], "groups": [...]}
+//
+// (users and groups as runtime/core/sandbox_accounts.h reads them).
 //
 // ENTRY is {"type": T, "description", "ephemeral", "permissions" | "mode", ...} with T one of
 //   file        "content" (text) or "content_b64"
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "runtime/core/command.h"
+#include "runtime/core/sandbox_accounts.h"
 #include "runtime/protocol/frame.h"
 
 namespace nsbox {
@@ -57,6 +60,7 @@ struct Manifest {
   // Bucket mount entries as mount documents (mount_path filled in, ephemeral), for
   // create_options to resolve with their credentials.
   std::vector<protocol::Json> mounts;
+  SandboxAccounts accounts;  // its "users" and "groups"
   // sha-256 of the manifest without its mounts' credentials and env values: what a
   // snapshot's fingerprint covers of it (a resume with another manifest restores).
   std::string digest;

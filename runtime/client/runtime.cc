@@ -653,10 +653,11 @@ Result<FilesVolume> Runtime::files(const std::string& id_or_name) const {
   return VolumeStore(store_.root()).open_files(volume);
 }
 
-Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
+Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name, const std::string& run_as) const {
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
   auto record = NSBOX_TRY(store_.load(id));
   NSBOX_CHECK(require_not_free_member(record));
+  Identity who = NSBOX_TRY(record.spec.accounts.identity(run_as));
   if (record.facts.init_pid <= 0 || !store_.supervisor_alive(id)) return fail(not_running(id));
   // The root is init's, and init is the sandbox's only while the supervisor lives: a pidfd
   // first, the supervisor's lock checked after it, the root opened, and init still alive
@@ -668,8 +669,9 @@ Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name) const {
   if (!root) return fail(sys_error("open the root of sandbox " + id + " (" + proc_root + ")"));
   pollfd exited{pidfd.get(), POLLIN, 0};
   if (::poll(&exited, 1, 0) != 0) return fail(not_running(id));
+  // Each account's own host ids (isolation/userns.h): what it may not touch, nor may we.
   auto ids = userns::host_ids();
-  return SandboxFs(std::move(root), ids.uid, ids.gid, record.spec.workspace_root);
+  return SandboxFs(std::move(root), userns::host_uid(ids, who.uid), userns::host_gid(ids, who.gid), record.spec.workspace_root);
 }
 
 // A create's manifest entries, made in /home/user as the sandbox user before the sandbox

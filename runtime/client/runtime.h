@@ -102,6 +102,7 @@ struct PtyStart {
   unsigned cols = 80, rows = 24;
   EnvList env;
   std::string cwd;  // "": the sandbox's workspace root
+  std::string run_as;  // one of the sandbox's accounts; "": user
 };
 
 // Processes that outlive a request (docs/semantics.md, "Processes"), named by their pid
@@ -110,6 +111,7 @@ struct ProcessStart {
   std::vector<std::string> argv;
   EnvList env;
   std::string cwd;  // "": the sandbox's workspace root
+  std::string run_as;  // one of the sandbox's accounts; "": user
   bool tty = false;
   unsigned cols = 80, rows = 24;
 };
@@ -234,9 +236,9 @@ class Runtime {
   // The files API: the sandbox's /mnt/files, from the host side, whether the sandbox runs,
   // is running a cell, or is dead.
   Result<FilesVolume> files(const std::string& id_or_name) const;
-  // The sandbox's own view of its files with its user's rights (runtime/client/sandbox_fs.h):
+  // The sandbox's own view of its files with the rights of `run_as` ("": user):
   // /home/user, /tmp, /mnt/files, bucket mounts. The sandbox must be running.
-  Result<SandboxFs> sandbox_fs(const std::string& id_or_name) const;
+  Result<SandboxFs> sandbox_fs(const std::string& id_or_name, const std::string& run_as = "") const;
   // The callback backend of the tool bridge (docs/tools.md): hands each tool call of the
   // sandbox to `on_call` ({"event": "tool_call", "call_id", "cell", "helper", "args"}) as it
   // is made, until `control.cancel_fd` is readable, the sandbox goes (an error), or

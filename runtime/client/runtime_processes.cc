@@ -23,6 +23,7 @@ Result<int64_t> Runtime::process_start(const std::string& id_or_name, const Proc
   for (const auto& [k, v] : start.env) env[k] = v;
   Json m = {{"op", "proc_start"}, {"argv", start.argv}, {"env", env}, {"tty", start.tty}, {"cols", start.cols}, {"rows", start.rows}};
   if (!start.cwd.empty()) m["cwd"] = start.cwd;
+  if (!start.run_as.empty()) m["run_as"] = start.run_as;
   auto r = NSBOX_TRY(request(id, m, kRequestTimeoutMs));
   return r.value("pid", int64_t{0});
 }

@@ -34,6 +34,7 @@ Result<uint64_t> Runtime::pty_start(const std::string& id_or_name, const PtyStar
   for (const auto& [k, v] : start.env) env[k] = v;
   Json m = {{"op", "pty_start"}, {"argv", start.argv}, {"cols", start.cols}, {"rows", start.rows}, {"env", env}};
   if (!start.cwd.empty()) m["cwd"] = start.cwd;
+  if (!start.run_as.empty()) m["run_as"] = start.run_as;
   auto r = NSBOX_TRY(request(id, m, kRequestTimeoutMs));
   return r.value("session_id", uint64_t{0});
 }

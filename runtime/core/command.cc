@@ -17,6 +17,7 @@ protocol::Json CommandRequest::to_json() const {
   for (const auto& [k, v] : env) env_obj[k] = v;
   protocol::Json j = {{"argv", argv}, {"env", env_obj}, {"timeout_s", timeout_s}, {"output_dir", output_dir}};
   if (!cwd.empty()) j["cwd"] = cwd;
+  if (!run_as.empty()) j["run_as"] = run_as;
   return j;
 }
 
@@ -33,6 +34,15 @@ Result<std::string> cwd_of(const protocol::Json& request) {
       !protocol::is_valid_utf8(cwd->get<std::string>()))
     return fail(make_error(ErrorCode::kInvalidArgument, "\"cwd\" must be an absolute path (UTF-8)"));
   return cwd->get<std::string>();
+}
+
+Result<std::string> run_as_of(const protocol::Json& request) {
+  auto who = request.find("run_as");
+  if (who == request.end() || who->is_null()) return std::string();
+  if (!who->is_string() || who->get<std::string>().empty() || who->get<std::string>().size() > 64 ||
+      !protocol::is_valid_utf8(who->get<std::string>()))
+    return fail(make_error(ErrorCode::kInvalidArgument, "\"run_as\" must be the name of one of the sandbox's users"));
+  return who->get<std::string>();
 }
 
 Result<CommandRequest> CommandRequest::from_json(const protocol::Json& j) {
@@ -53,6 +63,7 @@ Result<CommandRequest> CommandRequest::from_json(const protocol::Json& j) {
     }
   }
   r.cwd = NSBOX_TRY(cwd_of(j));
+  r.run_as = NSBOX_TRY(run_as_of(j));
   if (auto t = j.find("timeout_s"); t != j.end()) {
     if (!t->is_number() || !(t->get<double>() > 0) || t->get<double>() > 86400 || std::isnan(t->get<double>()))
       return bad("\"timeout_s\" must be a number of seconds in (0, 86400]");

@@ -31,11 +31,14 @@ constexpr const char* kDefaultWorkspaceRoot = "/home/user";
 // A request's "cwd": an absolute path, or "" when absent (the sandbox's workspace root,
 // which its supervisor knows).
 Result<std::string> cwd_of(const protocol::Json& request);
+// A request's "run_as": an account's name, or "" when absent (the sandbox's user).
+Result<std::string> run_as_of(const protocol::Json& request);
 
 struct CommandRequest {
   std::vector<std::string> argv;
   EnvList env;  // on top of the sandbox's
   std::string cwd;  // "": the sandbox's workspace root
+  std::string run_as;  // an account of the sandbox's (runtime/core/sandbox_accounts.h); "": user
   double timeout_s = kDefaultTimeoutS;
   std::string output_dir = kOutputDir;  // where long output spills, in the files volume
 

@@ -69,6 +69,9 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   spec.rootfs.sandbox_libexec = options.sandbox_libexec;
   spec.rootfs.bridge_dir = options.bridge_dir;
   spec.rootfs.wheelhouse = options.wheelhouse;
+  spec.rootfs.passwd_extra = options.accounts.passwd_lines(options.workspace_root);
+  spec.rootfs.group_extra = options.accounts.group_lines();
+  spec.extra_ids = {options.accounts.uids(), options.accounts.gids()};
   if (options.net == network::Mode::kInternet) spec.rootfs.resolv_conf = "nameserver 10.0.2.3\n";  // slirp4netns's forwarder
   if (self->cgroup_) spec.rootfs.cgroup_views = self->cgroup_->views();
   spec.net = options.net;

@@ -18,6 +18,7 @@
 #include "isolation/size_tier.h"
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
+#include "runtime/core/sandbox_accounts.h"
 #include "runtime/core/state_store.h"
 
 namespace nsbox {
@@ -39,6 +40,7 @@ struct InstanceOptions {
   std::string home_dir;  // bound at /home/user; empty: a tmpfs (one-shot)
   std::function<void()> while_building;  // launcher::Spec's
   std::string workspace_root = kDefaultWorkspaceRoot;  // rootfs::Spec's
+  SandboxAccounts accounts = {};  // besides `user`: mapped, named in /etc, able to run commands
 };
 
 class SandboxInstance {

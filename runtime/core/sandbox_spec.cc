@@ -90,6 +90,9 @@ Json SandboxSpec::to_json() const {
   for (const auto& m : mounts) mounts_json.push_back(m.to_json());
   j["mounts"] = std::move(mounts_json);
   j["tools"] = tools.enabled() ? tools.to_json() : Json(nullptr);
+  Json accounts_json = accounts.to_json();
+  j["users"] = std::move(accounts_json["users"]);
+  j["groups"] = std::move(accounts_json["groups"]);
   return j;
 }
 
@@ -103,6 +106,7 @@ Result<SandboxSpec> SandboxSpec::from_json(const Json& j) {
     if (auto p = j.find("packages"); p != j.end() && !p->is_null()) s.packages = NSBOX_TRY(PackageSources::from_json(*p));
     for (const auto& m : j.value("mounts", Json::array())) s.mounts.push_back(NSBOX_TRY(bucket::BucketMount::from_json(m)));
     if (auto t = j.find("tools"); t != j.end() && !t->is_null()) s.tools = NSBOX_TRY(ToolsConfig::from_json(*t));
+    s.accounts = NSBOX_TRY(SandboxAccounts::from_record({{"users", j.value("users", Json())}, {"groups", j.value("groups", Json())}}));
   } catch (const Json::exception& e) {
     return fail(make_error(ErrorCode::kInternal, std::string("corrupt sandbox record: ") + e.what()));
   }

@@ -22,6 +22,7 @@
 #include "mounts/bucket/mount_spec.h"
 #include "runtime/core/command.h"
 #include "runtime/core/net_policy.h"
+#include "runtime/core/sandbox_accounts.h"
 #include "runtime/core/package_sources.h"
 #include "runtime/core/tools_config.h"
 #include "runtime/protocol/frame.h"
@@ -60,6 +61,8 @@ struct SandboxSpec {
   // the manifest's entries start there. Another path than /home/user is a directory of the
   // home volume shown there, so it is kept and snapshotted with the home.
   std::string workspace_root = kDefaultWorkspaceRoot;
+  // Accounts besides `user` (runtime/core/sandbox_accounts.h), as "users" and "groups".
+  SandboxAccounts accounts;
 
   // The record's form: every field, under its name.
   protocol::Json to_json() const;
@@ -83,7 +86,7 @@ struct WorkspaceRoot {};
 
 // The spec's plain fields (strings, booleans, numbers, lists of strings), one line each:
 // the record's JSON and a create document read and write them through this table. The
-// others (size, net, packages, mounts, tools) have forms of their own, in sandbox_spec.cc
+// others (size, net, packages, mounts, tools, users and groups) have forms of their own, in sandbox_spec.cc
 // and create_options.cc.
 template <class Spec, class Field>
 void spec_fields(Spec& s, Field&& field) {

@@ -5,24 +5,29 @@
 // socket closes, the supervisor is gone and init exits, which takes the whole pid
 // namespace with it. Runs as the sandbox user, with no capabilities, under seccomp; it
 // marks itself non-dumpable so that sandboxed code of the same uid cannot read or write
-// its memory through /proc/1/mem.
+// its memory through /proc/1/mem. In a sandbox with accounts of its own it holds
+// CAP_SETUID, CAP_SETGID and CAP_KILL of the sandbox's user namespace (never ambient, so
+// never passed on): a spawn request may name who the command runs as, and every child
+// drops them all before its exec.
 //
 //   nsbox-init            (exec'ed by the sandbox's set-up child, as pid 1)
 //   fd 3:   the control socket to the supervisor: spawn and signal requests in, started
 //           and exited reports out; fds for a command's stdio arrive with its request
 //   stdin, stdout, stderr: /dev/null
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <map>
-#include <vector>
 #include <string>
 #include <vector>
 
@@ -56,6 +61,24 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
   return out;
 }
 
+// Who the command runs as, when the request names it ("identity": name, uid, gid,
+// groups); then no capability, in any set, is left to pass an exec.
+bool become(const Json& req) {
+  if (auto who = req.find("identity"); who != req.end() && who->is_object()) {
+    auto groups = who->value("groups", std::vector<gid_t>{});
+    auto gid = who->value("gid", gid_t{0}), uid = who->value("uid", uid_t{0});
+    if (gid == 0 || uid == 0) {
+      errno = EINVAL;
+      return false;
+    }
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0)
+      return false;
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct none[_LINUX_CAPABILITY_U32S_3]{};
+  return ::syscall(SYS_capset, &header, none) == 0;
+}
+
 // The child side of a spawn: a session of its own (its own process group, killable as
 // one; no controlling terminal unless `tty`: then its stdin, a terminal, becomes it), the
 // given stdio, default signal state, then exec.
@@ -77,6 +100,11 @@ std::vector<char*> c_strings(const std::vector<std::string>& v) {
     ::_exit(127);
   }
   sys::default_signals();
+  if (!become(req)) {
+    int err = errno;
+    (void)!::write(report_fd, &err, sizeof err);
+    ::_exit(126);
+  }
   auto argv_s = req.value("argv", std::vector<std::string>{});
   auto env_s = req.value("env", std::vector<std::string>{});
   std::string cwd = req.value("cwd", std::string("/home/user"));
@@ -181,6 +209,8 @@ void reap() {
 
 int run() {
   ::prctl(PR_SET_DUMPABLE, 0);
+  // Ambient capabilities brought init its own across its exec; none may reach a child's.
+  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);

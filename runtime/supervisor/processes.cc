@@ -79,7 +79,10 @@ void Processes::start(int client_fd, const Json& request) {
   if (!env) return error(client_fd, env.error());
   auto cwd = cwd_of(request);
   if (!cwd) return error(client_fd, cwd.error());
+  auto run_as = run_as_of(request);
+  if (!run_as) return error(client_fd, run_as.error());
   Process p;
+  p.run_as = *run_as;
   p.tty = request.value("tty", false);
   p.argv = std::move(*argv);
   p.cwd = *cwd;
@@ -95,7 +98,7 @@ void Processes::start(int client_fd, const Json& request) {
     auto terminal = open_terminal(std::move(*master), *window);
     if (!terminal) return error(client_fd, terminal.error());
     p.master = std::move(terminal->master);
-    command = host_.spawn_on_tty(p.argv, *env, p.cwd, terminal->slave.get());
+    command = host_.spawn_on_tty({p.argv, *env, p.cwd, p.run_as}, terminal->slave.get());
   } else {
     int in[2], out[2], err[2];
     if (::pipe2(in, O_CLOEXEC) != 0) return error(client_fd, sys_error("pipe2 for a process's stdin"));
@@ -107,7 +110,7 @@ void Processes::start(int client_fd, const Json& request) {
     if (::pipe2(err, O_CLOEXEC) != 0) return error(client_fd, sys_error("pipe2 for a process's stderr"));
     p.err_r = nonblocking(err[0]);
     err_w = UniqueFd(err[1]);
-    command = host_.spawn_with_stdio(p.argv, *env, p.cwd, in_r.get(), out_w.get(), err_w.get());
+    command = host_.spawn_with_stdio({p.argv, *env, p.cwd, p.run_as}, in_r.get(), out_w.get(), err_w.get());
   }
   if (!command) return error(client_fd, std::move(command.error()).context("start the process"));
   p.command = *command;
@@ -140,6 +143,7 @@ Json Processes::status(const Process& p) const {
             {"started_at", p.started_at},
             {"stdout_bytes", p.out->end()}};
   if (!p.tty) j["stderr_bytes"] = p.err->end();
+  if (!p.run_as.empty()) j["run_as"] = p.run_as;
   if (auto path = p.out->file_path(); !path.empty()) j["stdout_file_path"] = path;
   if (auto path = p.err->file_path(); !path.empty()) j["stderr_file_path"] = path;
   return j;

@@ -34,9 +34,8 @@ namespace nsbox {
 
 class ProcessHost : public PtyHost {
  public:
-  // Starts argv in the sandbox in `cwd` with the given stdio (pipe ends).
-  virtual Result<uint64_t> spawn_with_stdio(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
-                                            int in, int out, int err) = 0;
+  // Starts the command with the given stdio (pipe ends).
+  virtual Result<uint64_t> spawn_with_stdio(const Launch& launch, int in, int out, int err) = 0;
   virtual FilesVolume* files_volume() = 0;  // null when the sandbox has none
 };
 
@@ -68,7 +67,7 @@ class Processes {
     pid_t pid = 0;  // 0 until init reports it
     bool tty = false;
     std::vector<std::string> argv;
-    std::string cwd, started_at;
+    std::string cwd, run_as, started_at;
     UniqueFd master;                  // tty: the terminal (input and output)
     UniqueFd stdin_w, out_r, err_r;   // otherwise: pipes
     std::string input;                // not yet taken by the process

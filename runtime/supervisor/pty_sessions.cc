@@ -66,7 +66,9 @@ void PtySessions::start(int client_fd, const Json& request) {
   if (!terminal) return error(client_fd, terminal.error());
   auto cwd = cwd_of(request);
   if (!cwd) return error(client_fd, cwd.error());
-  auto command = host_.spawn_on_tty(argv, env, *cwd, terminal->slave.get());
+  auto run_as = run_as_of(request);
+  if (!run_as) return error(client_fd, run_as.error());
+  auto command = host_.spawn_on_tty({argv, env, *cwd, *run_as}, terminal->slave.get());
   if (!command) return error(client_fd, std::move(command.error()).context("start the PTY session"));
 
   uint64_t id = next_id_++;

@@ -2,7 +2,7 @@
 // of the sandbox's own devpts, which an agent writes keystrokes to and reads the screen
 // output of, in windows of time. The supervisor owns one PtySessions.
 //
-//   pty_start  {argv, cols, rows, env, cwd} -> {session_id}
+//   pty_start  {argv, cols, rows, env, cwd, run_as} -> {session_id}
 //   pty_write  {session_id, chars|chars_b64, yield_ms} -> {output, exit_code} after the window
 //   pty_read   {session_id, yield_ms, early} -> the same, without writing; with `early`,
 //                                              as soon as there is output (interactive use)
@@ -34,14 +34,22 @@
 
 namespace nsbox {
 
+// A command to start in the sandbox: on top of the sandbox's environment, in `cwd` ("":
+// the workspace root), as the account `run_as` ("": user).
+struct Launch {
+  std::vector<std::string> argv;
+  EnvList env;
+  std::string cwd;
+  std::string run_as;
+};
+
 class PtyHost {
  public:
   virtual ~PtyHost() = default;
   // The master of a new terminal in the sandbox's own devpts instance.
   virtual Result<UniqueFd> open_pty_master() = 0;
-  // Starts argv in the sandbox, in `cwd`, with `slave` as its controlling terminal and stdio.
-  virtual Result<uint64_t> spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
-                                        int slave) = 0;
+  // Starts the command with `slave` as its controlling terminal and stdio.
+  virtual Result<uint64_t> spawn_on_tty(const Launch& launch, int slave) = 0;
   virtual void signal_in_sandbox(uint64_t command_id, int signal, bool whole_group) = 0;
   virtual EventLoop& loop() = 0;
   virtual void send_to_client(int client_fd, const protocol::Json& message) = 0;  // no-op if gone

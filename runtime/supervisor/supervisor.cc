@@ -61,7 +61,7 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   auto volume = NSBOX_TRY(VolumeStore(root).load(spec.volume));
   InstanceOptions options{id, spec.size, spec.net.mode, volume.image ? "" : volume.path, volume.image, {},
                           layout.sandbox_dir(), root.cache_dir(), root.sandbox_dir(id) + "/bridge", spec.packages.wheelhouse, {}, {}, {},
-                          spec.workspace_root};
+                          spec.workspace_root, spec.accounts};
   // /home/user is in the sandbox from its first instant (the kernel's user site is there).
   if (!self->record_.facts.home.empty()) {
     auto home = self->mount_home();
@@ -611,9 +611,9 @@ void Supervisor::start_command(Client& client, protocol::Frame& frame) {
   names.push_back("stdout");
   fds.push_back(err_w.get());
   names.push_back("stderr");
-  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", request->argv},
-                {"env", command_environment(sandbox_env(), request->env)}, {"cwd", working_dir(request->cwd)}, {"fds", names}};
-  if (auto r = protocol::send_frame(instance_->control_fd(), spawn, fds); !r)
+  auto spawn = spawn_request(id, {request->argv, request->env, request->cwd, request->run_as}, names);
+  if (!spawn) return reply_error(client, spawn.error());
+  if (auto r = protocol::send_frame(instance_->control_fd(), *spawn, fds); !r)
     return reply_error(client, std::move(r.error()).context("ask the sandbox's init to start the command"));
 
   Command& c = commands_[id];
@@ -870,22 +870,32 @@ Result<UniqueFd> Supervisor::open_pty_master() {
   return master;
 }
 
-Result<uint64_t> Supervisor::spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
-                                          int slave) {
-  return spawn_process(argv, env, cwd, {slave, slave, slave}, true);
+Result<uint64_t> Supervisor::spawn_on_tty(const Launch& launch, int slave) { return spawn_process(launch, {slave, slave, slave}, true); }
+
+Result<uint64_t> Supervisor::spawn_with_stdio(const Launch& launch, int in, int out, int err) {
+  return spawn_process(launch, {in, out, err}, false);
 }
 
-Result<uint64_t> Supervisor::spawn_with_stdio(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
-                                              int in, int out, int err) {
-  return spawn_process(argv, env, cwd, {in, out, err}, false);
+Result<Json> Supervisor::spawn_request(uint64_t id, const Launch& launch, const Json& fd_names) const {
+  const SandboxAccounts& accounts = record_.spec.accounts;
+  EnvList env;
+  Json identity;
+  Identity who = NSBOX_TRY(accounts.identity(launch.run_as));
+  // A sandbox without accounts starts everything as user: its init can switch to no one.
+  if (!accounts.empty()) identity = who.to_json();
+  if (who.name != "user") env = {{"USER", who.name}, {"LOGNAME", who.name}, {"HOME", record_.spec.workspace_root}};
+  env.insert(env.end(), launch.env.begin(), launch.env.end());
+  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", launch.argv}, {"env", command_environment(sandbox_env(), env)},
+                {"cwd", working_dir(launch.cwd)}, {"fds", fd_names}};
+  if (!identity.is_null()) spawn["identity"] = std::move(identity);
+  return spawn;
 }
 
 // A command of its own session and process group (init's spawn), with exactly `stdio`.
-Result<uint64_t> Supervisor::spawn_process(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
-                                           const std::vector<int>& stdio, bool tty) {
+Result<uint64_t> Supervisor::spawn_process(const Launch& launch, const std::vector<int>& stdio, bool tty) {
+  Json spawn = NSBOX_TRY(spawn_request(next_command_id_, launch, {"stdin", "stdout", "stderr"}));
+  spawn["tty"] = tty;
   uint64_t id = next_command_id_++;
-  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), env)},
-                {"cwd", working_dir(cwd)}, {"fds", {"stdin", "stdout", "stderr"}}, {"tty", tty}};
   NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, stdio));
   return id;
 }

@@ -145,13 +145,13 @@ class Supervisor final : private KernelHost, private ProcessHost {
 
   // PtyHost: what the PTY sessions ask of us.
   Result<UniqueFd> open_pty_master() override;
-  Result<uint64_t> spawn_on_tty(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
-                                int slave) override;
+  Result<uint64_t> spawn_on_tty(const Launch& launch, int slave) override;
   // ProcessHost: what processes that outlive a request ask of us.
-  Result<uint64_t> spawn_with_stdio(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd, int in,
-                                    int out, int err) override;
-  Result<uint64_t> spawn_process(const std::vector<std::string>& argv, const EnvList& env, const std::string& cwd,
-                                 const std::vector<int>& stdio, bool tty);
+  Result<uint64_t> spawn_with_stdio(const Launch& launch, int in, int out, int err) override;
+  Result<uint64_t> spawn_process(const Launch& launch, const std::vector<int>& stdio, bool tty);
+  // Init's spawn request for `launch` (its environment, working directory and identity),
+  // without its fds; an unknown account is an error naming who there is.
+  Result<protocol::Json> spawn_request(uint64_t id, const Launch& launch, const protocol::Json& fd_names) const;
 
   const StateStore& store_;
   SandboxRecord record_;  // what is saved: the spec, and the facts as they are now

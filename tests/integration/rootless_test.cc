@@ -45,6 +45,17 @@ TEST_CASE("rootless: an ordinary user's sandbox isolates the same way", "[rootle
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
 
+TEST_CASE("rootless: a sandbox with users of its own is refused, saying it needs root, and nothing is left", "[rootless]") {
+  NSBOX_NEEDS(unprivileged_user_namespaces());
+  auto user = rootless_user();
+  REQUIRE(user);
+  TestRoot root(user);
+  auto r = root.nsbox({"create", "--user", "alice"});
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("a sandbox with users of its own needs nsbox to run as root") != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ls", "--json"}))["sandboxes"].empty());
+}
+
 TEST_CASE("rootless: the files API works on a directory volume", "[rootless]") {
   NSBOX_NEEDS(unprivileged_user_namespaces());
   auto user = rootless_user();

@@ -84,7 +84,7 @@ TEST_CASE("a manifest's environment joins the env, which wins, and its ephemeral
   REQUIRE(o);
   CHECK(o->launch.env == nsbox::EnvList{{"A", "flag"}, {"B", "b"}});
   CHECK(o->spec.ephemeral == std::vector<std::string>{"e"});
-  for (const Json& bad : {Json{{"version", 2}}, Json{{"users", {"bob"}}}, Json{{"environment", {{"A", 1}}}},
+  for (const Json& bad : {Json{{"version", 2}}, Json{{"users", {"root"}}}, Json{{"environment", {{"A", 1}}}},
                           Json{{"entries", {{"a", {{"type", "file"}, {"ephemeral", "yes"}}}}}}}) {
     INFO(bad.dump());
     CHECK_FALSE(nsbox::create_options_from_json({{"manifest", bad}}, {}, nsbox::Caller::kRemote));

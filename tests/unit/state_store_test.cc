@@ -95,6 +95,8 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
                                         "pool", "create_path", "preload", "memory_merge", "lazy_kernel",
                                         // sizes, a snapshot's id or name and seconds, as asked at create
                                         "files_quota", "home_size", "from_snapshot", "ttl_s", "workspace_root",
+                                        // accounts: names and ids
+                                        "users", "groups",
                                         // port forwards: port numbers and a loopback address
                                         "ports"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));

@@ -1867,6 +1867,8 @@ export interface components {
             ttl_s?: number;
             /** @description Where commands, cells and the manifest start (default /home/user; another path, such as /workspace, is a directory of the home volume shown there). A manifest's root sets it too. */
             workspace_root?: string;
+            users?: components["schemas"]["Users"];
+            groups?: components["schemas"]["Groups"];
             mounts?: (string | components["schemas"]["MountRequest"])[];
             manifest?: components["schemas"]["Manifest"];
             /** @description The tool bridge (docs/tools.md): `backend`, `user_id`, `tools_dir`, ... */
@@ -1909,17 +1911,32 @@ export interface components {
         };
         /** @description The workspace's entries and environment (docs/semantics.md, "Manifests") */
         Manifest: {
-            /** @constant */
-            root?: "/home/user";
+            /** @description The workspace root (default /home/user), e.g. /workspace */
+            root?: string;
             /** @constant */
             version?: 1;
             environment?: Record<string, unknown>;
+            users?: components["schemas"]["Users"];
+            groups?: components["schemas"]["Groups"];
             entries?: {
                 [key: string]: {
                     type: string;
                 };
             };
         };
+        /** @description Accounts besides `user` (docs/semantics.md, "Users"): each with an id of its own inside (1001 and up unless given) and on the host; a command, process, PTY session or fs call names one by `run_as`. Needs a server running as root. */
+        Users: (string | {
+            name: string;
+            uid?: number;
+        })[];
+        /** @description Groups of the sandbox's accounts; a member not among the users becomes one */
+        Groups: {
+            name: string;
+            gid?: number;
+            users?: (string | {
+                name: string;
+            })[];
+        }[];
         PatchSandbox: {
             size?: components["schemas"]["SizeTier"];
             net?: components["schemas"]["AllowList"];
@@ -1964,6 +1981,16 @@ export interface components {
             ttl_s: number;
             /** @description Where its commands, cells and manifest start */
             workspace_root: string;
+            /** @description Its accounts besides user, with their ids */
+            users: {
+                name: string;
+                uid: number;
+            }[];
+            groups: {
+                name: string;
+                gid: number;
+                users: string[];
+            }[];
             created_at: components["schemas"]["Timestamp"];
             /** @description RFC 3339 once stopped, else "" */
             stopped_at: string;
@@ -2143,8 +2170,10 @@ export interface components {
             /** @description A program on PATH and its arguments */
             argv?: string[];
             env?: components["schemas"]["Env"];
-            /** @description Absolute in the sandbox (default /home/user) */
+            /** @description Absolute in the sandbox (default its workspace root) */
             cwd?: string;
+            /** @description One of the sandbox's accounts (its `users`); default `user` */
+            run_as?: string;
             /** @default 180 */
             timeout_s?: number;
             stdin?: string;
@@ -2280,8 +2309,10 @@ export interface components {
             /** @description A bash line */
             command?: string;
             env?: components["schemas"]["Env"];
-            /** @description An absolute path (default /home/user) */
+            /** @description An absolute path (default the workspace root) */
             cwd?: string;
+            /** @description One of the sandbox's accounts (its `users`); default `user` */
+            run_as?: string;
             /**
              * @description On a terminal of the sandbox (one output stream)
              * @default false
@@ -2307,6 +2338,8 @@ export interface components {
             /** @description The signal that ended it (TERM, KILL...) */
             signal: string | null;
             started_at: string;
+            /** @description The account it runs as; absent: user */
+            run_as?: string;
             /** @description Bytes written so far */
             stdout_bytes: number;
             stderr_bytes?: number;
@@ -2384,8 +2417,10 @@ export interface components {
             /** @default 24 */
             rows?: number;
             env?: components["schemas"]["Env"];
-            /** @description An absolute path (default /home/user) */
+            /** @description An absolute path (default the workspace root) */
             cwd?: string;
+            /** @description One of the sandbox's accounts (its `users`); default `user` */
+            run_as?: string;
         } | unknown | unknown;
         PtyStarted: {
             session_id: number;
@@ -2673,8 +2708,10 @@ export interface components {
         snapshot: string;
         /** @description Relative to /mnt/files (`data/sales.csv`) or absolute under it; other absolute paths and `..` are 422 */
         files_path: string;
-        /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+        /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
         fs_path: string;
+        /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+        run_as: string;
         /** @description `true`: a directory and what it holds */
         recursive: components["schemas"]["QueryBoolean"];
         /** @description A listing's `next_cursor`, to continue after its last entry */
@@ -3560,8 +3597,10 @@ export interface operations {
     fsRead: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
             };
             header?: never;
             path: {
@@ -3596,8 +3635,10 @@ export interface operations {
     fsWrite: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description Octal, at most 07777 (default 0644) */
                 mode?: string;
             };
@@ -3638,8 +3679,10 @@ export interface operations {
     fsRemove: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description `true`: a directory and what it holds */
                 recursive?: components["parameters"]["recursive"];
             };
@@ -3675,8 +3718,10 @@ export interface operations {
     fsList: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description A listing's `next_cursor`, to continue after its last entry */
                 cursor?: components["parameters"]["cursor"];
                 /** @description Entries per page */
@@ -3714,8 +3759,10 @@ export interface operations {
     fsStat: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
             };
             header?: never;
             path: {
@@ -3749,8 +3796,10 @@ export interface operations {
     fsMakeDir: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description `true`: its missing parents too, and an existing directory is no error */
                 parents?: components["schemas"]["QueryBoolean"];
             };
@@ -3853,8 +3902,10 @@ export interface operations {
     fsExtract: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 format?: "tar" | "zip";
                 /** @description At most this many members (default 100000), else 413 */
                 max_members?: string;
@@ -4955,8 +5006,10 @@ export interface operations {
     sessionFsRead: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
             };
             header?: never;
             path: {
@@ -4991,8 +5044,10 @@ export interface operations {
     sessionFsWrite: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description Octal, at most 07777 (default 0644) */
                 mode?: string;
             };
@@ -5033,8 +5088,10 @@ export interface operations {
     sessionFsRemove: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description `true`: a directory and what it holds */
                 recursive?: components["parameters"]["recursive"];
             };
@@ -5070,8 +5127,10 @@ export interface operations {
     sessionFsList: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description A listing's `next_cursor`, to continue after its last entry */
                 cursor?: components["parameters"]["cursor"];
                 /** @description Entries per page */
@@ -5109,8 +5168,10 @@ export interface operations {
     sessionFsStat: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
             };
             header?: never;
             path: {
@@ -5144,8 +5205,10 @@ export interface operations {
     sessionFsMakeDir: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 /** @description `true`: its missing parents too, and an existing directory is no error */
                 parents?: components["schemas"]["QueryBoolean"];
             };
@@ -5181,8 +5244,10 @@ export interface operations {
     sessionFsExtract: {
         parameters: {
             query: {
-                /** @description Absolute in the sandbox, or relative to /home/user; a `..` component is 422; /proc, /sys and /dev are 403 */
+                /** @description Absolute in the sandbox, or relative to its workspace root; a `..` component is 422; /proc, /sys and /dev are 403 */
                 path: components["parameters"]["fs_path"];
+                /** @description Act with the rights of this account of the sandbox's (its `users`; default `user`): what it may not read or write is 403, what is made is its own. An unknown name is 404. */
+                run_as?: components["parameters"]["run_as"];
                 format?: "tar" | "zip";
                 /** @description At most this many members (default 100000), else 413 */
                 max_members?: string;
