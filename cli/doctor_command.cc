@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cli/context.h"
+#include "isolation/userns.h"
 #include "isolation/preflight.h"
 #include "isolation/sys/unique_fd.h"
 #include "kernel/zygote_keeper/kernel_zygote_process.h"
@@ -84,6 +85,19 @@ preflight::Check kernel_zygote_check() {
           ::geteuid() != 0 ? "run nsbox serve as root" : "Linux 6.9 or later"};
 }
 
+// Accounts of a sandbox's own (--user, a manifest's users) map one host id each: as root,
+// from the sandbox user's on; rootless, only newuidmap could, which nsbox does not use yet.
+preflight::Check accounts_check() {
+  if (::geteuid() == 0) {
+    auto ids = userns::host_ids();
+    return {"accounts", preflight::Level::kOk,
+            "--user and a manifest's users: each a host id of its own, from " + std::to_string(ids.uid + 1) + " up", ""};
+  }
+  return {"accounts", preflight::Level::kOk,
+          "sandboxes are single-user here: --user and a manifest's users need nsbox to run as root (rootless, newuidmap is not used yet)",
+          ""};
+}
+
 }  // namespace
 
 int cmd_doctor(const Invocation& inv) {
@@ -96,6 +110,7 @@ int cmd_doctor(const Invocation& inv) {
   checks.push_back(network_modes_check());
   checks.push_back(tun_check());
   checks.push_back(kernel_zygote_check());
+  checks.push_back(accounts_check());
   bool failed = false;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& c : checks) {
