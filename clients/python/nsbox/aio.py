@@ -107,14 +107,15 @@ class AsyncCommands:
         stdin: Union[None, str, bytes] = None,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[str] = None,
+        run_as: Optional[str] = None,
         stream: Optional[bool] = None,
         request_timeout: Optional[float] = None,
     ) -> CommandResult:
         """See :meth:`nsbox.Commands.run`."""
         loop = asyncio.get_running_loop()
         return await _thread(self._sync.run, cmd, timeout, on_stdout=_bridge(on_stdout, loop),
-                             on_stderr=_bridge(on_stderr, loop), stdin=stdin, env=env, cwd=cwd, stream=stream,
-                             request_timeout=request_timeout)
+                             on_stderr=_bridge(on_stderr, loop), stdin=stdin, env=env, cwd=cwd, run_as=run_as,
+                             stream=stream, request_timeout=request_timeout)
 
 
 class AsyncRemoteFile:
@@ -181,33 +182,38 @@ class AsyncFs:
     def __init__(self, sync: Fs) -> None:
         self._sync = sync
 
-    async def read(self, path: str) -> bytes:
-        return await _thread(self._sync.read, path)
+    async def read(self, path: str, *, run_as: Optional[str] = None) -> bytes:
+        return await _thread(self._sync.read, path, run_as=run_as)
 
-    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
-        return await _thread(self._sync.read_text, path, encoding)
+    async def read_text(self, path: str, encoding: str = "utf-8", *, run_as: Optional[str] = None) -> str:
+        return await _thread(self._sync.read_text, path, encoding, run_as=run_as)
 
-    async def write(self, path: str, data: Any, *, mode: Optional[int] = None) -> FsWrite:
-        return await _thread(self._sync.write, path, data, mode=mode)
+    async def write(self, path: str, data: Any, *, mode: Optional[int] = None, run_as: Optional[str] = None) -> FsWrite:
+        return await _thread(self._sync.write, path, data, mode=mode, run_as=run_as)
+
+    async def extract(self, path: str, archive: Any, *, format: str = "tar", max_members: Optional[int] = None,
+                      max_bytes: Optional[int] = None, run_as: Optional[str] = None) -> Dict[str, Any]:
+        return await _thread(self._sync.extract, path, archive, format=format, max_members=max_members,
+                             max_bytes=max_bytes, run_as=run_as)
 
     async def ls(self, path: str = "/home/user", *, cursor: Optional[str] = None,
-                 limit: Optional[int] = None) -> FsPage:
-        return await _thread(self._sync.ls, path, cursor=cursor, limit=limit)
+                 limit: Optional[int] = None, run_as: Optional[str] = None) -> FsPage:
+        return await _thread(self._sync.ls, path, cursor=cursor, limit=limit, run_as=run_as)
 
-    async def ls_all(self, path: str = "/home/user") -> List[FsEntry]:
-        return await _thread(lambda: list(self._sync.iter(path)))
+    async def ls_all(self, path: str = "/home/user", *, run_as: Optional[str] = None) -> List[FsEntry]:
+        return await _thread(lambda: list(self._sync.iter(path, run_as=run_as)))
 
-    async def mkdir(self, path: str, *, parents: bool = False) -> str:
-        return await _thread(self._sync.mkdir, path, parents=parents)
+    async def mkdir(self, path: str, *, parents: bool = False, run_as: Optional[str] = None) -> str:
+        return await _thread(self._sync.mkdir, path, parents=parents, run_as=run_as)
 
-    async def rm(self, path: str, *, recursive: bool = False) -> List[str]:
-        return await _thread(self._sync.rm, path, recursive=recursive)
+    async def rm(self, path: str, *, recursive: bool = False, run_as: Optional[str] = None) -> List[str]:
+        return await _thread(self._sync.rm, path, recursive=recursive, run_as=run_as)
 
-    async def stat(self, path: str) -> FsStat:
-        return await _thread(self._sync.stat, path)
+    async def stat(self, path: str, *, run_as: Optional[str] = None) -> FsStat:
+        return await _thread(self._sync.stat, path, run_as=run_as)
 
-    async def exists(self, path: str) -> bool:
-        return await _thread(self._sync.exists, path)
+    async def exists(self, path: str, *, run_as: Optional[str] = None) -> bool:
+        return await _thread(self._sync.exists, path, run_as=run_as)
 
 
 class _AsyncWorkbench:

@@ -278,17 +278,21 @@ class Fs:
     """``sbx.fs``: any path of the sandbox's own view (``/home/user``, ``/tmp``,
     ``/mnt/files``, read-write bucket mounts; read-only places for reading), with the
     sandbox user's rights, never following a symlink (PermissionDenied). Relative paths
-    are under /home/user. The sandbox must be running."""
+    are under /home/user. The sandbox must be running.
+
+    Every call takes ``run_as``: one of the sandbox's ``users`` whose rights it has
+    instead (what it may not read or write is PermissionDenied, what it makes is its
+    own; an unknown name is NotFound)."""
 
     def __init__(self, client: Client, base: str) -> None:
         self._client = client
         self._path = base + "/fs"
 
-    def read(self, path: str, *, timeout: Optional[float] = None) -> bytes:
-        return self._client.request("GET", self._path, query={"path": path}, timeout=timeout).data
+    def read(self, path: str, *, run_as: Optional[str] = None, timeout: Optional[float] = None) -> bytes:
+        return self._client.request("GET", self._path, query={"path": path, "run_as": run_as}, timeout=timeout).data
 
-    def read_text(self, path: str, encoding: str = "utf-8") -> str:
-        return self.read(path).decode(encoding)
+    def read_text(self, path: str, encoding: str = "utf-8", *, run_as: Optional[str] = None) -> str:
+        return self.read(path, run_as=run_as).decode(encoding)
 
     def write(
         self,
@@ -296,6 +300,7 @@ class Fs:
         data: Union[str, bytes, bytearray, memoryview, BinaryIO],
         *,
         mode: Optional[int] = None,
+        run_as: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> FsWrite:
         """Writes a whole file atomically (parents made, 0755); ``mode`` default 0o644."""
@@ -311,7 +316,7 @@ class Fs:
             digest = None
         else:
             raise TypeError("fs.write takes str, bytes or a binary file object, not %s" % type(data).__name__)
-        query: Dict[str, Any] = {"path": path}
+        query: Dict[str, Any] = {"path": path, "run_as": run_as}
         if mode is not None:
             query["mode"] = "%04o" % mode
         doc = self._client.json("PUT", self._path, query=query, body=payload, headers=headers, timeout=timeout)
@@ -330,6 +335,7 @@ class Fs:
         format: str = "tar",
         max_members: Optional[int] = None,
         max_bytes: Optional[int] = None,
+        run_as: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> Dict[str, Any]:
         """Unpacks a tar or zip archive into the directory ``path`` (made if missing) as the
@@ -344,45 +350,51 @@ class Fs:
             headers["Content-Length"] = str(len(payload))
         elif not hasattr(archive, "read"):
             raise TypeError("fs.extract takes bytes or a binary file object, not %s" % type(archive).__name__)
-        query: Dict[str, Any] = {"path": path, "format": format, "max_members": max_members, "max_bytes": max_bytes}
+        query: Dict[str, Any] = {"path": path, "format": format, "max_members": max_members, "max_bytes": max_bytes,
+                                "run_as": run_as}
         doc = self._client.json("PUT", self._path + ":extract", query=query, body=payload, headers=headers, timeout=timeout)
         return doc if isinstance(doc, dict) else {}
 
-    def ls(self, path: str = WORKSPACE_ROOT, *, cursor: Optional[str] = None, limit: Optional[int] = None) -> FsPage:
+    def ls(self, path: str = WORKSPACE_ROOT, *, cursor: Optional[str] = None, limit: Optional[int] = None,
+           run_as: Optional[str] = None) -> FsPage:
         """One page of a directory listing; ``page.next_cursor`` continues."""
-        doc = self._client.json("GET", self._path + ":ls", query={"path": path, "cursor": cursor, "limit": limit})
+        query = {"path": path, "cursor": cursor, "limit": limit, "run_as": run_as}
+        doc = self._client.json("GET", self._path + ":ls", query=query)
         return FsPage(doc, path if path.startswith("/") else posixpath.join(WORKSPACE_ROOT, path))
 
-    def iter(self, path: str = WORKSPACE_ROOT, *, page_size: Optional[int] = None) -> Iterator[FsEntry]:
+    def iter(self, path: str = WORKSPACE_ROOT, *, page_size: Optional[int] = None,
+             run_as: Optional[str] = None) -> Iterator[FsEntry]:
         """Every entry of a directory, page after page."""
         cursor: Optional[str] = None
         while True:
-            page = self.ls(path, cursor=cursor, limit=page_size)
+            page = self.ls(path, cursor=cursor, limit=page_size, run_as=run_as)
             for e in page.entries:
                 yield e
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
 
-    def mkdir(self, path: str, *, parents: bool = False) -> str:
+    def mkdir(self, path: str, *, parents: bool = False, run_as: Optional[str] = None) -> str:
         """Makes a directory (AlreadyExists when it exists, unless ``parents``)."""
-        doc = self._client.json("POST", self._path + ":mkdir", query={"path": path, "parents": parents or None})
+        query = {"path": path, "parents": parents or None, "run_as": run_as}
+        doc = self._client.json("POST", self._path + ":mkdir", query=query)
         return str(doc.get("path", path)) if isinstance(doc, dict) else path
 
-    def rm(self, path: str, *, recursive: bool = False) -> List[str]:
+    def rm(self, path: str, *, recursive: bool = False, run_as: Optional[str] = None) -> List[str]:
         """Removes a file or an empty directory (a tree with ``recursive``; a missing path
         is then no error). Returns what was removed."""
-        doc = self._client.json("DELETE", self._path, query={"path": path, "recursive": recursive or None})
+        query = {"path": path, "recursive": recursive or None, "run_as": run_as}
+        doc = self._client.json("DELETE", self._path, query=query)
         removed = doc.get("removed") if isinstance(doc, dict) else None
         return [str(x) for x in removed] if isinstance(removed, list) else []
 
-    def stat(self, path: str) -> FsStat:
+    def stat(self, path: str, *, run_as: Optional[str] = None) -> FsStat:
         """Type, size, mode and mtime of a path (a last symlink itself, not followed)."""
-        return FsStat(self._client.json("GET", self._path + ":stat", query={"path": path}))
+        return FsStat(self._client.json("GET", self._path + ":stat", query={"path": path, "run_as": run_as}))
 
-    def exists(self, path: str) -> bool:
+    def exists(self, path: str, *, run_as: Optional[str] = None) -> bool:
         try:
-            self.stat(path)
+            self.stat(path, run_as=run_as)
             return True
         except NotFound:
             return False

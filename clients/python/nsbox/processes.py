@@ -11,7 +11,8 @@ _FOLLOW_SLACK_S = 30.0  # a followed answer's wait beyond its own timeout_s
 
 
 class ProcessStatus:
-    """One process: ``pid``, ``argv``, ``cwd``, ``tty``, ``status`` ("running" or
+    """One process: ``pid``, ``argv``, ``cwd``, ``run_as`` (the account it runs as; None
+    for the sandbox user), ``tty``, ``status`` ("running" or
     "exited"), ``exit_code`` (None while it runs; 128+N when signal N ended it),
     ``signal`` (its name, or None), ``stdout_bytes``, ``stderr_bytes`` and the spill
     files' paths once a stream outgrew 128 KiB (``stdout_file_path``)."""
@@ -21,6 +22,7 @@ class ProcessStatus:
         self.pid = int(doc.get("pid", 0))
         self.argv = list(doc.get("argv", []))
         self.cwd = doc.get("cwd")
+        self.run_as = doc.get("run_as")
         self.tty = bool(doc.get("tty", False))
         self.status = doc.get("status")
         self.exit_code = doc.get("exit_code")
@@ -71,8 +73,9 @@ class ProcessOutput:
 
 
 def command_body(command: Union[str, Sequence[str]], env: Optional[Mapping[str, str]],
-                 cwd: Optional[str]) -> Dict[str, Any]:
-    """A request's command (a bash line or an argv list), env and cwd, as the API takes them."""
+                 cwd: Optional[str], run_as: Optional[str] = None) -> Dict[str, Any]:
+    """A request's command (a bash line or an argv list), env, cwd and account, as the API
+    takes them."""
     body: Dict[str, Any] = {}
     if isinstance(command, str):
         body["command"] = command
@@ -82,6 +85,8 @@ def command_body(command: Union[str, Sequence[str]], env: Optional[Mapping[str, 
         body["env"] = {str(k): str(v) for k, v in env.items()}
     if cwd is not None:
         body["cwd"] = cwd
+    if run_as is not None:
+        body["run_as"] = run_as
     return body
 
 
@@ -93,10 +98,12 @@ class Processes:
         self._base = base + "/processes"
 
     def start(self, command: Union[str, Sequence[str]], *, env: Optional[Mapping[str, str]] = None,
-              cwd: Optional[str] = None, tty: bool = False, cols: int = 80, rows: int = 24) -> int:
+              cwd: Optional[str] = None, tty: bool = False, cols: int = 80, rows: int = 24,
+              run_as: Optional[str] = None) -> int:
         """Starts ``command`` (a bash line, or an argv list); its pid in the sandbox, once it
-        runs. It runs on after this client and its server are gone."""
-        body = command_body(command, env, cwd)
+        runs. It runs on after this client and its server are gone. ``run_as`` one of the
+        sandbox's ``users`` (default: the sandbox user)."""
+        body = command_body(command, env, cwd, run_as)
         if tty:
             body.update({"tty": True, "cols": int(cols), "rows": int(rows)})
         return int(self._client.json("POST", self._base, json_body=body)["pid"])

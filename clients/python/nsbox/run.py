@@ -99,6 +99,7 @@ class _Runner:
         stdin: Union[None, str, bytes] = None,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[str] = None,
+        run_as: Optional[str] = None,
         stream: Optional[bool] = None,
         request_timeout: Optional[float] = None,
     ) -> CommandResult:
@@ -116,6 +117,8 @@ class _Runner:
             body["env"] = {str(k): str(v) for k, v in env.items()}
         if cwd is not None:
             body["cwd"] = cwd
+        if run_as is not None:
+            body["run_as"] = run_as
         if stdin is not None:
             _bytes_field(body, "stdin", stdin)
         handlers: Dict[str, Callable[[Dict[str, Any]], Any]] = {}
@@ -165,6 +168,7 @@ class Commands:
         stdin: Union[None, str, bytes] = None,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[str] = None,
+        run_as: Optional[str] = None,
         stream: Optional[bool] = None,
         request_timeout: Optional[float] = None,
     ) -> CommandResult:
@@ -176,10 +180,12 @@ class Commands:
         server's default 180 s when None): at it the command's process group is killed
         and the result says ``status == "timeout"``. ``on_stdout``/``on_stderr`` receive
         the output as text while it runs (the result keeps the exact bytes). ``stdin``
-        is written to its standard input (else it reads /dev/null). ``stream`` forces or
-        forbids streaming (default: stream when a callback is given);
+        is written to its standard input (else it reads /dev/null). ``run_as`` is one of
+        the sandbox's ``users`` (default: the sandbox user; an unknown name is NotFound).
+        ``stream`` forces or forbids streaming (default: stream when a callback is given);
         ``request_timeout`` bounds the wait for a non-streamed answer (default: the
         deadline plus 60 s).
         """
         return self._runner.run_command(cmd, timeout, on_stdout=on_stdout, on_stderr=on_stderr, stdin=stdin,
-                                        env=env, cwd=cwd, stream=stream, request_timeout=request_timeout)
+                                        env=env, cwd=cwd, run_as=run_as, stream=stream,
+                                        request_timeout=request_timeout)

@@ -232,6 +232,8 @@ class Sandbox(_Workbench):
         lazy_kernel: bool = False,
         ttl_s: Optional[int] = None,
         workspace_root: Optional[str] = None,
+        users: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
+        groups: Optional[Sequence[Mapping[str, Any]]] = None,
         client: Optional[Client] = None,
         url: Optional[str] = None,
         token: Optional[str] = None,
@@ -256,7 +258,12 @@ class Sandbox(_Workbench):
         create and no idle interpreter; never from a warm pool); ``ttl_s`` its time to live:
         removed that many seconds after it starts, by its own supervisor (see :meth:`set_ttl`);
         ``workspace_root`` where commands, cells and the manifest start (default /home/user;
-        ``"/workspace"`` is a directory of the home volume shown there: docs/semantics.md).
+        ``"/workspace"`` is a directory of the home volume shown there: docs/semantics.md);
+        ``users`` accounts besides the sandbox user (``"alice"`` or ``{"name": "bob", "uid":
+        1500}``; uids 1001 and up) that commands, processes, PTY sessions and fs calls name
+        by ``run_as``, and ``groups`` theirs (``{"name": "team", "users": ["alice"]}``):
+        the workspace root is then sticky and world-writable, as /tmp; only a server
+        running as root makes them (Unsupported otherwise).
         The connection comes from ``client`` or the other arguments (see :class:`Client`).
         """
         c = make_client(client, url=url, token=token, socket=socket, token_file=token_file, timeout=timeout)
@@ -276,6 +283,10 @@ class Sandbox(_Workbench):
             body["tools"] = dict(tools)
         if packages is not None:
             body["packages"] = dict(packages)
+        if users is not None:
+            body["users"] = [u if isinstance(u, str) else dict(u) for u in users]
+        if groups is not None:
+            body["groups"] = [dict(g) for g in groups]
         if lazy_kernel:
             body["lazy_kernel"] = True
         # Creating waits for the sandbox (30 s, plus 60 s per bucket mount at most).
@@ -366,10 +377,12 @@ class Sandbox(_Workbench):
     # -- PTY sessions (docs/semantics.md, "PTY sessions") ------------------------------
 
     def pty_start(self, command: Union[str, Sequence[str]], *, cols: int = 80, rows: int = 24,
-                  env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None) -> int:
+                  env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                  run_as: Optional[str] = None) -> int:
         """Starts ``command`` (a bash line, or an argv list) on a terminal in the sandbox;
-        its session id. No deadline: it runs until it exits or is killed."""
-        body = command_body(command, env, cwd)
+        its session id. No deadline: it runs until it exits or is killed. ``run_as`` one of
+        the sandbox's ``users`` (default: the sandbox user)."""
+        body = command_body(command, env, cwd, run_as)
         body.update({"cols": cols, "rows": rows})
         doc = self._client.json("POST", self._base + "/pty", json_body=body)
         return int(doc["session_id"])
