@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -138,12 +139,68 @@ Result<void> become_reader(const Args& a) {
   return {};
 }
 
-// Moves every entry of `from` but those named in `keep` into `to`. A mount point cannot
-// move (EBUSY) and stays; nor can anything be moved over one (EBUSY, or EISDIR,
-// ENOTEMPTY, EEXIST for the mount's directory): that entry stays where it is.
-Result<void> move_entries(int from, int to, const std::set<std::string>& keep, const std::string& shown) {
+// The mount points strictly under `dir` (an absolute path of this process's view), as
+// paths relative to it, from its mount table: bucket mounts inside a workspace.
+Result<std::set<std::string>> mounts_under(const std::string& dir) {
+  std::set<std::string> out;
+  auto table = NSBOX_TRY(files::read_file("/proc/self/mountinfo", 4 << 20));
+  const std::string prefix = dir == "/" ? "/" : dir + "/";
+  size_t at = 0;
+  while (at < table.size()) {
+    size_t end = table.find('\n', at);
+    if (end == std::string::npos) end = table.size();
+    std::string line = table.substr(at, end - at);
+    at = end + 1;
+    // id parent major:minor root MOUNT_POINT ...; the kernel writes space, tab, newline
+    // and backslash in a path as \ooo.
+    std::istringstream fields(line);
+    std::string escaped, path;
+    for (int i = 0; i < 5; ++i) fields >> escaped;
+    for (size_t i = 0; i < escaped.size(); ++i) {
+      bool octal = escaped[i] == '\\' && i + 3 < escaped.size();
+      if (octal) {
+        path += static_cast<char>(((escaped[i + 1] - '0') << 6) | ((escaped[i + 2] - '0') << 3) | (escaped[i + 3] - '0'));
+        i += 3;
+      } else {
+        path += escaped[i];
+      }
+    }
+    if (path.size() > prefix.size() && path.starts_with(prefix)) out.insert(path.substr(prefix.size()));
+  }
+  return out;
+}
+
+// The mount points of `mounts` inside its entry `name`, relative to it.
+std::set<std::string> mounts_inside(const std::set<std::string>& mounts, const std::string& name) {
+  std::set<std::string> out;
+  for (const auto& m : mounts)
+    if (m.size() > name.size() + 1 && m.starts_with(name + "/")) out.insert(m.substr(name.size() + 1));
+  return out;
+}
+
+// Moves every entry of `from` but those named in `keep` into `to`. `mounts` are the mount
+// points (relative) on the workspace's side of the move, whichever it is: a mount point
+// never moves (and what would land on one stays behind), and a directory holding one is not
+// moved whole (its mount would go with it) but merged, entry by entry, into a directory of
+// its name on the other side. A mount the table does not show still cannot move (EBUSY),
+// nor can anything be moved over one (EBUSY, or EISDIR, ENOTEMPTY, EEXIST for the mount's
+// directory): that entry stays where it is.
+Result<void> move_entries(int from, int to, const std::set<std::string>& keep, const std::set<std::string>& mounts,
+                          const std::string& shown) {
   for (const auto& name : NSBOX_TRY(files::list_dir_at(from, shown))) {
-    if (keep.count(name)) continue;
+    if (keep.count(name) || mounts.count(name)) continue;
+    if (auto inside = mounts_inside(mounts, name); !inside.empty()) {
+      UniqueFd sub_from(::openat(from, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub_from) continue;  // not a directory on this side: it cannot take the mount's place
+      struct stat st{};
+      if (::fstat(sub_from.get(), &st) != 0) return fail(sys_error("stat " + shown + "/" + name));
+      if (::mkdirat(to, name.c_str(), st.st_mode & 07777) != 0 && errno != EEXIST) return fail(sys_error("mkdir " + name));
+      UniqueFd sub_to(::openat(to, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!sub_to) return fail(sys_error("open " + name + " (it holds a mount)"));
+      (void)::fchmod(sub_to.get(), st.st_mode & 07777);  // the incoming directory's mode; not ours to insist on
+      NSBOX_CHECK(move_entries(sub_from.get(), sub_to.get(), {}, inside, shown + "/" + name));
+      continue;
+    }
     if (::renameat(from, name.c_str(), to, name.c_str()) != 0 && errno != EBUSY && errno != EISDIR &&
         errno != ENOTEMPTY && errno != EEXIST)
       return fail(sys_error("move " + shown + "/" + name));
@@ -155,11 +212,13 @@ Result<void> move_entries(int from, int to, const std::set<std::string>& keep, c
 // inside it (a refused or failed archive leaves the old content as it was), then the old
 // entries are moved out and the new ones in, each a rename: the directory is neither the
 // old nor the new content only for that long, and a failed move puts the old content
-// back. The old content is removed after; bucket mounts inside stay (a mount point cannot
-// be moved), and a member of the same name is dropped. It costs the volume both contents
+// back. The old content is removed after; bucket mounts inside stay where they are (the
+// directories holding them are merged, not moved), and a member at a mount's place is
+// dropped. It costs the volume both contents
 // while it runs.
-Result<snapshot::ArchiveSummary> replace_contents(int dir, int archive, const snapshot::ArchiveLimits& limits,
-                                                   const snapshot::ArchiveSource& source) {
+Result<snapshot::ArchiveSummary> replace_contents(int dir, const std::string& dir_path, int archive,
+                                                   const snapshot::ArchiveLimits& limits, const snapshot::ArchiveSource& source) {
+  const std::set<std::string> mounts = NSBOX_TRY(mounts_under(dir_path));
   const std::string incoming = ".nsbox-incoming-" + sys::random_hex(6), outgoing = ".nsbox-outgoing-" + sys::random_hex(6);
   const std::set<std::string> ours = {incoming, outgoing};
   auto make = [&](const std::string& name) -> Result<UniqueFd> {
@@ -173,11 +232,11 @@ Result<snapshot::ArchiveSummary> replace_contents(int dir, int archive, const sn
     if (::fchdir(in.get()) != 0) return fail(sys_error("fchdir to " + incoming));
     auto summary = NSBOX_TRY(snapshot::unpack(archive, limits, source));
     UniqueFd out = NSBOX_TRY(make(outgoing));
-    auto moved = move_entries(dir, out.get(), ours, "the directory");
-    if (moved) moved = move_entries(in.get(), dir, {}, incoming);
+    auto moved = move_entries(dir, out.get(), ours, mounts, "the directory");
+    if (moved) moved = move_entries(in.get(), dir, {}, mounts, incoming);
     if (!moved) {  // the old content back, as much of it as moves
-      (void)move_entries(dir, in.get(), ours, "the directory");
-      (void)move_entries(out.get(), dir, {}, outgoing);
+      (void)move_entries(dir, in.get(), ours, mounts, "the directory");
+      (void)move_entries(out.get(), dir, {}, mounts, outgoing);
       return fail(std::move(moved.error()));
     }
     return summary;
@@ -233,7 +292,7 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     // Every member checked before anything is written: a refused archive writes nothing.
     NSBOX_CHECK(snapshot::check(in.get(), limits, source));
     ::umask(022);
-    if (a.values.count("replace")) return replace_contents(root.get(), in.get(), limits, source);
+    if (a.values.count("replace")) return replace_contents(root.get(), a.values.at("dir"), in.get(), limits, source);
     if (::fchdir(root.get()) != 0) return fail(sys_error("fchdir to the volume"));
     return snapshot::unpack(in.get(), limits, source);
   }

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
+#include "tests/support/object_store_peers.h"
 #include "tests/support/process.h"
 #include "tests/support/temp_dir.h"
 
@@ -102,5 +104,36 @@ TEST_CASE("an import replaces the workspace, and a hostile archive is refused wi
   CHECK(garbage.exit_code != 0);
   CHECK((garbage.out + garbage.err).find("\"invalid_argument\"") != std::string::npos);  // the caller's bytes, not the system's failure
   CHECK(root.sh(id, "ls -A").out == "src\n");
+  CHECK(root.nsbox({"rm", id}).exit_code == 0);
+}
+
+TEST_CASE("an import keeps a bucket mounted deep in the workspace where it is, and the archive's files around it") {
+  NSBOX_NEEDS(nsbox::test::node_peers());
+  NSBOX_NEEDS(nsbox::test::fuse_device());
+  nsbox::test::S3rverPeer s3({"deep"});
+  TestRoot root;
+  nsbox::test::TempDir dir;
+  const std::string manifest = dir.path() + "/manifest.json";
+  std::ofstream(manifest) << R"({"version": 1, "root": "/workspace", "entries": {
+    "data/ro": {"type": "s3", "bucket": "deep", "read_only": false},
+    "data/notes.txt": {"type": "file", "content": "old\n"}, "top.txt": {"type": "file", "content": "old\n"}}})";
+  auto created = root.nsbox({"create", "--manifest", manifest, "--lazy-kernel"},
+                            {.extra_env = nsbox::test::s3_credentials_env(s3, "nsbox-test-secret")});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  std::string id = created.out.substr(0, created.out.find('\n'));
+  REQUIRE(root.sh(id, "echo in-bucket > data/ro/obj && mkdir -p data/sub && echo s > data/sub/s").exit_code == 0);
+
+  const std::string archive = dir.path() + "/new.tar";
+  write_tar(archive, R"([("data", "dir", ""), ("data/notes.txt", "file", "new\n"), ("data/ro", "file", "shadow"),
+                        ("data/fresh", "file", "f\n"), ("top.txt", "file", "new\n")])");
+  auto imported = root.nsbox({"workspace", id, "import", archive});
+  INFO(imported.err);
+  REQUIRE(imported.exit_code == 0);
+  // The archive's files around the mount; the old ones gone; the mount where it was, its
+  // object there; nothing of the swap left behind.
+  CHECK(root.sh(id, "cd /workspace && cat top.txt data/notes.txt data/fresh data/ro/obj && ls -A && ls -A data && "
+                    "grep -c ' /workspace/data/ro ' /proc/self/mountinfo")
+            .out == "new\nnew\nf\nin-bucket\ndata\ntop.txt\nfresh\nnotes.txt\nro\n1\n");
   CHECK(root.nsbox({"rm", id}).exit_code == 0);
 }
