@@ -671,7 +671,8 @@ Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name, const std::
   if (::poll(&exited, 1, 0) != 0) return fail(not_running(id));
   // Each account's own host ids (isolation/userns.h): what it may not touch, nor may we.
   auto ids = userns::host_ids();
-  return SandboxFs(std::move(root), userns::host_uid(ids, who.uid), userns::host_gid(ids, who.gid), record.spec.workspace_root);
+  return SandboxFs(std::move(root), userns::host_uid(ids, who.uid), userns::host_gid(ids, who.gid), record.spec.workspace_root,
+                   who.name == "user" ? "the sandbox user" : who.name);
 }
 
 // A create's manifest entries, made in /home/user as the sandbox user before the sandbox

@@ -37,13 +37,14 @@ class AsSandboxUser {
   gid_t old_gid_;
 };
 
-Error path_error(const std::string& what, const std::string& path, int err) {
+// `who`: the account the call acts as, named in a refusal.
+Error path_error(const std::string& who, const std::string& what, const std::string& path, int err) {
   switch (err) {
     case ENOENT: return make_error(ErrorCode::kNotFound, "no " + path + " in the sandbox");
     case ELOOP: case EXDEV:
       return make_error(ErrorCode::kPermissionDenied, path + " goes through a symlink; refused (symlinks are not followed)");
     case EACCES: case EPERM:
-      return make_error(ErrorCode::kPermissionDenied, what + " " + path + ": the sandbox user may not");
+      return make_error(ErrorCode::kPermissionDenied, what + " " + path + ": not permitted to " + who);
     case EROFS: return make_error(ErrorCode::kPermissionDenied, what + " " + path + ": it is read-only in the sandbox");
     case ENOSPC: case EDQUOT:
       return make_error(ErrorCode::kLimitExceeded, what + " " + path + ": no space left (the disk or its quota is full)");
@@ -85,7 +86,7 @@ Result<UniqueFd> SandboxFs::open_at(const std::string& path, uint64_t flags, mod
   how.mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? mode : 0;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
   UniqueFd fd(static_cast<int>(sys::retry_eintr([&] { return ::syscall(SYS_openat2, root_.get(), path.c_str(), &how, sizeof how); })));
-  if (!fd) return fail(path_error("open", path, errno));
+  if (!fd) return fail(path_error(account_, "open", path, errno));
   return fd;
 }
 
@@ -131,7 +132,7 @@ Result<uint64_t> SandboxFs::write(const std::string& path, int source, uint64_t 
   bool unnamed = static_cast<bool>(out);
   if (!out && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL))
     out.reset(::openat(dir.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 07777));
-  if (!out) return fail(path_error("write", p, errno));
+  if (!out) return fail(path_error(account_, "write", p, errno));
   auto discard = [&](Error e) {
     if (!unnamed) ::unlinkat(dir.get(), temp.c_str(), 0);
     return fail(std::move(e));
@@ -148,7 +149,7 @@ Result<uint64_t> SandboxFs::write(const std::string& path, int source, uint64_t 
     total = static_cast<uint64_t>(in.st_size);
     if (total > max_bytes) return discard(too_large());
     if (auto copied = files::copy_sparse(source, out.get(), total, "what goes to " + p, p); !copied)
-      return discard(path_error("write", p, copied.error().sys_errno));
+      return discard(path_error(account_, "write", p, copied.error().sys_errno));
   } else {
     std::vector<char> buf(1 << 20);
     for (;;) {
@@ -158,22 +159,22 @@ Result<uint64_t> SandboxFs::write(const std::string& path, int source, uint64_t 
       total += static_cast<uint64_t>(n);
       if (total > max_bytes) return discard(too_large());
       if (auto w = files::write_all(out.get(), std::string_view(buf.data(), static_cast<size_t>(n)), p); !w)
-        return discard(path_error("write", p, w.error().sys_errno));
+        return discard(path_error(account_, "write", p, w.error().sys_errno));
     }
   }
   if (before_commit)
     if (auto ok = before_commit(); !ok) return discard(ok.error());
   (void)::fchmod(out.get(), mode & 07777);  // exactly, whatever the umask
-  if (::fsync(out.get()) != 0) return discard(path_error("write", p, errno));
+  if (::fsync(out.get()) != 0) return discard(path_error(account_, "write", p, errno));
   if (unnamed) {
     std::string self = "/proc/self/fd/" + std::to_string(out.get());
     if (::linkat(AT_FDCWD, self.c_str(), dir.get(), temp.c_str(), AT_SYMLINK_FOLLOW) != 0)
-      return fail(path_error("write", p, errno));
+      return fail(path_error(account_, "write", p, errno));
   }
   if (::renameat(dir.get(), temp.c_str(), dir.get(), name.c_str()) != 0) {
     int err = errno;
     ::unlinkat(dir.get(), temp.c_str(), 0);
-    return fail(path_error("write", p, err));
+    return fail(path_error(account_, "write", p, err));
   }
   return total;
 }
@@ -191,18 +192,18 @@ Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, co
   AsSandboxUser as(uid_, gid_);
   auto dir = NSBOX_TRY(open_at(p, O_RDONLY | O_DIRECTORY));
   auto page = files::list_page(dir.get(), limit, cursor, p);
-  if (!page) return fail(path_error("list", p, page.error().sys_errno));
+  if (!page) return fail(path_error(account_, "list", p, page.error().sys_errno));
   return page;
 }
 
 Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t mode) const {
   std::string p = NSBOX_TRY(path_of(path));
-  if (p == "/") return parents ? Result<void>{} : fail(path_error("make", p, EEXIST));
+  if (p == "/") return parents ? Result<void>{} : fail(path_error(account_, "make", p, EEXIST));
   AsSandboxUser as(uid_, gid_);
   if (!parents) {
     auto [parent, name] = split(p);
     auto dir = NSBOX_TRY(open_at(parent, O_RDONLY | O_DIRECTORY));
-    if (::mkdirat(dir.get(), name.c_str(), mode) != 0) return fail(path_error("make", p, errno));
+    if (::mkdirat(dir.get(), name.c_str(), mode) != 0) return fail(path_error(account_, "make", p, errno));
     return {};
   }
   // Each level in turn, from the deepest one that exists.
@@ -217,7 +218,7 @@ Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t m
       if (opened.error().code != ErrorCode::kNotFound) return fail(std::move(opened.error()));
       auto dir = NSBOX_TRY(open_at(at.empty() ? "/" : at, O_RDONLY | O_DIRECTORY));
       std::string name = p.substr(start, end - start);
-      if (::mkdirat(dir.get(), name.c_str(), mode) != 0 && errno != EEXIST) return fail(path_error("make", next, errno));
+      if (::mkdirat(dir.get(), name.c_str(), mode) != 0 && errno != EEXIST) return fail(path_error(account_, "make", next, errno));
     }
     at = next;
     start = end + 1;
@@ -237,18 +238,18 @@ Result<void> SandboxFs::remove(const std::string& path, bool recursive) const {
   struct stat st{};
   if (::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT && recursive) return {};
-    return fail(path_error("remove", p, errno));
+    return fail(path_error(account_, "remove", p, errno));
   }
   if (S_ISDIR(st.st_mode)) {
     if (!recursive) {
-      if (::unlinkat(dir->get(), name.c_str(), AT_REMOVEDIR) != 0) return fail(path_error("remove", p, errno));
+      if (::unlinkat(dir->get(), name.c_str(), AT_REMOVEDIR) != 0) return fail(path_error(account_, "remove", p, errno));
       return {};
     }
     auto removed = files::remove_tree_at(dir->get(), name, p);
-    if (!removed && removed.error().sys_errno) return fail(path_error("remove", p, removed.error().sys_errno));
+    if (!removed && removed.error().sys_errno) return fail(path_error(account_, "remove", p, removed.error().sys_errno));
     return removed;
   }
-  if (::unlinkat(dir->get(), name.c_str(), 0) != 0) return fail(path_error("remove", p, errno));
+  if (::unlinkat(dir->get(), name.c_str(), 0) != 0) return fail(path_error(account_, "remove", p, errno));
   return {};
 }
 

@@ -31,8 +31,10 @@ class SandboxFs {
  public:
   // `root` is the sandbox's root directory (an fd on /proc/<init>/root); `uid`/`gid`
   // the host ids of the sandbox user; `workspace` its workspace root.
-  SandboxFs(UniqueFd root, uid_t uid, gid_t gid, std::string workspace = kDefaultWorkspaceRoot)
-      : root_(std::move(root)), uid_(uid), gid_(gid), workspace_(std::move(workspace)) {}
+  // `account`: whose rights these are, as a refusal names it.
+  SandboxFs(UniqueFd root, uid_t uid, gid_t gid, std::string workspace = kDefaultWorkspaceRoot,
+            std::string account = "the sandbox user")
+      : root_(std::move(root)), uid_(uid), gid_(gid), workspace_(std::move(workspace)), account_(std::move(account)) {}
 
   // "/tmp/x" as it is; "notes/a.md" under `workspace`. Refuses `..`, empty paths, NUL
   // bytes and /proc, /sys, /dev. The absolute, normalised path.
@@ -62,6 +64,7 @@ class SandboxFs {
   uid_t uid_;
   gid_t gid_;
   std::string workspace_;
+  std::string account_;
 };
 
 }  // namespace nsbox

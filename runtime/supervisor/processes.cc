@@ -85,7 +85,7 @@ void Processes::start(int client_fd, const Json& request) {
   p.run_as = *run_as;
   p.tty = request.value("tty", false);
   p.argv = std::move(*argv);
-  p.cwd = *cwd;
+  p.cwd = host_.working_dir(*cwd);
   if (p.tty && std::none_of(env->begin(), env->end(), [](const auto& kv) { return kv.first == "TERM"; }))
     env->emplace_back("TERM", "xterm-256color");
   UniqueFd in_r, out_w, err_w, slave;

@@ -37,6 +37,8 @@ class ProcessHost : public PtyHost {
   // Starts the command with the given stdio (pipe ends).
   virtual Result<uint64_t> spawn_with_stdio(const Launch& launch, int in, int out, int err) = 0;
   virtual FilesVolume* files_volume() = 0;  // null when the sandbox has none
+  // Where a command that names no working directory starts: the workspace root.
+  virtual std::string working_dir(const std::string& asked) const = 0;
 };
 
 class Processes {

@@ -115,7 +115,9 @@ class Supervisor final : private KernelHost, private ProcessHost {
   Result<void> watch_exit(int pidfd, std::function<void()> on_exit);
   EnvList sandbox_env() const;  // every process's: the egress proxy's and pip's settings, then --env
   // A request's working directory; "" is the sandbox's workspace root.
-  std::string working_dir(const std::string& asked) const { return asked.empty() ? record_.spec.workspace_root : asked; }
+  std::string working_dir(const std::string& asked) const override {
+    return asked.empty() ? record_.spec.workspace_root : asked;
+  }
   void change_allowlist(Client& client, const protocol::Json& request);
   void claim(Client& client, const protocol::Json& request);
   void restore_cpu_weight();  // a claimed member's, at its first request (claim())

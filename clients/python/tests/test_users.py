@@ -102,6 +102,7 @@ def test_a_file_alice_writes_through_fs_is_hers_and_bob_gets_permission_denied(a
         accounts.fs.write("by-fs.txt", "bob's words", run_as="bob")
     assert overwrite.value.status == 403
     assert "/home/user/by-fs.txt" in str(overwrite.value)
+    assert "not permitted to bob" in str(overwrite.value)
     with pytest.raises(nsbox.PermissionDenied) as remove:
         accounts.fs.rm("by-fs.txt", run_as="bob")
     assert remove.value.status == 403
@@ -115,7 +116,7 @@ def test_fs_mkdir_ls_and_stat_act_as_the_account(accounts: nsbox.Sandbox) -> Non
     accounts.fs.write("bobs-dir/note", "x", mode=0o600, run_as="bob")
     assert [e.name for e in accounts.fs.ls("bobs-dir", run_as="bob").entries] == ["note"]
     assert accounts.fs.stat("bobs-dir/note", run_as="alice").size == 1  # stat needs no read right
-    with pytest.raises(nsbox.PermissionDenied):
+    with pytest.raises(nsbox.PermissionDenied, match="not permitted to alice"):
         accounts.fs.read("bobs-dir/note", run_as="alice")  # 0600, bob's
     assert accounts.fs.read("bobs-dir/note", run_as="bob") == b"x"
 
