@@ -198,6 +198,15 @@ export class IntegrityError extends NsboxError {
   static override readonly code: string = "integrity";
 }
 
+/**
+ * Whether a NotFound is about the account a call's `runAs` named (not one of the
+ * sandbox's users) rather than a path: the server answers both with `not_found`, and
+ * names the account in its message (`no user "NAME" in this sandbox (it has ...)`).
+ */
+export function isUnknownAccount(e: unknown, runAs: string | undefined): boolean {
+  return e instanceof NotFound && runAs !== undefined && e.message.includes(`user ${JSON.stringify(runAs)}`);
+}
+
 type ErrorClass = typeof NsboxError;
 
 // The API's codes (components.schemas.ErrorCode of api/openapi.yaml; a unit test checks

@@ -7,7 +7,7 @@ import { once } from "node:events";
 import { PassThrough, Readable, Transform, type Writable } from "node:stream";
 
 import type { Client } from "./connection.js";
-import { IntegrityError, NotFound, NsboxError, ProtocolError, ServerUnreachable } from "./errors.js";
+import { IntegrityError, NotFound, NsboxError, ProtocolError, ServerUnreachable, isUnknownAccount } from "./errors.js";
 import {
   listingPage,
   type DownloadLink,
@@ -291,10 +291,19 @@ export class Files {
 }
 
 /**
+ * Every `sbx.fs` call's `runAs`: one of the sandbox's `users` whose rights it has instead
+ * of `user`'s (what that account may not read or write is PermissionDenied, what it makes
+ * is its own); an unknown name is NotFound, naming the accounts there are.
+ */
+export interface RunAsOption {
+  runAs?: string;
+}
+
+/**
  * `sbx.fs`: any path of the sandbox's own view (/home/user, /tmp, /mnt/files, read-write
- * bucket mounts; read-only places for reading), with the sandbox user's rights, never
- * following a symlink (PermissionDenied). Relative paths are under /home/user. The
- * sandbox must be running.
+ * bucket mounts; read-only places for reading), with the sandbox user's rights (another
+ * account's with `runAs`), never following a symlink (PermissionDenied). Relative paths
+ * are under /home/user. The sandbox must be running.
  */
 export class Fs {
   private readonly route: string;
@@ -303,17 +312,18 @@ export class Fs {
     this.route = `${base}/fs`;
   }
 
-  async read(filePath: string, options: { timeoutMs?: number; maxBytes?: number } = {}): Promise<Buffer> {
-    return (await this.client.request("GET", this.route, { query: { path: filePath }, ...options })).data;
+  async read(filePath: string, options: RunAsOption & { timeoutMs?: number; maxBytes?: number } = {}): Promise<Buffer> {
+    const { runAs, ...rest } = options;
+    return (await this.client.request("GET", this.route, { query: { path: filePath, run_as: runAs }, ...rest })).data;
   }
 
-  async readText(filePath: string): Promise<string> {
-    return (await this.read(filePath)).toString("utf8");
+  async readText(filePath: string, options: RunAsOption = {}): Promise<string> {
+    return (await this.read(filePath, options)).toString("utf8");
   }
 
   /** Writes a whole file atomically (parents made, 0755); `mode` default 0o644. */
   async write(filePath: string, data: string | Uint8Array | Readable,
-    options: { mode?: number; timeoutMs?: number } = {}): Promise<FsWrite> {
+    options: RunAsOption & { mode?: number; timeoutMs?: number } = {}): Promise<FsWrite> {
     const headers: Record<string, string> = { "Content-Type": "application/octet-stream" };
     let body: Uint8Array | Readable;
     let hash: Hash | undefined;
@@ -327,7 +337,8 @@ export class Fs {
       throw new TypeError("fs.write takes a string, bytes or a readable stream");
     }
     if (body instanceof Uint8Array) headers["Content-Length"] = String(body.byteLength);
-    const query = { path: filePath, mode: options.mode === undefined ? undefined : options.mode.toString(8).padStart(4, "0") };
+    const query = { path: filePath, mode: options.mode === undefined ? undefined : options.mode.toString(8).padStart(4, "0"),
+      run_as: options.runAs };
     const doc = await this.client.json<FsWrite>("PUT", this.route, { query, body, headers, timeoutMs: options.timeoutMs });
     const digest = hash ? hash.digest("hex") : sha256(body as Uint8Array);
     if (typeof doc.sha256 === "string" && doc.sha256 !== digest) {
@@ -344,34 +355,35 @@ export class Fs {
    * existing file.
    */
   extract(dir: string, archive: Uint8Array | Readable,
-    options: { format?: "tar" | "zip"; max_members?: number; max_bytes?: number; timeoutMs?: number } = {}): Promise<Extracted> {
+    options: RunAsOption & { format?: "tar" | "zip"; max_members?: number; max_bytes?: number; timeoutMs?: number } = {}): Promise<Extracted> {
     const headers: Record<string, string> = { "Content-Type": "application/octet-stream" };
     if (archive instanceof Uint8Array) headers["Content-Length"] = String(archive.byteLength);
-    const query = { path: dir, format: options.format ?? "tar", max_members: options.max_members, max_bytes: options.max_bytes };
+    const query = { path: dir, format: options.format ?? "tar", max_members: options.max_members, max_bytes: options.max_bytes,
+      run_as: options.runAs };
     return this.client.json<Extracted>("PUT", `${this.route}:extract`, { query, body: archive, headers, timeoutMs: options.timeoutMs });
   }
 
   /** One page of a directory listing; `next_cursor` continues. */
-  async ls(dir: string = WORKSPACE_ROOT, options: PageOptions = {}): Promise<ListingPage> {
+  async ls(dir: string = WORKSPACE_ROOT, options: RunAsOption & PageOptions = {}): Promise<ListingPage> {
     const doc = await this.client.json<Parameters<typeof listingPage>[0]>("GET", `${this.route}:ls`,
-      { query: { path: dir, cursor: options.cursor, limit: options.limit } });
+      { query: { path: dir, cursor: options.cursor, limit: options.limit, run_as: options.runAs } });
     return listingPage(doc, dir.startsWith("/") ? dir : path.posix.join(WORKSPACE_ROOT, dir));
   }
 
   /** Every entry of a directory, page after page. */
-  async *iter(dir: string = WORKSPACE_ROOT, options: { pageSize?: number } = {}): AsyncGenerator<ListingEntry, void, undefined> {
+  async *iter(dir: string = WORKSPACE_ROOT, options: RunAsOption & { pageSize?: number } = {}): AsyncGenerator<ListingEntry, void, undefined> {
     let cursor: string | undefined;
     do {
-      const page = await this.ls(dir, { cursor, limit: options.pageSize });
+      const page = await this.ls(dir, { cursor, limit: options.pageSize, runAs: options.runAs });
       yield* page.entries;
       cursor = page.next_cursor ?? undefined;
     } while (cursor);
   }
 
   /** Makes a directory (AlreadyExists when it exists, unless `parents`); its absolute path. */
-  async mkdir(dir: string, options: { parents?: boolean } = {}): Promise<string> {
+  async mkdir(dir: string, options: RunAsOption & { parents?: boolean } = {}): Promise<string> {
     const doc = await this.client.json<{ path?: string }>("POST", `${this.route}:mkdir`,
-      { query: { path: dir, parents: options.parents || undefined } });
+      { query: { path: dir, parents: options.parents || undefined, run_as: options.runAs } });
     return typeof doc?.path === "string" ? doc.path : dir;
   }
 
@@ -379,22 +391,22 @@ export class Fs {
    * Removes a file or an empty directory (a tree with `recursive`; a missing path is then
    * no error). Returns what was removed.
    */
-  async rm(target: string, options: { recursive?: boolean } = {}): Promise<string[]> {
+  async rm(target: string, options: RunAsOption & { recursive?: boolean } = {}): Promise<string[]> {
     return removedList(await this.client.json("DELETE", this.route,
-      { query: { path: target, recursive: options.recursive || undefined } }));
+      { query: { path: target, recursive: options.recursive || undefined, run_as: options.runAs } }));
   }
 
   /** Type, size, mode and mtime of a path (a last symlink itself, not followed). */
-  stat(target: string): Promise<FsStat> {
-    return this.client.json<FsStat>("GET", `${this.route}:stat`, { query: { path: target } });
+  stat(target: string, options: RunAsOption = {}): Promise<FsStat> {
+    return this.client.json<FsStat>("GET", `${this.route}:stat`, { query: { path: target, run_as: options.runAs } });
   }
 
-  async exists(target: string): Promise<boolean> {
+  async exists(target: string, options: RunAsOption = {}): Promise<boolean> {
     try {
-      await this.stat(target);
+      await this.stat(target, options);
       return true;
     } catch (e) {
-      if (e instanceof NotFound) return false;
+      if (e instanceof NotFound && !isUnknownAccount(e, options.runAs)) return false;
       throw e;
     }
   }

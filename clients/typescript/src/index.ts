@@ -34,7 +34,7 @@ export {
   type StreamEvent,
 } from "./connection.js";
 export * from "./errors.js";
-export { Files, Fs, RemoteFile, FILES_ROOT, WORKSPACE_ROOT, type PageOptions } from "./files.js";
+export { Files, Fs, RemoteFile, FILES_ROOT, WORKSPACE_ROOT, type PageOptions, type RunAsOption } from "./files.js";
 export * from "./models.js";
 export { LineSplitter, parseEventLine } from "./ndjson.js";
 export {

@@ -38,6 +38,8 @@ export interface StartProcess {
   tty?: boolean;
   cols?: number;
   rows?: number;
+  /** Runs as this account of the sandbox's (its `users`; default `user`); an unknown one is NotFound. */
+  runAs?: string;
 }
 
 /** `sandbox.processes`: start, list, read, write, signal, kill. */
@@ -54,6 +56,7 @@ export class Processes {
       typeof command === "string" ? { command } : { argv: [...command] };
     if (options.env !== undefined) json.env = options.env;
     if (options.cwd !== undefined) json.cwd = options.cwd;
+    if (options.runAs !== undefined) json.run_as = options.runAs;
     if (options.tty) Object.assign(json, { tty: true, cols: options.cols ?? 80, rows: options.rows ?? 24 });
     return (await this.client.json<components["schemas"]["ProcessStarted"]>("POST", this.base, { json })).pid;
   }

@@ -35,6 +35,8 @@ export interface RunCommandOptions {
   cwd?: string;
   /** Written to its standard input (else it reads /dev/null). */
   stdin?: string | Uint8Array;
+  /** Runs as this account of the sandbox's (its `users`; default `user`); an unknown one is NotFound. */
+  runAs?: string;
   onStdout?: TextCallback;
   onStderr?: TextCallback;
   stream?: boolean;
@@ -112,6 +114,7 @@ export class Runner {
     if (options.env !== undefined) body["env"] = Object.fromEntries(Object.entries(options.env).map(([k, v]) => [k, String(v)]));
     if (options.cwd !== undefined) body["cwd"] = options.cwd;
     if (options.stdin !== undefined) bytesField(body, "stdin", options.stdin);
+    if (options.runAs !== undefined) body["run_as"] = options.runAs;
     const handlers: Handlers = {};
     const { onStdout, onStderr } = options;
     if (onStdout) handlers["stdout"] = (e) => onStdout(eventText(e));

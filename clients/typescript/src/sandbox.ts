@@ -186,14 +186,16 @@ abstract class Workbench {
 
   /**
    * Starts `command` (a bash line, or an argv array) on a terminal in the sandbox;
-   * resolves to its session id. No deadline: it runs until it exits or is killed.
+   * resolves to its session id. No deadline: it runs until it exits or is killed. With
+   * `runAs`, as that account of the sandbox's (its `users`; default `user`).
    */
   async ptyStart(command: string | readonly string[],
-    options: { cols?: number; rows?: number; env?: Record<string, string> } = {}): Promise<number> {
+    options: { cols?: number; rows?: number; env?: Record<string, string>; runAs?: string } = {}): Promise<number> {
     const body: Record<string, unknown> = { cols: options.cols ?? 80, rows: options.rows ?? 24 };
     if (typeof command === "string") body["command"] = command;
     else body["argv"] = command.map(String);
     if (options.env && Object.keys(options.env).length) body["env"] = stringEnv(options.env);
+    if (options.runAs !== undefined) body["run_as"] = options.runAs;
     const doc = await this.client.json<components["schemas"]["PtyStarted"]>("POST", `${this.base}/pty`, { json: body });
     return Number(doc.session_id);
   }

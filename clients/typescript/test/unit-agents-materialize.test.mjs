@@ -39,10 +39,12 @@ after(() => {
 /**
  * A sandbox of the fs routes' rules, in memory: `PUT .../fs` makes parents and replaces a
  * file, refuses a directory; `fs:mkdir?parents=true` keeps an existing directory and
- * refuses a file; `fs:stat`; `commands` runs `chmod` alone. `calls` is what was asked.
+ * refuses a file; `fs:stat`; `commands` runs `chmod` alone. `calls` is what was asked,
+ * each ending in `as NAME` when it named an account (`runAs`).
  */
 function standIn() {
   const calls = [];
+  const as = (options) => (options?.runAs === undefined ? [] : [`as ${options.runAs}`]);
   const nodes = new Map([["/workspace", { type: "dir", mode: 0o755 }]]);
   const makeParents = (p) => {
     for (let d = path.posix.dirname(p); !nodes.has(d); d = path.posix.dirname(d)) nodes.set(d, { type: "dir", mode: 0o755 });
@@ -51,7 +53,7 @@ function standIn() {
     id: "sbx-unit",
     fs: {
       async write(p, data, options = {}) {
-        calls.push(["write", p, options.mode]);
+        calls.push(["write", p, options.mode, ...as(options)]);
         if (nodes.get(p)?.type === "dir") throw new Error(`${p} is a directory`);
         const chunks = [];
         if (data instanceof Readable) for await (const c of data) chunks.push(c);
@@ -61,22 +63,22 @@ function standIn() {
         return { path: p, size: Buffer.concat(chunks).length };
       },
       async mkdir(p, options = {}) {
-        calls.push(["mkdir", p, options.parents === true]);
+        calls.push(["mkdir", p, options.parents === true, ...as(options)]);
         if (nodes.has(p) && nodes.get(p).type !== "dir") throw new Error(`a part of ${p} is not a directory`);
         makeParents(p);
         if (!nodes.has(p)) nodes.set(p, { type: "dir", mode: 0o755 });
         return p;
       },
-      async stat(p) {
-        calls.push(["stat", p]);
+      async stat(p, options = {}) {
+        calls.push(["stat", p, ...as(options)]);
         const node = nodes.get(p);
         if (!node) throw new Error(`${p}: not found`);
         return { path: p, type: node.type, mode: node.mode, size: node.data?.length ?? 0 };
       },
     },
     commands: {
-      async run(argv) {
-        calls.push(["run", ...argv]);
+      async run(argv, options = {}) {
+        calls.push(["run", ...argv, ...as(options)]);
         assert.equal(argv[0], "chmod", "only chmod is run");
         nodes.get(argv[3]).mode = parseInt(argv[1], 8);
         return { ok: true, exit_code: 0, stderr: Buffer.alloc(0) };
@@ -224,14 +226,49 @@ test("an ephemeral entry is refused after create, unless it is under an ephemera
   assert.equal(text("/workspace/scratch/tmp.txt"), "t");
 });
 
-test("runAs, users and groups, an entry's group, hostPath grants and new environment values are refused naming them; nothing is made", async () => {
+test("runAs makes every file, directory and chmod of materializeEntry and applyManifest as that account", async () => {
+  const { sandbox, calls, text } = standIn();
+  const session = sessionOn(sandbox, new Manifest({ users: ["alice", "bob"] }));
+  await session.materializeEntry({ path: "notes/a.txt", entry: file({ content: "A" }), runAs: "alice" });
+  await session.applyManifest(new Manifest({ entries: { private: dir({ permissions: "drwx------", children: { "c.txt": file({ content: "C" }) } }) } }), "bob");
+  assert.deepEqual(calls, [
+    ["write", "/workspace/notes/a.txt", 0o755, "as alice"],
+    ["mkdir", "/workspace/private", true, "as bob"],
+    ["stat", "/workspace/private", "as bob"],
+    ["run", "chmod", "0700", "--", "/workspace/private", "as bob"],
+    ["write", "/workspace/private/c.txt", 0o755, "as bob"],
+  ]);
+  assert.equal(text("/workspace/notes/a.txt"), "A");
+  assert.deepEqual(Object.keys(session.state.manifest.entries).sort(), ["notes/a.txt", "private"]);
+});
+
+test("applyManifest takes the users and groups the sandbox was made with, and refuses new ones naming them", async () => {
+  const { sandbox, calls } = standIn();
+  const session = sessionOn(sandbox, new Manifest({ users: ["alice"], groups: [{ name: "team", users: ["alice"] }] }));
+  // The SDK's runAs user (manifestWithRunAsUser) and the sandbox's own `user` are no change.
+  await session.applyManifest(new Manifest({ users: ["alice", "user"], groups: [{ name: "team", users: ["alice"] }],
+    entries: { "a.txt": file({ content: "a" }) } }), "alice");
+  assert.deepEqual(calls, [["write", "/workspace/a.txt", 0o755, "as alice"]]);
+  calls.length = 0;
+  const cases = [
+    [new Manifest({ users: ["alice", "carol"] }), /cannot add the users carol to a running nsbox sandbox/],
+    [new Manifest({ groups: [{ name: "team", users: ["alice", "dave"] }] }), /cannot add the users dave and the groups team/],
+    [new Manifest({ groups: [{ name: "ops", users: ["alice"] }] }), /cannot add the groups ops.*manifest the session is created with/s],
+  ];
+  for (const [manifest, message] of cases) {
+    await assert.rejects(session.applyManifest(manifest, "alice"),
+      (e) => e instanceof SandboxUnsupportedFeatureError && e.details?.feature === "applyManifest.users" && message.test(e.message),
+      message.source);
+  }
+  assert.deepEqual(calls, []);
+});
+
+test("an entry's group, hostPath grants and new environment values are refused naming them; nothing is made", async () => {
   const { sandbox, calls } = standIn();
   const session = sessionOn(sandbox, new Manifest(), { MARKER: "at-create" });
   const cases = [
-    [session.materializeEntry({ path: "a.txt", entry: file({ content: "a" }), runAs: "alice" }), /materializeEntry as alice.*issue 34/s],
-    [session.applyManifest(new Manifest({ entries: { "a.txt": file({ content: "a" }) } }), "alice"), /applyManifest as alice.*issue 34/s],
-    [session.applyManifest(new Manifest({ users: [{ name: "alice" }] })), /users and groups.*issue 34/s],
-    [session.materializeEntry({ path: "a.txt", entry: file({ content: "a", group: { name: "staff" } }) }), /group of manifest entry a\.txt.*issue 34/s],
+    [session.materializeEntry({ path: "a.txt", entry: file({ content: "a", group: { name: "staff" } }), runAs: "alice" }),
+      /manifest entry a\.txt names the group staff.*materializeEntry\(\{path, entry, runAs\}\)/s],
     [session.applyManifest(new Manifest({ extraPathGrants: [{ path: "/data", hostPath: "/srv/data" }] })), /hostPath.*issue 34/s],
     [session.applyManifest(new Manifest({ environment: { MARKER: "changed", OTHER: "x" } })), /cannot set MARKER, OTHER/],
   ];

@@ -79,9 +79,26 @@ test("file and dir entries become the server's, under the root, with their bytes
   assert.equal(new Permissions("-rw-r--r--").toMode() & 0o7777, 0o644);
 });
 
-test("users, host path grants, and mounts nsbox does not map are refused naming the capability and issue 34", () => {
+test("the manifest's users and groups go to the server by name; `user`, the sandbox's own, is not sent as a new account", () => {
+  const sent = serverManifest(new Manifest({
+    users: ["alice", { name: "bob" }, "user"],
+    groups: [{ name: "team", users: ["alice", { name: "carol" }] }, { name: "empty" }],
+  }));
+  assert.deepEqual(sent.users, ["alice", "bob"]);
+  assert.deepEqual(sent.groups, [{ name: "team", users: ["alice", "carol"] }, { name: "empty", users: [] }]);
+  const none = serverManifest(new Manifest());
+  assert.ok(!("users" in none) && !("groups" in none), JSON.stringify(none));
+});
+
+test("an entry's group is refused at create naming the entry and the way to own it (materializeEntry with runAs)", () => {
+  const manifest = new Manifest({ users: ["alice"], entries: { docs: dir({ children: { "a.txt": file({ content: "a", group: { name: "alice" } }) } }) } });
+  assert.throws(() => serverManifest(manifest),
+    (e) => e.details?.feature === "manifest.entry.group" && e.details?.path === "docs/a.txt" &&
+      /manifest entry docs\/a\.txt names the group alice.*runAs/s.test(e.message));
+});
+
+test("host path grants, and mounts nsbox does not map are refused naming the capability and issue 34", () => {
   const refused = [
-    [{ users: [{ name: "alice" }] }, /users and groups.*issue 34/s],
     [{ extraPathGrants: [{ path: "/data", hostPath: "/srv/data" }] }, /hostPath.*issue 34/s],
     [{ entries: { box: { type: "box_mount", path: "/shared" } } }, /box_mount.*issue 34/s],
     [{ entries: { efs: { type: "s3_files_mount", fileSystemId: "fs-1" } } }, /s3_files_mount.*issue 34/s],

@@ -160,6 +160,49 @@ test("a command's result keeps the exact bytes; text is decoded on request", asy
   assert.deepEqual(JSON.parse(seen.at(-1).body), { argv: ["prog", "arg"], env: { N: "1" }, cwd: "/tmp", stdin_b64: "/kE=" });
 });
 
+test("runAs is sent as run_as: in the body of commands, processes and PTYs, in the query of every fs route", async () => {
+  const base = "/v1/sandboxes/sbx-6";
+  const ok = (doc) => (req, res) => reply(res, 200, doc);
+  routes.set(`POST ${base}/commands`, ok({ status: "ok", reason: "exit", exit_code: 0, stdout: "", stderr: "" }));
+  routes.set(`POST ${base}/processes`, ok({ pid: 7 }));
+  routes.set(`POST ${base}/pty`, ok({ session_id: 3 }));
+  routes.set(`GET ${base}/fs`, (req, res) => { res.writeHead(200, { "Content-Length": 2 }); res.end("hi"); });
+  routes.set(`PUT ${base}/fs`, ok({ path: "/home/user/a.txt", size: 2 }));
+  routes.set(`PUT ${base}/fs:extract`, ok({ path: "/home/user/d", members: 0, bytes: 0 }));
+  routes.set(`DELETE ${base}/fs`, ok({ removed: ["/home/user/a.txt"] }));
+  routes.set(`GET ${base}/fs:ls`, ok({ path: "/home/user", entries: [], next_cursor: null }));
+  routes.set(`GET ${base}/fs:stat`, ok({ path: "/home/user/a.txt", type: "file", mode: 420, size: 2 }));
+  routes.set(`POST ${base}/fs:mkdir`, ok({ path: "/home/user/d" }));
+  const sbx = new nsbox.Sandbox({ id: "sbx-6", name: "" }, client());
+  const from = seen.length;
+  await sbx.commands.run("id -un", { runAs: "alice" });
+  await sbx.processes.start(["sleep", "1"], { runAs: "alice", tty: true });
+  await sbx.ptyStart("bash", { runAs: "bob" });
+  await sbx.commands.run("id -un");
+  const bodies = seen.slice(from).map((r) => JSON.parse(r.body));
+  assert.deepEqual(bodies.map((b) => b.run_as), ["alice", "alice", "bob", undefined]);
+  assert.deepEqual(bodies[1], { argv: ["sleep", "1"], run_as: "alice", tty: true, cols: 80, rows: 24 });
+
+  const fsFrom = seen.length;
+  assert.equal((await sbx.fs.read("a.txt", { runAs: "alice" })).toString(), "hi");
+  assert.equal(await sbx.fs.readText("a.txt", { runAs: "alice" }), "hi");
+  await sbx.fs.write("a.txt", "hi", { runAs: "alice", mode: 0o600 });
+  await sbx.fs.extract("d", Buffer.alloc(0), { runAs: "alice" });
+  await sbx.fs.rm("a.txt", { runAs: "alice" });
+  await sbx.fs.ls("/home/user", { runAs: "alice" });
+  for await (const _ of sbx.fs.iter("/home/user", { runAs: "alice" })) assert.fail("no entries");
+  await sbx.fs.stat("a.txt", { runAs: "alice" });
+  assert.equal(await sbx.fs.exists("a.txt", { runAs: "alice" }), true);
+  await sbx.fs.mkdir("d", { runAs: "alice", parents: true });
+  await sbx.fs.stat("a.txt");
+  const queries = seen.slice(fsFrom).map((r) => new URL(r.url, "http://x"));
+  assert.deepEqual(queries.map((u) => `${u.pathname.slice(base.length)} ${u.searchParams.get("run_as")}`), [
+    "/fs alice", "/fs alice", "/fs alice", "/fs:extract alice", "/fs alice", "/fs:ls alice", "/fs:ls alice",
+    "/fs:stat alice", "/fs:stat alice", "/fs:mkdir alice", "/fs:stat null",
+  ]);
+  assert.equal(queries[2].searchParams.get("mode"), "0600");
+});
+
 test("no server at the socket is ServerUnreachable with what to do", async () => {
   const c = new nsbox.Client({ socket: path.join(dir, "missing.sock"), token: "t", env: {} });
   await assert.rejects(c.json("GET", "/v1/info"),

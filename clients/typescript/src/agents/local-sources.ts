@@ -106,13 +106,13 @@ export class LocalSources {
     }
   }
 
-  /** Writes the deferred files' bytes into the new sandbox, each streamed from its source. */
-  async writeInto(sandbox: Pick<Sandbox, "fs">): Promise<void> {
+  /** Writes the deferred files' bytes into the sandbox, each streamed from its source (as `runAs`, else its user). */
+  async writeInto(sandbox: Pick<Sandbox, "fs">, runAs?: string): Promise<void> {
     for (const { dest, file } of this.deferred) {
       const handle = await openSource(file);
       const stream = handle.createReadStream({ autoClose: false });
       try {
-        await sandbox.fs.write(dest, stream, { mode: file.stat.mode & 0o777 });
+        await sandbox.fs.write(dest, stream, { mode: file.stat.mode & 0o777, runAs });
       } finally {
         stream.destroy(); // a write refused midway leaves it unread: it must not read a closed fd
         await handle.close();

@@ -33,16 +33,12 @@ export function missingCapability(what: string, feature: string, details: Record
 export type ServerEntry = Record<string, unknown> & { type: string };
 
 /**
- * Refuses what this client cannot give nsbox serve, before anything is made: users and
- * groups (one sandbox user), host path grants, and entries other than `file`, `dir`, the
- * host sources this client reads (local-sources.ts) and the bucket mounts it maps
- * (mounts.ts).
+ * Refuses what this client cannot give nsbox serve, before anything is made: host path
+ * grants, an entry's `group`, and entries other than `file`, `dir`, the host sources this
+ * client reads (local-sources.ts) and the bucket mounts it maps (mounts.ts). Users and
+ * groups go to the server (`serverManifest`), which checks their names.
  */
 export function assertManifestSupported(manifest: Manifest): void {
-  if (manifest.users.length || manifest.groups.length) {
-    throw missingCapability("manifest users and groups need more than one user in a sandbox; nsbox runs everything as its one user",
-      "manifest.users", { users: manifest.users.map((u) => u.name) });
-  }
   const hostGrant = manifest.extraPathGrants.find((g) => g.hostPath !== undefined);
   if (hostGrant) {
     throw missingCapability(`extraPathGrants hostPath (${hostGrant.path}) would expose a host directory inside the sandbox`,
@@ -53,7 +49,13 @@ export function assertManifestSupported(manifest: Manifest): void {
 
 function assertEntrySupported(path: string, entry: Entry): void {
   if (entry.group !== undefined) {
-    throw missingCapability(`the group of manifest entry ${path} needs sandbox groups`, "manifest.entry.group", { path });
+    // The server makes every manifest entry as `user` and has no chown or chgrp; an entry
+    // made by materializeEntry / applyManifest with runAs is owned by that account.
+    throw new SandboxUnsupportedFeatureError(`NsboxSandboxClient: manifest entry ${path} names the group ` +
+      `${entry.group.name}, and nsbox serve cannot give a file or directory a group or an owner: it makes manifest ` +
+      "entries as the sandbox's user. Leave `group` out; to have the entry owned by one of the manifest's users, make it " +
+      "after create with materializeEntry({path, entry, runAs}) (or applyManifest(manifest, runAs)).",
+    { provider: "nsbox", feature: "manifest.entry.group", path, group: entry.group.name });
   }
   if (entry.type === "dir") {
     for (const [name, child] of Object.entries(entry.children ?? {})) assertEntrySupported(`${path}/${name}`, child);
@@ -64,13 +66,58 @@ function assertEntrySupported(path: string, entry: Entry): void {
     "(s3_mount, r2_mount, gcs_mount and azure_blob_mount are)", `manifest.entry.${entry.type}`, { path, type: entry.type });
 }
 
+/** The create document's `manifest`. */
+export interface ServerManifest {
+  version: 1;
+  root: string;
+  entries: Record<string, ServerEntry>;
+  users?: string[];
+  groups?: { name: string; users: string[] }[];
+}
+
 /**
  * The create document's `manifest`: its root and entries, each host source replaced by
- * what `sources` read of it. Mounts are the document's `mounts` (mounts.ts).
+ * what `sources` read of it, and its users and groups by name (the server gives each
+ * account its ids). Mounts are the document's `mounts` (mounts.ts).
  */
-export function serverManifest(manifest: Manifest, sources?: LocalSources): { version: 1; root: string; entries: Record<string, ServerEntry> } {
+export function serverManifest(manifest: Manifest, sources?: LocalSources): ServerManifest {
   assertManifestSupported(manifest);
-  return { version: 1, root: normalizePosixPath(manifest.root), entries: serverEntries(manifest.entries, "", sources) };
+  const out: ServerManifest = { version: 1, root: normalizePosixPath(manifest.root), entries: serverEntries(manifest.entries, "", sources) };
+  // `user` is the sandbox's own account, there already: the SDK adds it as any other
+  // when an agent's runAs names it (manifestWithRunAsUser).
+  const users = manifest.users.map((u) => u.name).filter((name) => name !== DEFAULT_USER);
+  if (users.length) out.users = users;
+  if (manifest.groups.length) out.groups = manifest.groups.map((g) => ({ name: g.name, users: (g.users ?? []).map((u) => u.name) }));
+  return out;
+}
+
+/** The account of a sandbox that names none. */
+export const DEFAULT_USER = "user";
+
+/**
+ * Refuses a manifest that would add accounts to a running sandbox (`applyManifest`):
+ * nsbox serve makes a sandbox's users and groups when it creates it. Users and groups the
+ * session's manifest has already, with no new members, are no change.
+ */
+export function assertNoNewAccounts(current: Manifest, delta: Manifest): void {
+  const known = new Set([DEFAULT_USER, ...accountNames(current)]);
+  const newUsers = [...new Set(accountNames(delta))].filter((name) => !known.has(name));
+  const currentGroups = new Map(current.groups.map((g) => [g.name, new Set((g.users ?? []).map((u) => u.name))]));
+  const newGroups = delta.groups.filter((g) => {
+    const members = currentGroups.get(g.name);
+    return members === undefined || (g.users ?? []).some((u) => !members.has(u.name));
+  }).map((g) => g.name);
+  if (!newUsers.length && !newGroups.length) return;
+  const what = [newUsers.length ? `the users ${newUsers.join(", ")}` : "", newGroups.length ? `the groups ${newGroups.join(", ")}` : ""]
+    .filter(Boolean).join(" and ");
+  throw new SandboxUnsupportedFeatureError(`NsboxSandboxClient: applyManifest cannot add ${what} to a running nsbox ` +
+    "sandbox: nsbox serve makes a sandbox's accounts when it creates it. Put them in the manifest the session is created " +
+    "with (the agent's defaultManifest, its runAs, or client.create's manifest).",
+  { provider: "nsbox", feature: "applyManifest.users", users: newUsers, groups: newGroups });
+}
+
+function accountNames(manifest: Manifest): string[] {
+  return [...manifest.users.map((u) => u.name), ...manifest.groups.flatMap((g) => (g.users ?? []).map((u) => u.name))];
 }
 
 function serverEntries(entries: Record<string, Entry>, prefix: string, sources: LocalSources | undefined): Record<string, ServerEntry> {

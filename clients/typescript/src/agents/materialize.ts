@@ -2,7 +2,8 @@
  * Manifest entries made in a running sandbox: the SDK's `materializeEntry` and
  * `applyManifest` (NsboxSandboxSession), and the ephemeral entries a sandbox recreated
  * from a snapshot gets again (workspace-archives.ts). Everything goes through the
- * sandbox's `fs` routes, as its user, never through a host path:
+ * sandbox's `fs` routes, as its user (or the account `runAs` names: what is made is that
+ * account's), never through a host path:
  *
  * - `file` → `PUT .../fs` (a whole file, replaced atomically if it exists; parents made
  *   0755), mode the entry's permissions, else 0755 (the SDK's default);
@@ -32,40 +33,41 @@ const CHMOD_TIMEOUT_S = 30;
 
 /** Writes the manifest's entries other than mounts under its root, in a running sandbox. */
 export async function writeManifestEntries(sandbox: Pick<Sandbox, "fs" | "commands">, manifest: Manifest,
-  options?: LocalSourceOptions): Promise<void> {
+  options?: LocalSourceOptions, runAs?: string): Promise<void> {
   assertManifestSupported(manifest); // before a source is read or a repository cloned
   const sources = await LocalSources.read(manifest, options);
   try {
     const { root, entries } = serverManifest(manifest, sources);
     // Files past the create request's inline bytes are streamed by writeInto alone.
     const streamed = new Set(sources.deferred.map(({ dest }) => dest));
-    await writeEntries(sandbox, root, entries, streamed);
-    await sources.writeInto(sandbox);
+    await writeEntries(sandbox, root, entries, streamed, runAs);
+    await sources.writeInto(sandbox, runAs);
   } finally {
     await sources.close();
   }
 }
 
 async function writeEntries(sandbox: Pick<Sandbox, "fs" | "commands">, dir: string, entries: Record<string, ServerEntry>,
-  streamed: ReadonlySet<string>): Promise<void> {
+  streamed: ReadonlySet<string>, runAs: string | undefined): Promise<void> {
   for (const [name, entry] of Object.entries(entries)) {
     const target = path.posix.join(dir, name);
     const mode = typeof entry["permissions"] === "number" ? entry["permissions"] : undefined;
     if (entry.type === "dir") {
-      await sandbox.fs.mkdir(target, { parents: true });
-      if (mode !== undefined) await setDirectoryMode(sandbox, target, mode);
-      await writeEntries(sandbox, target, (entry["children"] ?? {}) as Record<string, ServerEntry>, streamed);
+      await sandbox.fs.mkdir(target, { parents: true, runAs });
+      if (mode !== undefined) await setDirectoryMode(sandbox, target, mode, runAs);
+      await writeEntries(sandbox, target, (entry["children"] ?? {}) as Record<string, ServerEntry>, streamed, runAs);
     } else if (entry.type === "file" && !streamed.has(target)) {
       const content = typeof entry["content_b64"] === "string" ? Buffer.from(entry["content_b64"], "base64") : String(entry["content"] ?? "");
-      await sandbox.fs.write(target, content, { mode: mode ?? DEFAULT_MODE });
+      await sandbox.fs.write(target, content, { mode: mode ?? DEFAULT_MODE, runAs });
     }
   }
 }
 
-async function setDirectoryMode(sandbox: Pick<Sandbox, "fs" | "commands">, dir: string, mode: number): Promise<void> {
-  if (((await sandbox.fs.stat(dir)).mode & 0o7777) === mode) return;
+async function setDirectoryMode(sandbox: Pick<Sandbox, "fs" | "commands">, dir: string, mode: number,
+  runAs: string | undefined): Promise<void> {
+  if (((await sandbox.fs.stat(dir, { runAs })).mode & 0o7777) === mode) return;
   const octal = mode.toString(8).padStart(4, "0");
-  const result = await sandbox.commands.run(["chmod", octal, "--", dir], { timeout_s: CHMOD_TIMEOUT_S });
+  const result = await sandbox.commands.run(["chmod", octal, "--", dir], { timeout_s: CHMOD_TIMEOUT_S, runAs });
   if (!result.ok) {
     throw new UserError(`NsboxSandboxClient: chmod ${octal} ${dir} failed in the sandbox (exit ${result.exit_code}): ` +
       result.stderr.toString("utf8").trim());

@@ -3,13 +3,16 @@
  *
  * SDK call → nsbox serve route (docs/agents-sdk.md has the whole table):
  *
- * - `execCommand` (no tty) → `POST /v1/sandboxes/{id}/commands` (`argv` [shell, -l, -c,
- *   cmd], `cwd`), its stdout and stderr streamed so that `output` keeps their order;
- * - `execCommand` (tty) → `POST .../pty` then `GET .../pty/{n}/output?yield_ms=`; a command
- *   still running is answered with its PTY number as the SDK's session id, and
- *   `writeStdin` → `POST .../pty/{n}/input`;
+ * - `execCommand` (tty or not) → `POST /v1/sandboxes/{id}/processes` (`argv` [shell, -l,
+ *   -c, cmd], `cwd`, `tty`), then `GET .../processes/{pid}/output`; a command still
+ *   running is answered with its pid as the SDK's session id, and `writeStdin` →
+ *   `POST .../processes/{pid}/input`;
  * - files → the `fs` routes (`GET`/`PUT .../fs`, `fs:ls`, `fs:stat`, `DELETE .../fs`),
- *   which never follow a symlink and act as the sandbox's user.
+ *   which never follow a symlink and act as the sandbox's user;
+ * - `runAs` → the server's `run_as` (in the body of `POST .../processes` and of the
+ *   `chmod` a directory entry may need, in the query of the `fs` routes): one of the
+ *   manifest's `users`, which the sandbox was created with; `writeStdin` continues the
+ *   process, hence its account;
  * - `persistWorkspace` / `hydrateWorkspace` → `GET` / `PUT .../workspace.tar`, the
  *   workspace root as one tar archive;
  * - `materializeEntry` / `applyManifest` → the `fs` routes again (materialize.ts): entries
@@ -59,10 +62,10 @@ import {
 } from "@openai/agents-core/sandbox/internal";
 import { UserError, applyDiff, type Editor } from "@openai/agents-core";
 
-import { NotFound, NsboxError } from "../errors.js";
+import { NotFound, NsboxError, isUnknownAccount } from "../errors.js";
 import type { Sandbox } from "../sandbox.js";
 import type { LocalSourceOptions } from "./local-sources.js";
-import { assertManifestSupported, missingCapability } from "./manifest.js";
+import { assertManifestSupported, assertNoNewAccounts } from "./manifest.js";
 import { entriesToMake, writeManifestEntries } from "./materialize.js";
 import { withoutMountCredentials } from "./mounts.js";
 import { checkArchiveLimits } from "./workspace-archives.js";
@@ -171,9 +174,6 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
    */
   async exec(args: ExecCommandArgs): Promise<SandboxExecResult> {
     this.assertOpen();
-    if (args.runAs !== undefined) {
-      throw missingCapability(`runAs (${args.runAs}) needs more than one user in a sandbox`, "exec.runAs", { runAs: args.runAs });
-    }
     const start = Date.now();
     const cwd = this.resolvePath(args.workdir);
     const shell = args.shell ?? this.settings.defaultShell ?? "/bin/bash";
@@ -182,7 +182,7 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
     const windowMs = deadlineS !== undefined ? deadlineS * 1000 : args.yieldTimeMs ?? DEFAULT_EXEC_YIELD_TIME_MS;
     let pid: number;
     try {
-      pid = await this.sandbox.processes.start(argv, { cwd, tty: args.tty ?? false });
+      pid = await this.sandbox.processes.start(argv, { cwd, tty: args.tty ?? false, runAs: args.runAs });
     } catch (e) {
       if (e instanceof NsboxError && e.status === 400) throw new UserError(`nsbox: the command could not be started: ${e.message}`);
       throw e;
@@ -263,47 +263,43 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
 
   // -- files --------------------------------------------------------------------------------
 
+  /** The `apply_patch` editor; with `runAs`, every file it reads, writes or removes is as that account. */
   createEditor(runAs?: string): Editor {
     this.assertOpen();
-    if (runAs !== undefined) {
-      throw missingCapability(`runAs (${runAs}) needs more than one user in a sandbox`, "editor.runAs", { runAs });
-    }
-    return new NsboxEditor(this);
+    return new NsboxEditor(this, runAs);
   }
 
   async readFile(args: ReadFileArgs): Promise<Uint8Array> {
     this.assertOpen();
-    this.assertNoRunAs(args.runAs, "readFile");
     const path = this.resolvePath(args.path);
     let bytes: Buffer;
     try {
-      bytes = await this.sandbox.fs.read(path);
+      bytes = await this.sandbox.fs.read(path, { runAs: args.runAs });
     } catch (e) {
-      if (e instanceof NotFound) throw new SandboxWorkspaceReadNotFoundError(`File not found: ${args.path}`, { path: args.path });
+      if (isMissing(e, args.runAs)) throw new SandboxWorkspaceReadNotFoundError(`File not found: ${args.path}`, { path: args.path });
       throw e;
     }
     const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     return args.maxBytes !== undefined && view.byteLength > args.maxBytes ? view.subarray(0, args.maxBytes) : view;
   }
 
-  /** Writes a whole file (parents made); the editor's and the tests' way in. */
-  async writeFile(path: string, data: string | Uint8Array): Promise<void> {
+  /** Writes a whole file (parents made), as `runAs` if given; the editor's and the tests' way in. */
+  async writeFile(path: string, data: string | Uint8Array, runAs?: string): Promise<void> {
     this.assertOpen();
-    await this.sandbox.fs.write(this.resolvePath(path, true), data);
+    await this.sandbox.fs.write(this.resolvePath(path, true), data, { runAs });
   }
 
-  async deleteFile(path: string): Promise<void> {
+  async deleteFile(path: string, runAs?: string): Promise<void> {
     this.assertOpen();
-    await this.sandbox.fs.rm(this.resolvePath(path, true));
+    await this.sandbox.fs.rm(this.resolvePath(path, true), { runAs });
   }
 
   async listDir(args: ListDirectoryArgs): Promise<SandboxDirectoryEntry[]> {
     this.assertOpen();
-    this.assertNoRunAs(args.runAs, "listDir");
     const resolved = this.policy().resolve(args.path);
     const logical = resolved.workspaceRelativePath ?? resolved.path;
     const entries: SandboxDirectoryEntry[] = [];
-    for await (const e of this.sandbox.fs.iter(resolved.path)) {
+    for await (const e of this.sandbox.fs.iter(resolved.path, { runAs: args.runAs })) {
       entries.push({
         name: e.name,
         path: logical ? `${logical}/${e.name}` : e.name,
@@ -315,30 +311,27 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
 
   async pathExists(path: string, runAs?: string): Promise<boolean> {
     this.assertOpen();
-    this.assertNoRunAs(runAs, "pathExists");
-    return this.sandbox.fs.exists(this.resolvePath(path));
+    return this.sandbox.fs.exists(this.resolvePath(path), { runAs });
   }
 
   async directoryExists(path: string, runAs?: string): Promise<boolean> {
     this.assertOpen();
-    this.assertNoRunAs(runAs, "directoryExists");
     try {
-      return (await this.sandbox.fs.stat(this.resolvePath(path))).type === "dir";
+      return (await this.sandbox.fs.stat(this.resolvePath(path), { runAs })).type === "dir";
     } catch (e) {
-      if (e instanceof NotFound) return false;
+      if (isMissing(e, runAs)) return false;
       throw e;
     }
   }
 
   async viewImage(args: ViewImageArgs) {
     this.assertOpen();
-    this.assertNoRunAs(args.runAs, "viewImage");
     const path = this.resolvePath(args.path);
     let bytes: Buffer;
     try {
-      bytes = await this.sandbox.fs.read(path, { maxBytes: MAX_VIEW_IMAGE_BYTES });
+      bytes = await this.sandbox.fs.read(path, { maxBytes: MAX_VIEW_IMAGE_BYTES, runAs: args.runAs });
     } catch (e) {
-      if (e instanceof NotFound) throw new UserError(`Image file not found: ${args.path}`);
+      if (isMissing(e, args.runAs)) throw new UserError(`Image file not found: ${args.path}`);
       throw e;
     }
     return imageOutputFromBytes(args.path, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
@@ -351,33 +344,34 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
    * `local_dir`, `git_repo`) at `path`, relative to the manifest's root (or absolute under
    * it), and adds it to the session's manifest: what the SDK's skills (`load_skill`) and
    * memory capabilities call. What is at the path already is merged into as the SDK's own
-   * clients do: a directory keeps what it holds, a file is replaced. A mount entry is
-   * refused (SandboxUnsupportedFeatureError naming its type and path): nsbox makes mounts
-   * at create only.
+   * clients do: a directory keeps what it holds, a file is replaced. With `runAs`, it is
+   * made as that account (one of the manifest's users), whose files and directories it
+   * makes are its own. A mount entry is refused (SandboxUnsupportedFeatureError naming its
+   * type and path): nsbox makes mounts at create only.
    */
   async materializeEntry(args: MaterializeEntryArgs): Promise<void> {
     this.assertOpen();
-    this.assertNoRunAs(args.runAs, "materializeEntry");
     const entry = structuredClone(args.entry);
     await withExclusiveSandboxManifestMutation(this.state, async () => {
       const root = this.state.manifest.root;
-      await this.addEntries(new Manifest({ root, entries: { [this.logicalPath(args.path)]: entry } }));
+      await this.addEntries(new Manifest({ root, entries: { [this.logicalPath(args.path)]: entry } }), args.runAs);
     });
   }
 
   /**
    * Makes a manifest's entries in the running sandbox, as `materializeEntry` makes each,
-   * and merges the manifest into the session's (its path grants too). Refused before
-   * anything is made: users and groups, `hostPath` grants, mounts the sandbox was not
-   * created with (one it serves, unchanged, is left as it is), and environment variables
-   * other than the sandbox's (set when it is made).
+   * (as `runAs` if given), and merges the manifest into the session's (its path grants
+   * too). Refused before anything is made: users and groups the sandbox was not created
+   * with, `hostPath` grants, mounts the sandbox was not created with (one it serves,
+   * unchanged, is left as it is), and environment variables other than the sandbox's (set
+   * when it is made).
    */
   async applyManifest(manifest: Manifest, runAs?: string): Promise<void> {
     this.assertOpen();
-    this.assertNoRunAs(runAs, "applyManifest");
     const delta = cloneManifest(manifest);
     await withExclusiveSandboxManifestMutation(this.state, async () => {
       assertManifestSupported(delta);
+      assertNoNewAccounts(this.state.manifest, delta);
       const environment = await delta.resolveEnvironment();
       const changed = Object.keys(environment).filter((k) => this.state.environment?.[k] !== environment[k]).sort();
       if (changed.length) {
@@ -385,17 +379,17 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
           `when it is made; applyManifest cannot set ${changed.join(", ")}. Create the session with them.`,
         { provider: "nsbox", feature: "applyManifest.environment", variables: changed });
       }
-      await this.addEntries(delta);
+      await this.addEntries(delta, runAs);
     });
   }
 
-  /** The entries of `delta` made in the sandbox, then `delta` merged into the session's manifest. */
-  private async addEntries(delta: Manifest): Promise<void> {
+  /** The entries of `delta` made in the sandbox (as `runAs`), then `delta` merged into the session's manifest. */
+  private async addEntries(delta: Manifest, runAs: string | undefined): Promise<void> {
     const current = this.state.manifest;
     const next = mergeManifestDelta(current, withoutMountCredentials(delta));
     assertExistingMountTopologyPreserved(current, next); // the SDK's SandboxMountError, naming the path
     // Sources are confined to the base directory and the path grants, the delta's included.
-    await writeManifestEntries(this.sandbox, entriesToMake(current, delta, next.extraPathGrants), this.settings.localSources);
+    await writeManifestEntries(this.sandbox, entriesToMake(current, delta, next.extraPathGrants), this.settings.localSources, runAs);
     recordLiveMountCredentialAuthority(next, current); // the mounts are the ones the sandbox was made with
     this.state.manifest = next;
   }
@@ -482,41 +476,42 @@ export class NsboxSandboxSession implements SandboxSession<NsboxSandboxSessionSt
     return new WorkspacePathPolicy({ root: this.state.manifest.root, extraPathGrants: this.state.manifest.extraPathGrants });
   }
 
-  private assertNoRunAs(runAs: string | undefined, call: string): void {
-    if (runAs !== undefined) throw missingCapability(`${call} as ${runAs} needs more than one user in a sandbox`, `${call}.runAs`, { runAs });
-  }
-
   private assertOpen(): void {
     if (this.closed) throw new SandboxLifecycleError(`the nsbox session of ${this.state.sandboxId} is closed`, { sandboxId: this.state.sandboxId });
   }
 }
 
-/** The SDK's `apply_patch` over the fs routes: V4A diffs applied by the SDK's `applyDiff`. */
+/**
+ * The SDK's `apply_patch` over the fs routes: V4A diffs applied by the SDK's `applyDiff`,
+ * every file read, written and removed as `runAs` when given.
+ */
 class NsboxEditor implements Editor {
-  constructor(private readonly session: NsboxSandboxSession) {}
+  constructor(private readonly session: NsboxSandboxSession, private readonly runAs?: string) {}
 
   async createFile(operation: { path: string; diff: string }) {
-    if (await this.session.pathExists(operation.path)) {
+    if (await this.session.pathExists(operation.path, this.runAs)) {
       throw new UserError(`Cannot create file because it already exists: ${operation.path}`);
     }
-    await this.session.writeFile(operation.path, applyDiff("", operation.diff, "create"));
+    await this.session.writeFile(operation.path, applyDiff("", operation.diff, "create"), this.runAs);
     return {};
   }
 
   async updateFile(operation: { path: string; diff: string; moveTo?: string }) {
-    const current = Buffer.from(await this.session.readFile({ path: operation.path })).toString("utf8");
+    const current = Buffer.from(await this.session.readFile({ path: operation.path, runAs: this.runAs })).toString("utf8");
     const next = applyDiff(current, operation.diff);
     const destination = operation.moveTo ?? operation.path;
-    await this.session.writeFile(destination, next);
-    if (this.session.resolvePath(destination) !== this.session.resolvePath(operation.path)) await this.session.deleteFile(operation.path);
+    await this.session.writeFile(destination, next, this.runAs);
+    if (this.session.resolvePath(destination) !== this.session.resolvePath(operation.path)) {
+      await this.session.deleteFile(operation.path, this.runAs);
+    }
     return {};
   }
 
   async deleteFile(operation: { path: string }) {
     try {
-      await this.session.deleteFile(operation.path);
+      await this.session.deleteFile(operation.path, this.runAs);
     } catch (e) {
-      if (e instanceof NotFound) throw new UserError(`Cannot delete file because it does not exist: ${operation.path}`);
+      if (isMissing(e, this.runAs)) throw new UserError(`Cannot delete file because it does not exist: ${operation.path}`);
       throw e;
     }
     return {};
@@ -534,6 +529,11 @@ function archiveFailure(kind: typeof SandboxWorkspaceArchiveReadError, verb: "re
   if (!(e instanceof NsboxError)) return e;
   return Object.assign(new kind(`failed to ${verb} archive for path: ${root}: ${e.message}`, { path: root, code: e.code, status: e.status }),
     { cause: e });
+}
+
+/** A path that is not there; not an account the sandbox lacks (which is the server's NotFound as it is). */
+function isMissing(e: unknown, runAs: string | undefined): boolean {
+  return e instanceof NotFound && !isUnknownAccount(e, runAs);
 }
 
 function ignoreNotFound(e: unknown): void {
