@@ -156,7 +156,7 @@ Result<Identity> SandboxAccounts::identity(const std::string& run_as) const {
       std::string known = "user";
       for (const auto& u : users) known += ", " + u.name;
       return fail(make_error(ErrorCode::kNotFound, "no user \"" + run_as.substr(0, 64) + "\" in this sandbox (it has " + known + ")",
-                             "declare users at create: the manifest's \"users\" (nsbox create --user NAME)"));
+                             "accounts are declared at create: \"users\" in the create document or its manifest (nsbox create --user NAME)"));
     }
     id = {it->name, it->uid, it->uid, {}};
   }
