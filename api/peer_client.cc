@@ -10,6 +10,7 @@
 
 #include "isolation/sys/log.h"
 #include "isolation/sys/syscall.h"
+#include "isolation/sys/http_text.h"
 
 namespace nsbox::api {
 namespace {
@@ -52,12 +53,6 @@ bool relayed_header(const std::string& name) {
   return false;
 }
 
-bool has_control(std::string_view v) {
-  for (unsigned char c : v)
-    if (c < 0x20 || c == 0x7f) return true;
-  return false;
-}
-
 // One relayed request's state, shared with the HTTP client's callbacks.
 struct Relay {
   explicit Relay(Exchange& exchange) : x(exchange) {}
@@ -75,7 +70,7 @@ struct Relay {
     // line) and their number is bounded.
     std::vector<std::pair<std::string, std::string>> headers;
     for (const auto& [name, value] : head.headers)
-      if (relayed_header(name) && !has_control(value) && headers.size() < kMaxRelayedHeaders) headers.emplace_back(name, value);
+      if (relayed_header(name) && !sys::has_control(value) && headers.size() < kMaxRelayedHeaders) headers.emplace_back(name, value);
     // The framing is ours: curl has decoded the peer's (chunked or not); a length only
     // when curl knows it, none for answers that have no body.
     std::optional<uint64_t> length = head.content_length;

@@ -11,23 +11,11 @@
 
 #include "api/api_service.h"
 #include "isolation/sys/files.h"
+#include "isolation/sys/http_text.h"
+#include "runtime/core/port_number.h"
 
 namespace nsbox::api {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::optional<uint16_t> port_of(std::string_view text) {
-  if (text.empty() || text.size() > 5 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  unsigned long v = std::stoul(std::string(text));
-  if (v < 1 || v > 65535) return std::nullopt;
-  return static_cast<uint16_t>(v);
-}
 
 // "/v1/sandboxes/{id}/ports/{P}" and what follows, in the target as sent.
 std::optional<TunnelTarget> by_path(const HttpRequest& r) {
@@ -41,7 +29,7 @@ std::optional<TunnelTarget> by_path(const HttpRequest& r) {
   size_t port_at = id_end + kPorts.size();
   size_t port_end = t.find_first_of("/?", port_at);
   if (port_end == std::string::npos) port_end = t.size();
-  auto port = port_of(std::string_view(t).substr(port_at, port_end - port_at));
+  auto port = parse_port(std::string_view(t).substr(port_at, port_end - port_at));
   // /ports/{P} alone, without a slash after it, is the forward's DELETE route (a client
   // asking for the app's root gives the slash, as a browser does).
   if (!port || port_end == t.size() || t[port_end] != '/') return std::nullopt;
@@ -59,18 +47,14 @@ std::optional<TunnelTarget> by_host(const HttpRequest& r, const std::string& dom
   std::string host = r.host;
   if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos) host.resize(colon);
   const std::string suffix = "." + domain;
-  if (host.size() <= suffix.size() || !iequals(std::string_view(host).substr(host.size() - suffix.size()), suffix)) return std::nullopt;
+  if (host.size() <= suffix.size() || !sys::iequals(std::string_view(host).substr(host.size() - suffix.size()), suffix)) return std::nullopt;
   std::string label = host.substr(0, host.size() - suffix.size());
   size_t dash = label.find('-');
   if (dash == std::string::npos) return std::nullopt;
-  auto port = port_of(std::string_view(label).substr(0, dash));
+  auto port = parse_port(std::string_view(label).substr(0, dash));
   std::string sandbox = label.substr(dash + 1);
   if (!port || sandbox.empty()) return std::nullopt;
   return TunnelTarget{sandbox, *port, r.target, ""};
-}
-
-bool has_control(std::string_view s) {
-  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 && c != '\t'; });
 }
 
 }  // namespace
@@ -96,19 +80,19 @@ std::optional<TunnelTarget> tunnel_target(const HttpRequest& r, const std::strin
 
 std::string upstream_head(const HttpRequest& r, const TunnelTarget& t) {
   bool upgrade = false;
-  for (const auto& [name, value] : r.headers) upgrade = upgrade || iequals(name, "Upgrade");
+  for (const auto& [name, value] : r.headers) upgrade = upgrade || sys::iequals(name, "Upgrade");
   std::string head = r.method + " " + t.target + " HTTP/1.1\r\n";
   const bool by_path = !t.prefix.empty();
   for (const auto& [name, value] : r.headers) {
-    if (has_control(name) || has_control(value)) continue;
-    if (iequals(name, "Authorization") || iequals(name, "X-Nsbox-Forwarded-By")) continue;  // the server's, never the sandbox's
-    if (by_path && (iequals(name, "Cookie") || iequals(name, "Host"))) continue;
-    if (iequals(name, "Connection") && !upgrade) continue;
-    if (iequals(name, "Keep-Alive") || iequals(name, "Proxy-Connection") || iequals(name, "X-Forwarded-Prefix")) continue;
+    if (sys::has_control(name) || sys::has_control(value)) continue;
+    if (sys::iequals(name, "Authorization") || sys::iequals(name, "X-Nsbox-Forwarded-By")) continue;  // the server's, never the sandbox's
+    if (by_path && (sys::iequals(name, "Cookie") || sys::iequals(name, "Host"))) continue;
+    if (sys::iequals(name, "Connection") && !upgrade) continue;
+    if (sys::iequals(name, "Keep-Alive") || sys::iequals(name, "Proxy-Connection") || sys::iequals(name, "X-Forwarded-Prefix")) continue;
     head += name + ": " + value + "\r\n";
   }
   if (by_path) head += "Host: 127.0.0.1:" + std::to_string(t.port) + "\r\nX-Forwarded-Prefix: " + t.prefix + "\r\n";
-  if (!r.host.empty() && !has_control(r.host)) head += "X-Forwarded-Host: " + r.host + "\r\n";
+  if (!r.host.empty() && !sys::has_control(r.host)) head += "X-Forwarded-Host: " + r.host + "\r\n";
   if (!upgrade) head += "Connection: close\r\n";
   return head + "\r\n";
 }

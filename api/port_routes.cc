@@ -6,17 +6,13 @@
 
 #include "api/api_service.h"
 #include "api/http_errors.h"
+#include "runtime/core/port_number.h"
 
 namespace nsbox::api {
 namespace {
 
-Result<uint16_t> port_value(const Json& body, const char* key, int64_t least, int64_t fallback) {
-  auto it = body.find(key);
-  if (it == body.end() && fallback >= 0) return static_cast<uint16_t>(fallback);
-  if (it == body.end() || !it->is_number_integer() || it->get<int64_t>() < least || it->get<int64_t>() > 65535)
-    return fail(make_error(ErrorCode::kMalformedRequest,
-                           std::string("\"") + key + "\" must be a port number from " + std::to_string(least) + " to 65535"));
-  return static_cast<uint16_t>(it->get<int64_t>());
+Result<uint16_t> port_value(const Json& body, const char* key, unsigned least, std::optional<uint16_t> fallback) {
+  return port_field(body, key, least, fallback, ErrorCode::kMalformedRequest);
 }
 
 }  // namespace
@@ -25,7 +21,7 @@ void ApiService::port_open(Exchange& x, const Call& c) {
   auto body = body_object(x.request());
   if (!body) return respond_error(x, body.error());
   if (auto ok = only_fields(*body, {"port", "host", "host_port"}); !ok) return respond_error(x, ok.error());
-  auto port = port_value(*body, "port", 1, -1);
+  auto port = port_value(*body, "port", 1, std::nullopt);
   if (!port) return respond_error(x, port.error());
   auto host_port = port_value(*body, "host_port", 0, 0);
   if (!host_port) return respond_error(x, host_port.error());

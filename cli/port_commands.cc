@@ -7,17 +7,15 @@
 #include <cstdlib>
 
 #include "cli/context.h"
+#include "runtime/core/port_number.h"
 
 namespace nsbox::cli {
 namespace {
 
-Result<uint16_t> port_number(const std::string& text, const std::string& what, long least) {
-  char* end = nullptr;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < least || v > 65535)
-    return fail(make_error(ErrorCode::kInvalidArgument,
-                           what + " must be a port number from " + std::to_string(least) + " to 65535, not '" + text + "'"));
-  return static_cast<uint16_t>(v);
+Result<uint16_t> port_number(const std::string& text, const std::string& what, unsigned least) {
+  if (auto port = parse_port(text, least)) return *port;
+  return fail(make_error(ErrorCode::kInvalidArgument,
+                         what + " must be a port number from " + std::to_string(least) + " to 65535, not '" + text + "'"));
 }
 
 // "127.0.0.1:0", "[::1]:8080", ":9000" (127.0.0.1) -> host and port.

@@ -1,16 +1,13 @@
 #include "runtime/netproxy/proxy_parsers.h"
 
 #include "runtime/core/net_policy.h"
+#include "isolation/sys/http_text.h"
 
 #include <charconv>
 #include <strings.h>
 
 namespace nsbox::net {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
 
 // Big-endian integers from `in` at `at`, with bounds.
 struct Reader {
@@ -68,7 +65,7 @@ std::optional<RequestHead> parse_request_head(std::string_view head, std::string
     return r;
   }
   constexpr std::string_view kHttp = "http://";
-  if (target.size() < kHttp.size() || !iequals(target.substr(0, kHttp.size()), kHttp)) {
+  if (target.size() < kHttp.size() || !sys::iequals(target.substr(0, kHttp.size()), kHttp)) {
     error = target.starts_with("https://") || target.starts_with("HTTPS://")
                 ? "https:// URLs go through CONNECT (use the proxy as an HTTPS proxy)"
                 : "a request to the proxy must name an absolute http:// URL";
@@ -101,8 +98,8 @@ std::optional<RequestHead> parse_request_head(std::string_view head, std::string
     if (h == "\r\n") break;  // the end of the head: nothing after it is a header
     size_t colon = h.find(':');
     std::string_view name = colon == std::string_view::npos ? std::string_view() : h.substr(0, colon);
-    if (iequals(name, "Proxy-Connection") || iequals(name, "Proxy-Authorization")) continue;
-    if (iequals(name, "Host")) {
+    if (sys::iequals(name, "Proxy-Connection") || sys::iequals(name, "Proxy-Authorization")) continue;
+    if (sys::iequals(name, "Host")) {
       std::string_view value = h.substr(colon + 1, h.size() - colon - 3);
       while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
       while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);

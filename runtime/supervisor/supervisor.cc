@@ -19,6 +19,7 @@
 #include "isolation/namespace_child.h"
 #include "isolation/userns.h"
 #include "mounts/volume_image.h"
+#include "runtime/core/port_number.h"
 #include "runtime/core/sandbox_removal.h"
 #include "runtime/protocol/unix_socket.h"
 
@@ -141,23 +142,16 @@ Result<PortForwards*> Supervisor::port_forwards() {
 void Supervisor::handle_ports(Client& client, const std::string& op, const Json& request) {
   auto ports = port_forwards();
   if (!ports) return reply_error(client, ports.error());
-  auto number = [&](const char* key, int64_t least) -> Result<uint16_t> {
-    const Json& v = request.contains(key) ? request[key] : Json(0);
-    if (!v.is_number_integer() || v.get<int64_t>() < least || v.get<int64_t>() > 65535)
-      return fail(make_error(ErrorCode::kInvalidArgument, std::string("\"") + key + "\" must be a port number from " +
-                                                              std::to_string(least) + " to 65535"));
-    return static_cast<uint16_t>(v.get<int64_t>());
-  };
   if (op == "port_list") {
     Json forwards = Json::array();
     for (const auto& f : (*ports)->list()) forwards.push_back(f.to_json());
     return reply(client, {{"ok", true}, {"forwards", forwards}});
   }
-  auto port = number("port", 1);
+  auto port = port_field(request, "port", 1);
   if (!port) return reply_error(client, port.error());
   Json answer = {{"ok", true}};
   if (op == "port_open") {
-    auto host_port = number("host_port", 0);
+    auto host_port = port_field(request, "host_port", 0, 0);  // absent: a free one
     if (!host_port) return reply_error(client, host_port.error());
     const Json& host = request.contains("host") ? request["host"] : Json("");
     if (!host.is_string()) return reply_error(client, make_error(ErrorCode::kInvalidArgument, "\"host\" must be a string"));

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "api/port_proxy.h"
+#include "isolation/sys/http_text.h"
+#include "runtime/core/port_number.h"
 
 using nsbox::api::HttpRequest;
 
@@ -78,4 +80,31 @@ TEST_CASE("port tunnels: the sandbox's server gets the head without the server's
   CHECK(upgrade.find("Cookie: app=1\r\n") != std::string::npos);  // a Host-routed app's own
   CHECK(upgrade.find("Host: 8000-sbx-a1.sbx.example\r\n") != std::string::npos);
   CHECK(upgrade.find("sekrit") == std::string::npos);
+}
+
+TEST_CASE("a port is decimal digits from the least allowed to 65535, as text and in a request", "[ports]") {
+  CHECK(nsbox::parse_port("8080") == 8080);
+  CHECK(nsbox::parse_port("0", 0) == 0);
+  for (const char* bad : {"", "0", "65536", "-1", "+80", " 80", "80 ", "8o", "123456", "0x50"}) {
+    INFO(bad);
+    CHECK_FALSE(nsbox::parse_port(bad));
+  }
+  using Json = nsbox::protocol::Json;
+  CHECK(*nsbox::port_field(Json{{"port", 22}}, "port", 1) == 22);
+  CHECK(*nsbox::port_field(Json::object(), "host_port", 0, 0) == 0);
+  for (const Json& bad : {Json::object(), Json{{"port", 0}}, Json{{"port", 70000}}, Json{{"port", "80"}}, Json{{"port", 8.5}}}) {
+    INFO(bad.dump());
+    auto r = nsbox::port_field(bad, "port", 1);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message == "\"port\" must be a port number from 1 to 65535");
+  }
+}
+
+TEST_CASE("header text: names compare without case, and any control character but a tab is refused", "[ports]") {
+  CHECK(nsbox::sys::iequals("Content-Length", "content-LENGTH"));
+  CHECK_FALSE(nsbox::sys::iequals("Host", "Hosts"));
+  CHECK_FALSE(nsbox::sys::iequals("K\xc3\xa9y", "K\xc3\x89y"));  // ASCII only
+  CHECK_FALSE(nsbox::sys::has_control("a\tb"));
+  using namespace std::string_view_literals;
+  for (std::string_view bad : {"a\r\nX-Injected: 1"sv, "a\nb"sv, "a\x7f"sv, "a\0b"sv}) CHECK(nsbox::sys::has_control(bad));
 }
