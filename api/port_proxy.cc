@@ -10,6 +10,7 @@
 #include <cctype>
 
 #include "api/api_service.h"
+#include "isolation/sys/connect.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/http_text.h"
 #include "runtime/core/port_number.h"
@@ -101,35 +102,30 @@ namespace {
 
 constexpr int kConnectMs = 10000;
 
+// The supervisor writes a forward's address, so this is corruption, not a caller's mistake.
+Error unreadable_address(const ExposedPort& f) {
+  return make_error(ErrorCode::kInternal, "the forward of port " + std::to_string(f.port) + " has an address that does not parse: " + f.host);
+}
+
 // A loopback connection to the sandbox's forward, made within kConnectMs.
 Result<UniqueFd> connect_forward(const ExposedPort& f) {
   sockaddr_storage addr{};
-  socklen_t len = 0;
-  int family = f.host.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  if (family == AF_INET) {
+  if (f.host.find(':') == std::string::npos) {
     auto* in = reinterpret_cast<sockaddr_in*>(&addr);
     in->sin_family = AF_INET;
     in->sin_port = htons(f.host_port);
-    if (::inet_pton(AF_INET, f.host.c_str(), &in->sin_addr) != 1) return fail(make_error(ErrorCode::kInternal, "a forward at " + f.host));
-    len = sizeof *in;
+    if (::inet_pton(AF_INET, f.host.c_str(), &in->sin_addr) != 1) return fail(unreadable_address(f));
   } else {
     auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons(f.host_port);
-    if (::inet_pton(AF_INET6, f.host.c_str(), &in6->sin6_addr) != 1) return fail(make_error(ErrorCode::kInternal, "a forward at " + f.host));
-    len = sizeof *in6;
+    if (::inet_pton(AF_INET6, f.host.c_str(), &in6->sin6_addr) != 1) return fail(unreadable_address(f));
   }
-  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) return fail(sys_error("socket for the forward"));
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS)
-    return fail(sys_error("connect to the forward at " + f.host + ":" + std::to_string(f.host_port)));
-  pollfd p{fd.get(), POLLOUT, 0};
-  if (::poll(&p, 1, kConnectMs) != 1)
+  auto fd = sys::connect_within(addr, kConnectMs);
+  if (!fd && fd.error().code == ErrorCode::kTimeout)
     return fail(make_error(ErrorCode::kTimeout, "the forward of port " + std::to_string(f.port) + " did not answer in 10 s"));
-  int err = 0;
-  socklen_t err_len = sizeof err;
-  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &err_len);
-  if (err) return fail(make_error(ErrorCode::kSystem, "connect to the forward of port " + std::to_string(f.port) + ": " + std::strerror(err)));
+  if (!fd) return fail(std::move(fd.error()).context("the forward of port " + std::to_string(f.port) + " at " + f.host + ":" +
+                                                     std::to_string(f.host_port)));
   return fd;
 }
 

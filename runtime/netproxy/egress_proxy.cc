@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "isolation/sys/connect.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/log.h"
 #include "isolation/sys/rfc3339.h"
@@ -85,18 +86,7 @@ Result<std::vector<sockaddr_storage>> resolve(const std::string& host, uint16_t 
 
 // A connection to exactly `address`, within the timeout.
 Result<UniqueFd> connect_to(const sockaddr_storage& address, int timeout_s) {
-  UniqueFd s(::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!s) return fail(sys_error("socket"));
-  socklen_t len = address.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-  if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&address), len) != 0 && errno != EINPROGRESS)
-    return fail(sys_error("connect"));
-  pollfd p{s.get(), POLLOUT, 0};
-  int n = sys::retry_eintr([&] { return ::poll(&p, 1, timeout_s * 1000); });
-  if (n == 0) return fail(make_error(ErrorCode::kTimeout, "no answer within " + std::to_string(timeout_s) + " s"));
-  int err = 0;
-  socklen_t err_len = sizeof err;
-  ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &err_len);
-  if (err) return fail(sys_error("connect", err));
+  UniqueFd s = NSBOX_TRY(sys::connect_within(address, timeout_s * 1000));
   ::fcntl(s.get(), F_SETFL, ::fcntl(s.get(), F_GETFL) & ~O_NONBLOCK);
   int one = 1;
   ::setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
