@@ -7,11 +7,10 @@
 // nsbox's built-in server (the SDK's local_bind strategy) and by rclone (the SDK's
 // in-container rclone pattern, acknowledged as the SDK asks; nsbox runs it on the host).
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 
 import { Runner, setTracingDisabled } from "@openai/agents";
@@ -30,62 +29,15 @@ import { ScriptedModel, assistantMessage, functionCall } from "@openai/agents/te
 import * as nsbox from "nsbox";
 import { NsboxSandboxClient } from "nsbox/agents";
 import { bounded, describeOnNsboxServe, toolOutput } from "./support/sdk.mjs";
-import { quietEnvironment, waitUntil } from "./support/server.mjs";
+import { S3RVER_KEY_ID, S3rver } from "./support/s3rver.mjs";
+import { waitUntil } from "./support/server.mjs";
 
 setTracingDisabled(true);
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-const S3RVER = path.join(repoRoot, "tests", "peers", "node_modules", "s3rver", "bin", "s3rver.js");
 const BUCKET = "agents";
 // s3rver knows one key id and checks no signature, so any secret goes; both are looked for inside.
-const KEY_ID = "S3RVER";
+const KEY_ID = S3RVER_KEY_ID;
 const SECRET = `sEcReT-ts-${Date.now()}`;
-
-/**
- * s3rver on a loopback port of its own with its own data directory and `bucket` made at
- * its start, as clients/python/tests/conftest.py runs it; stopped by pid.
- */
-class S3rver {
-  async start(bucket) {
-    if (!fs.existsSync(S3RVER)) throw new Error(`s3rver is not installed (${S3RVER}): scripts/install-deps installs it`);
-    this.dir = fs.mkdtempSync("/tmp/nsbox-test-s3rver-");
-    fs.mkdirSync(path.join(this.dir, "data"));
-    this.output = "";
-    this.proc = spawn(process.execPath, [S3RVER, "-d", path.join(this.dir, "data"), "-a", "127.0.0.1", "-p", "0",
-      "--configure-bucket", bucket], { stdio: ["ignore", "pipe", "pipe"], env: quietEnvironment({ NODE_OPTIONS: "--openssl-legacy-provider" }) });
-    const proc = this.proc;
-    this.port = await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`s3rver did not listen in 60 s:\n${this.output}`)), 60_000);
-      const read = (chunk) => {
-        this.output = (this.output + chunk.toString()).slice(-8000);
-        const port = /S3rver listening on 127\.0\.0\.1:(\d+)/.exec(this.output)?.[1];
-        if (port) {
-          clearTimeout(timer);
-          resolve(Number(port));
-        }
-      };
-      proc.stdout.on("data", read);
-      proc.stderr.on("data", read);
-      proc.on("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`s3rver exited (${code}) before it listened:\n${this.output}`));
-      });
-    });
-    this.endpoint = `http://127.0.0.1:${this.port}`;
-  }
-
-  async stop() {
-    const proc = this.proc;
-    if (proc && proc.exitCode === null && proc.signalCode === null) {
-      const exited = new Promise((resolve) => proc.once("exit", resolve));
-      process.kill(proc.pid, "SIGTERM");
-      const timer = setTimeout(() => process.kill(proc.pid, "SIGKILL"), 15_000);
-      await exited;
-      clearTimeout(timer);
-    }
-    if (this.dir) fs.rmSync(this.dir, { recursive: true, force: true });
-  }
-}
 
 function git(cwd, ...args) {
   return execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd, encoding: "utf8" });
