@@ -6,9 +6,11 @@
 // Checks: what is accepted has a valid name, environment names without '=', mounts with
 // plain absolute mount paths, and workspace entries that stay in /home/user (relative,
 // no '..', each once, and what SandboxFs then accepts; host sources only from a local
-// caller, absolute and without '..'). From a remote caller: no mount
+// caller, absolute and without '..'); accounts that are never root or the sandbox's own, each
+// id once and in range, names that cannot add a line or a field to /etc/passwd. From a remote caller: no mount
 // names a credentials file (the server would read it for the caller), and a mount that
 // brings its own credentials gets none of the server's secrets with them.
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <sstream>
@@ -60,6 +62,21 @@ void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, s
       FUZZ_CHECK(in_sandbox && in_sandbox->starts_with(root + "/"));
     }
   }
+  std::set<uint32_t> ids;
+  for (const auto& u : o.spec.accounts.users) {
+    FUZZ_CHECK(u.uid >= nsbox::SandboxAccounts::kFirstId && u.uid <= nsbox::SandboxAccounts::kLastId);
+    FUZZ_CHECK(ids.insert(u.uid).second);
+    FUZZ_CHECK(u.name != "root" && u.name != "user" && !u.name.empty() && u.name.size() <= 32);
+    FUZZ_CHECK(u.name.find_first_of(":\n\r,/ \0", 0, 7) == std::string::npos);
+  }
+  for (const auto& g : o.spec.accounts.groups) {
+    FUZZ_CHECK(g.gid >= nsbox::SandboxAccounts::kFirstId && g.gid <= nsbox::SandboxAccounts::kLastId);
+    FUZZ_CHECK(ids.insert(g.gid).second);
+    for (const auto& m : g.members) FUZZ_CHECK(m == "user" || o.spec.accounts.identity(m).has_value());
+  }
+  FUZZ_CHECK(o.spec.accounts.users.size() <= nsbox::SandboxAccounts::kMaxUsers);
+  auto passwd = o.spec.accounts.passwd_lines("/home/user");
+  FUZZ_CHECK(static_cast<size_t>(std::count(passwd.begin(), passwd.end(), '\n')) == o.spec.accounts.users.size());
   for (size_t i = 0; i < o.spec.mounts.size(); ++i) {
     const auto& m = o.spec.mounts[i];
     FUZZ_CHECK(m.mount_path.size() > 1 && m.mount_path.front() == '/' && m.mount_path.back() != '/');
