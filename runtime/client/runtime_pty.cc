@@ -1,5 +1,5 @@
-// The client side of PTY sessions (runtime/supervisor/pty_sessions.h): each call one
-// request to the sandbox's supervisor.
+// The client side of PTY sessions (runtime/supervisor/processes.h; a session is a process
+// with a terminal): each call one request to the sandbox's supervisor.
 #include "runtime/client/runtime.h"
 
 namespace nsbox {

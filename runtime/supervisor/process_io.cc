@@ -39,6 +39,7 @@ void Processes::on_readable(uint64_t command, bool is_stdout) {
   // A few chunks per wakeup: a flooding process cannot keep the loop from its other fds.
   for (int i = 0; i < 4 && host_.loop().read_chunk(fd, chunk); ++i) (is_stdout ? p.out : p.err)->append(chunk);
   answer_waiters(p, false);
+  if (p.session) answer_windows(p, false);
 }
 
 // Everything the pipes hold now (bounded by `rounds` chunks of 64 KiB per stream).

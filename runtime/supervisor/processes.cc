@@ -1,10 +1,11 @@
 // Processes: starting, listing, signals, removal, and init's news. Their input and output
-// are in process_io.cc.
+// are in process_io.cc, PTY sessions' windows in process_pty.cc.
 #include "runtime/supervisor/processes.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,17 +60,19 @@ void Processes::error(int client_fd, const Error& e) {
 }
 
 void Processes::handle(int client_fd, const std::string& op, const Json& request) {
-  if (op == "proc_start") return start(client_fd, request);
+  if (op.starts_with("pty_")) return handle_pty(client_fd, op, request);
+  if (op == "proc_start") return start(client_fd, request, false);
   if (op == "proc_list") return list(client_fd);
   if (op == "proc_read") return read(client_fd, request);
   if (op == "proc_write") return write(client_fd, request);
   if (op == "proc_signal") return signal(client_fd, request);
   if (op == "proc_remove") return remove(client_fd, request);
+  if (op == "proc_resize") return resize(client_fd, request, false);
   error(client_fd, make_error(ErrorCode::kMalformedRequest, "unknown process request '" + op + "'"));
 }
 
-void Processes::start(int client_fd, const Json& request) {
-  if (processes_.size() >= kMaxProcesses)
+void Processes::start(int client_fd, const Json& request, bool session) {
+  if (processes_.size() >= kMaxProcesses && !(session && prune_session()))
     return error(client_fd, make_error(ErrorCode::kBusy, "this sandbox has " + std::to_string(processes_.size()) +
                                                              " processes, the limit of " + std::to_string(kMaxProcesses),
                                        "remove ended ones (DELETE .../processes/{pid}, `nsbox kill ID PID`): their status is kept until then"));
@@ -83,6 +86,8 @@ void Processes::start(int client_fd, const Json& request) {
   if (!run_as) return error(client_fd, run_as.error());
   Process p;
   p.run_as = *run_as;
+  p.session = session;
+  p.last_used = std::chrono::steady_clock::now();
   p.tty = request.value("tty", false);
   p.argv = std::move(*argv);
   p.cwd = host_.working_dir(*cwd);
@@ -186,6 +191,19 @@ void Processes::remove(int client_fd, const Json& request) {
   host_.send_to_client(client_fd, {{"ok", true}, {"removed", pid}});
 }
 
+void Processes::resize(int client_fd, const Json& request, bool session) {
+  auto found = session ? find_session(request) : find(request);
+  if (!found) return error(client_fd, found.error());
+  Process& p = **found;
+  if (!p.tty) return error(client_fd, invalid("process " + std::to_string(p.pid) + " has no terminal"));
+  auto window = window_of(request);
+  if (!window) return error(client_fd, window.error());
+  // The kernel sends SIGWINCH to the terminal's foreground process group.
+  if (p.master && ::ioctl(p.master.get(), TIOCSWINSZ, &*window) != 0)
+    return error(client_fd, sys_error("resize the terminal of process " + std::to_string(p.pid)));
+  host_.send_to_client(client_fd, {{"ok", true}, {session ? "session_id" : "pid", p.pid}});
+}
+
 // Killed if it runs (its whole process group: what it started, too), its waiters told,
 // its descriptors closed, and forgotten.
 void Processes::forget(uint64_t command) {
@@ -198,11 +216,18 @@ void Processes::forget(uint64_t command) {
   for (auto* log : {p.out.get(), p.err.get()})
     if (log) log->remove_file();
   auto waiters = std::move(p.waiters);
+  auto windows = std::move(p.windows);
   int starter = p.starter;
   pid_t pid = p.pid;
+  bool session = p.session;
   processes_.erase(it);
-  Error gone = make_error(ErrorCode::kNotFound, "process " + std::to_string(pid) + " was removed");
+  Error gone = make_error(ErrorCode::kNotFound, (session ? "PTY session " : "process ") + std::to_string(pid) +
+                                                    (session ? " was killed" : " was removed"));
   for (const auto& w : waiters) {
+    host_.loop().cancel_timer(w.timer);
+    error(w.client_fd, gone);
+  }
+  for (const auto& w : windows) {
     host_.loop().cancel_timer(w.timer);
     error(w.client_fd, gone);
   }
@@ -220,6 +245,11 @@ void Processes::client_gone(int client_fd) {
     for (const auto& one : w)
       if (one.client_fd == client_fd) host_.loop().cancel_timer(one.timer);
     w.erase(std::remove_if(w.begin(), w.end(), [&](const Waiter& one) { return one.client_fd == client_fd; }), w.end());
+    auto& windows = p.windows;
+    for (const auto& one : windows)
+      if (one.client_fd == client_fd) host_.loop().cancel_timer(one.timer);
+    windows.erase(std::remove_if(windows.begin(), windows.end(), [&](const WindowWaiter& one) { return one.client_fd == client_fd; }),
+                  windows.end());
   }
 }
 
@@ -231,7 +261,7 @@ bool Processes::on_init_message(uint64_t command_id, const Json& m) {
   std::string event = m.value("event", "");
   if (event == "started") {
     p.pid = m.value("pid", 0);
-    if (p.starter >= 0) host_.send_to_client(p.starter, {{"ok", true}, {"pid", p.pid}});
+    if (p.starter >= 0) host_.send_to_client(p.starter, {{"ok", true}, {p.session ? "session_id" : "pid", p.pid}});
     p.starter = -1;
   } else if (event == "spawn_failed") {
     int starter = std::exchange(p.starter, -1);
@@ -249,6 +279,7 @@ bool Processes::on_init_message(uint64_t command_id, const Json& m) {
     if (!p.exit_code) p.exit_code = 255;
     take_output(p, 64);  // what it wrote before it exited
     answer_waiters(p, true);
+    answer_windows(p, true);  // may end a session whose output was all read
   }
   return true;
 }

@@ -87,7 +87,6 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self),
                                                   KernelSession::Options{spec.preload, spec.memory_merge});
   if (!spec.lazy_kernel) self->kernel_->start();
-  self->ptys_ = std::make_unique<PtySessions>(static_cast<PtyHost&>(*self));
   self->processes_ = std::make_unique<Processes>(static_cast<ProcessHost&>(*self));
   NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mounted)), "attach the files volume " + volume.name);
   NSBOX_CHECK(self->start_helpers(layout));
@@ -320,7 +319,6 @@ void Supervisor::tool_call(const std::string& helper, Json args, uint64_t cell, 
 // bound of destroy() (the cgroup then outlives the supervisor); stopping the servers ends
 // every connection, and the sandbox dies at once.
 void Supervisor::stop_sandbox() {
-  if (ptys_) ptys_->kill_all();
   if (processes_) processes_->kill_all();
   if (tools_) tools_->stop();
   if (net_proxy_.pidfd() >= 0) loop_->remove(net_proxy_.pidfd());
@@ -396,8 +394,7 @@ void Supervisor::handle_request(Client& client, protocol::Frame frame) {
     if (auto free = require_not_free_member(record_); !free) return reply_error(client, free.error());
   if (op != "claim") restore_cpu_weight();  // a claimed member's first request
   if (op == "exec") return start_command(client, frame);
-  if (op.starts_with("pty_")) return ptys_->handle(client.fd.get(), op, frame.message);
-  if (op.starts_with("proc_")) return processes_->handle(client.fd.get(), op, frame.message);
+  if (op.starts_with("proc_") || op.starts_with("pty_")) return processes_->handle(client.fd.get(), op, frame.message);
   if (op.starts_with("port_")) return handle_ports(client, op, frame.message);
   if (op == "execute") {
     auto cell = CellRequest::from_json(frame.message);
@@ -567,7 +564,6 @@ void Supervisor::close_client(int fd) {
   }
   it->second.commands.clear();
   kernel_->client_gone(fd);
-  if (ptys_) ptys_->client_gone(fd);
   if (processes_) processes_->client_gone(fd);
   if (tools_) tools_->client_gone(fd);
   loop_->remove(fd);
@@ -671,7 +667,6 @@ void Supervisor::on_init_message(const Json& m) {
     }
     return;
   }
-  if (ptys_ && ptys_->on_init_message(m.value("id", uint64_t{0}), m)) return;
   if (processes_ && processes_->on_init_message(m.value("id", uint64_t{0}), m)) return;
   auto it = commands_.find(m.value("id", uint64_t{0}));
   if (it == commands_.end()) return;

@@ -33,7 +33,6 @@
 #include "runtime/supervisor/output_capture.h"
 #include "runtime/supervisor/port_forwards.h"
 #include "runtime/supervisor/processes.h"
-#include "runtime/supervisor/pty_sessions.h"
 #include "runtime/supervisor/tool_bridge.h"
 
 namespace nsbox {
@@ -145,10 +144,9 @@ class Supervisor final : private KernelHost, private ProcessHost {
   void tool_call(const std::string& helper, protocol::Json args, uint64_t cell, ToolBridge::Reply reply) override;
   size_t abandon_tool_calls(uint64_t cell) override { return tools_ ? tools_->abandon(cell) : 0; }
 
-  // PtyHost: what the PTY sessions ask of us.
+  // ProcessHost: what processes that outlive a request (PTY sessions among them) ask of us.
   Result<UniqueFd> open_pty_master() override;
   Result<uint64_t> spawn_on_tty(const Launch& launch, int slave) override;
-  // ProcessHost: what processes that outlive a request ask of us.
   Result<uint64_t> spawn_with_stdio(const Launch& launch, int in, int out, int err) override;
   Result<uint64_t> spawn_process(const Launch& launch, const std::vector<int>& stdio, bool tty);
   // Init's spawn request for `launch` (its environment, working directory and identity),
@@ -185,7 +183,6 @@ class Supervisor final : private KernelHost, private ProcessHost {
   // from init although a zygote was given, why: `status` reports both (inspect).
   std::string kernel_origin_;
   std::string kernel_zygote_fallback_;
-  std::unique_ptr<PtySessions> ptys_;
   std::unique_ptr<Processes> processes_;
   std::unique_ptr<PortForwards> ports_;  // before the loop goes (they leave it)
   std::unique_ptr<ToolBridge> tools_;  // goes first: its pending calls refer to kernel_

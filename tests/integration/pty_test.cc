@@ -1,7 +1,8 @@
 // PTY sessions (docs/semantics.md, "PTY sessions") through the command line: a terminal
-// of the sandbox's own, typed into and read in windows; Ctrl-C reaches the foreground
-// process group; bounded in number; stop ends them all.
+// of the sandbox's own, typed into and read in windows; each a process named by its pid;
+// Ctrl-C reaches the foreground process group; bounded in number; stop ends them all.
 #include <catch2/catch.hpp>
+#include <set>
 #include <string>
 
 #include "tests/support/nsbox_cli.h"
@@ -41,7 +42,12 @@ TEST_CASE("a PTY session echoes what is typed, is a terminal of the given size, 
   TestRoot root;
   auto id = root.create();
   auto sid = start_session(root, id, {"bash", "--norc", "--noprofile"}, {"--cols", "100", "--rows", "30"});
-  CHECK(sid == "1");
+  // A session is a process with a terminal: its id is its pid in the sandbox.
+  auto listed = TestRoot::json(root.nsbox({"ps", "--json", id}))["processes"];
+  REQUIRE(listed.size() == 1);
+  CHECK(std::to_string(listed[0]["pid"].get<int>()) == sid);
+  CHECK(listed[0]["tty"] == true);
+  CHECK(root.sh(id, "ps -o args= -p " + sid).out == "bash --norc --noprofile\n");
   auto out = write(root, id, sid, "echo round-$((20+1)); tty; stty size\n");
   std::string text = out["output"].get<std::string>() + read_until(root, id, sid, "30 100", 5);
   CHECK(text.find("round-21") != std::string::npos);
@@ -62,7 +68,8 @@ TEST_CASE("a PTY session echoes what is typed, is a terminal of the given size, 
   // Read to the end, the session is gone.
   auto gone = root.nsbox({"pty", id, "read", sid});
   CHECK(gone.exit_code != 0);
-  CHECK(gone.err.find("no PTY session 1") != std::string::npos);
+  CHECK(gone.err.find("no PTY session " + sid) != std::string::npos);
+  CHECK(TestRoot::json(root.nsbox({"ps", "--json", id}))["processes"].empty());  // and so is its process
 }
 
 TEST_CASE("Ctrl-C reaches the foreground process group: sleep dies under a parent that ignores SIGINT", "[pty]") {
@@ -84,27 +91,29 @@ TEST_CASE("Ctrl-C reaches the foreground process group: sleep dies under a paren
 TEST_CASE("PTY sessions are bounded: the 65th prunes the least recently used but never the 8 newest, and kill and stop end them", "[pty]") {
   TestRoot root;
   auto id = root.create();
-  for (int i = 1; i <= 64; ++i) CHECK(start_session(root, id, {"sleep", "1000"}) == std::to_string(i));
+  std::vector<std::string> sids;
+  for (int i = 1; i <= 64; ++i) sids.push_back(start_session(root, id, {"sleep", "1000"}));
+  CHECK(std::set<std::string>(sids.begin(), sids.end()).size() == 64);
   CHECK(root.sh(id, "pgrep -c -x sleep").out == "64\n");
-  REQUIRE(root.nsbox({"pty", id, "read", "1", "--yield-ms", "0"}).exit_code == 0);  // 1 is used now
-  CHECK(start_session(root, id, {"sleep", "1000"}) == "65");
-  CHECK(root.nsbox({"pty", id, "read", "1", "--yield-ms", "0"}).exit_code == 0);
-  auto pruned = root.nsbox({"pty", id, "read", "2", "--yield-ms", "0"});
+  REQUIRE(root.nsbox({"pty", id, "read", sids[0], "--yield-ms", "0"}).exit_code == 0);  // the first is used now
+  auto newest = start_session(root, id, {"sleep", "1000"});
+  CHECK(root.nsbox({"pty", id, "read", sids[0], "--yield-ms", "0"}).exit_code == 0);
+  auto pruned = root.nsbox({"pty", id, "read", sids[1], "--yield-ms", "0"});
   CHECK(pruned.exit_code != 0);
-  CHECK(pruned.err.find("no PTY session 2") != std::string::npos);
+  CHECK(pruned.err.find("no PTY session " + sids[1]) != std::string::npos);
   CHECK(root.sh(id, "pgrep -c -x sleep").out == "64\n");  // its process was killed
 
-  auto unknown = root.nsbox({"pty", id, "write", "999", "x"});
+  auto unknown = root.nsbox({"pty", id, "write", "999999", "x"});
   CHECK(unknown.exit_code != 0);
-  CHECK(unknown.err.find("no PTY session 999") != std::string::npos);
+  CHECK(unknown.err.find("no PTY session 999999") != std::string::npos);
 
-  auto killed = TestRoot::json(root.nsbox({"pty", id, "kill", "--json", "65"}));
-  CHECK(killed["killed"] == json::array({65}));
+  auto killed = TestRoot::json(root.nsbox({"pty", id, "kill", "--json", newest}));
+  CHECK(killed["killed"] == json::array({std::stoi(newest)}));
   CHECK(root.sh(id, "pgrep -c -x sleep").out == "63\n");
   REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
   REQUIRE(root.nsbox({"start", id}).exit_code == 0);
   CHECK(root.sh(id, "pgrep -c -x sleep || true").out == "0\n");
-  CHECK(root.nsbox({"pty", id, "read", "1"}).err.find("no PTY session 1") != std::string::npos);
+  CHECK(root.nsbox({"pty", id, "read", sids[0]}).err.find("no PTY session " + sids[0]) != std::string::npos);
   auto all = TestRoot::json(root.nsbox({"pty", id, "kill", "--json", "--all"}));
   CHECK(all["killed"].empty());
 }
@@ -167,6 +176,6 @@ TEST_CASE("input a program does not read waits in a bounded queue and never hold
   }
   CHECK(over.exit_code != 0);
   CHECK(over.err.find("has not read") != std::string::npos);
-  CHECK(TestRoot::json(root.nsbox({"pty", id, "kill", "--json", sid}))["killed"] == json::array({1}));
+  CHECK(TestRoot::json(root.nsbox({"pty", id, "kill", "--json", sid}))["killed"] == json::array({std::stoi(sid)}));
   CHECK(root.sh(id, "pgrep -x sleep || echo none").out == "none\n");
 }

@@ -2423,6 +2423,7 @@ export interface components {
             run_as?: string;
         } | unknown | unknown;
         PtyStarted: {
+            /** @description The command's pid in the sandbox: a session is a process with a terminal (GET .../processes lists it) */
             session_id: number;
         };
         PtyInput: {
