@@ -298,7 +298,7 @@ void ApiService::fs_extract(Exchange& x, const Call& c) {
   }
   auto spool = spool_body(x);
   if (!spool) return respond_error(x, spool.error());
-  auto done = runtime_.extract(sandbox, dir, spool->get(), format == "zip", limit[0], limit[1]);
+  auto done = runtime_.extract(sandbox, dir, spool->get(), format == "zip", limit[0], limit[1], false, r.query_value("run_as"));
   if (!done) return respond_error(x, done.error());
   x.respond(200, *done);
 }

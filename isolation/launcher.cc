@@ -123,6 +123,8 @@ Result<void> join_cgroup(const cgroup::Join& join) {
     child_fail(sync_fd, sys_error("sethostname " + spec.hostname));
   step(network::setup_in_child(spec.net));
   step(rootfs::build_in_child(steps, *trees, "/tmp"));
+  const bool switches_ids = !spec.extra_ids.empty() && !spec.command;
+  if (switches_ids) step(userns::become_system_user_in_child());  // before PDEATHSIG: a uid change clears it
   step(set_parent_death_signal(sync_fd));
   if (::setsid() < 0) child_fail(sync_fd, sys_error("setsid"));
   step(rlimits::apply_in_child(spec.limits, spec.cgroup == nullptr));
@@ -131,7 +133,6 @@ Result<void> join_cgroup(const cgroup::Join& join) {
   if (command) keep.insert(keep.end(), {&command->stdin_fd, &command->stdout_fd, &command->stderr_fd});
   step(arrange_fds(spec.control_fd, keep));
   if (::chdir("/home/user") != 0) child_fail(sync_fd, sys_error("chdir /home/user"));
-  bool switches_ids = !spec.extra_ids.empty() && !command;
   step(switches_ids ? capabilities::drop_all_but_id_switching_in_child() : capabilities::drop_all_in_child());
   auto listener = seccomp::install(*spec.seccomp);
   if (!listener) child_fail(sync_fd, listener.error());

@@ -12,6 +12,7 @@
 //                                            become uid/gid 1000 (caps kept: no id was 0)
 //                                            hostname, loopback up
 //                                            build the root on a tmpfs, pivot_root, detach
+//                                            (with accounts: become 999, init's id)
 //                                            PDEATHSIG, setsid, rlimits, close fds
 //                                            drop every capability (init of a sandbox
 //                                            with accounts: all but setuid, setgid, kill),
@@ -53,9 +54,10 @@ struct Spec {
   std::vector<std::string> init_argv;
   std::vector<std::string> init_env;
   int control_fd = -1;  // becomes fd 3 in init
-  // The ids of the accounts the sandbox declares (userns.h): mapped besides its user's,
-  // and with any, init keeps what it needs to start commands as them
-  // (capabilities::drop_all_but_id_switching_in_child). The rootfs spec has their names.
+  // The ids of the accounts the sandbox declares (userns.h), kSystemUid among them: mapped
+  // besides its user's, and with any, init runs as kSystemUid and keeps what it needs to
+  // start commands as them (capabilities::drop_all_but_id_switching_in_child). The rootfs
+  // spec has their names and homes.
   userns::ExtraIds extra_ids;
   // One-shot sandboxes: pid 1 runs this one command (command_pid1.h) instead of exec'ing
   // init; control_fd is then unused and its reports arrive on Sandbox::reports.

@@ -32,7 +32,7 @@ enum class StepKind {
   kDir,            // an empty directory (a mount point for something attached later)
   kOverlay,        // a read-only overlay at `target`: `layer` over host `source`
   kWorkspace,      // the directory `source` (relative, under the tree built at `data`) bound at `target`
-  kShared,         // the directory `target` made writable by every account, sticky (mode 1777, as /tmp)
+  kShared,         // the directory `target` given to kSystemUid, writable by every account, sticky (1777, as /tmp)
 };
 
 // A file of an overlay's own layer.
@@ -86,10 +86,21 @@ struct Spec {
   // volume shown at this path; /home/user itself: nothing to do.
   std::string workspace_root = kHome;
   // The accounts the sandbox declares besides `user` (runtime/core/sandbox_accounts.h):
-  // their lines of /etc/passwd and /etc/group. With any, the workspace root is shared by
-  // them (kShared): each may make files there, and none may remove another's.
+  // their lines of /etc/passwd and /etc/group, and a home each (a tmpfs the account owns,
+  // mode 0700). With any, /tmp and /dev/shm belong to kSystemUid (isolation/userns.h): the
+  // owner of a sticky directory may remove what is in it, so no account may own one.
   std::string passwd_extra;
   std::string group_extra;
+  struct AccountHome {
+    std::string path;
+    uid_t uid;
+  };
+  std::vector<AccountHome> account_homes;
+  bool accounts = false;
+  // The workspace root shared by the accounts (kShared): each may make files there, none
+  // may remove another's. Not for a root in /home/user, user's own home, whose dotfiles
+  // another account could then plant.
+  bool shared_workspace = false;
 };
 
 std::vector<Step> plan(const Spec& spec);

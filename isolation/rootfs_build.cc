@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "isolation/rootfs.h"
+#include "isolation/userns.h"
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
@@ -219,8 +220,10 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
     case StepKind::kWorkspace:
       return bind_workspace(s, staging);
     case StepKind::kShared:
-      // The mount's root, made just above; the sandbox user owns it (no link to follow).
-      if (::chmod(p, 01777) != 0) return fail(sys_error("chmod 1777 " + s.target + " (shared by the sandbox's accounts)"));
+      // The mount's root, bound just above (no link to follow): given to kSystemUid, which
+      // no command runs as, since a sticky directory's owner may remove anyone's files.
+      if (::chown(p, userns::kSystemUid, userns::kSystemGid) != 0 || ::chmod(p, 01777) != 0)
+        return fail(sys_error("share " + s.target + " between the sandbox's accounts (chown 999, chmod 1777)"));
       return {};
   }
   return {};

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "isolation/rootfs.h"
+#include "isolation/userns.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
 
@@ -37,6 +38,13 @@ constexpr const char* kProcReadOnly[] = {"bus", "fs", "irq", "sys"};
 constexpr const char* kDevices[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
 std::string size_opt(uint64_t bytes) { return "size=" + std::to_string(bytes); }
+
+// A sticky directory every account writes: owned by kSystemUid when there are accounts
+// (its owner could remove anyone's files), else by the mounting user, 1000.
+std::string system_owned(const Spec& spec) {
+  if (!spec.accounts) return "";
+  return ",uid=" + std::to_string(userns::kSystemUid) + ",gid=" + std::to_string(userns::kSystemGid);
+}
 
 void add_host_system_dirs(const Spec& spec, std::vector<Step>& steps) {
   for (const char* name : kHostSystemDirs) {
@@ -116,7 +124,7 @@ void add_dev(const Spec& spec, std::vector<Step>& steps) {
   steps.push_back({StepKind::kSymlink, "/proc/self/fd/0", "/dev/stdin"});
   steps.push_back({StepKind::kSymlink, "/proc/self/fd/1", "/dev/stdout"});
   steps.push_back({StepKind::kSymlink, "/proc/self/fd/2", "/dev/stderr"});
-  steps.push_back({StepKind::kTmpfs, {}, "/dev/shm", size_opt(spec.limits.shm_bytes) + ",mode=1777", kWritable});
+  steps.push_back({StepKind::kTmpfs, {}, "/dev/shm", size_opt(spec.limits.shm_bytes) + ",mode=1777" + system_owned(spec), kWritable});
   steps.push_back({StepKind::kReadOnlyFinal, {}, "/dev"});
 }
 
@@ -212,8 +220,14 @@ std::vector<Step> plan(const Spec& spec) {
   // Before the mount points: a bucket may be mounted inside the workspace.
   if (std::string in_home = workspace_in_home(spec.workspace_root); !in_home.empty())
     steps.push_back({StepKind::kWorkspace, in_home, spec.workspace_root, kHome});
-  if (!spec.passwd_extra.empty()) steps.push_back({StepKind::kShared, {}, spec.workspace_root});
-  steps.push_back({StepKind::kTmpfs, {}, "/tmp", size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=1777", kWritable});
+  if (spec.shared_workspace) steps.push_back({StepKind::kShared, {}, spec.workspace_root});
+  for (const auto& home : spec.account_homes) {
+    std::string owner = std::to_string(home.uid);
+    steps.push_back({StepKind::kTmpfs, {}, home.path,
+                     size_opt(spec.limits.tmp_bytes) + ",nr_inodes=65536,mode=0700,uid=" + owner + ",gid=" + owner, kWritable});
+  }
+  steps.push_back({StepKind::kTmpfs, {}, "/tmp", size_opt(spec.limits.tmp_bytes) + ",nr_inodes=262144,mode=1777" + system_owned(spec),
+                   kWritable});
   if (spec.files_attached_later)
     steps.push_back({StepKind::kDir, {}, "/mnt/files"});
   else if (spec.files_volume.empty())  // one-shot sandboxes: nothing to keep

@@ -82,6 +82,12 @@ Result<void> become_sandbox_user_in_child() {
   return {};
 }
 
+Result<void> become_system_user_in_child() {
+  if (::setresgid(kSystemGid, kSystemGid, kSystemGid) != 0) return fail(sys_error("setresgid(999)"));
+  if (::setresuid(kSystemUid, kSystemUid, kSystemUid) != 0) return fail(sys_error("setresuid(999)"));
+  return {};
+}
+
 Result<void> become_sandbox_user_keeping_saved_root_in_child() {
   // EPERM where the user namespace denies setgroups is fine only if there is no group to drop.
   if (::setgroups(0, nullptr) != 0 && errno != EPERM) return fail(sys_error("setgroups(0)"));

@@ -12,6 +12,12 @@ namespace nsbox::userns {
 
 constexpr uid_t kSandboxUid = 1000;
 constexpr gid_t kSandboxGid = 1000;
+// In a sandbox with accounts of its own: the id of its init and the owner of what the
+// accounts share (/tmp, /dev/shm, a shared workspace), so that no account, `user`
+// included, is the owner a sticky directory exempts or can reach init's limits (prlimit
+// compares ids). No command runs as it.
+constexpr uid_t kSystemUid = 999;
+constexpr gid_t kSystemGid = 999;
 
 // The host uid/gid the sandbox user maps to. Rootless: the invoking user (the only id an
 // unprivileged process may map). Root: a dedicated id with no account and no files on the
@@ -44,6 +50,9 @@ Result<void> write_maps(pid_t child, HostIds ids, const ExtraIds& extra = {});
 // Child side, right after the maps are written: become the sandbox user (still holding
 // every capability inside the new namespace, since no id in the switch is 0).
 Result<void> become_sandbox_user_in_child();
+// Then, in a sandbox with accounts, once its root is built: the system id (kSystemUid),
+// which its init keeps.
+Result<void> become_system_user_in_child();
 
 // For a process that joins a sandbox from outside as host root (a kernel from the kernel
 // zygote, docs/kernel-zygote.md): the sandbox user's real and effective ids and no

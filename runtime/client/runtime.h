@@ -263,8 +263,10 @@ class Runtime {
   // `max_members` and `max_bytes`), then unpacked as the sandbox user, never over a file
   // that exists. {"members", "bytes"}.
   // `replace`: the archive becomes `dir`'s whole content (docs/api.md, "Workspace archives").
+  // `run_as`: staged, unpacked and owned as that account ("": user).
   Result<protocol::Json> extract(const std::string& id_or_name, const std::string& dir, int archive_fd, bool zip,
-                                 uint64_t max_members, uint64_t max_bytes, bool replace = false) const;
+                                 uint64_t max_members, uint64_t max_bytes, bool replace = false,
+                                 const std::string& run_as = "") const;
   // The workspace root of a running, stopped or dead sandbox as a tar stream into `out_fd`
   // (a pipe: read it from another thread), without its bucket mounts and ephemeral entries;
   // links kept as links, nothing outside the root (docs/api.md, "Workspace archives").

@@ -87,13 +87,13 @@ Result<SnapshotInfo> Runtime::find_snapshot(const std::string& id_or_name) const
 Result<void> Runtime::remove_snapshot(const std::string& id_or_name) const { return snapshot_store().remove(id_or_name); }
 
 Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& dir, int archive_fd, bool zip,
-                              uint64_t max_members, uint64_t max_bytes, bool replace) const {
+                              uint64_t max_members, uint64_t max_bytes, bool replace, const std::string& run_as) const {
   // The archive is staged in the sandbox's /tmp and unpacked by nsbox-archive *inside* the
   // sandbox, as its user, in its namespaces: whatever its members say and whatever the
   // sandbox's code swaps for a symlink meanwhile, nothing outside its own view is
   // reachable (run on the host, a race on a directory could lead the writes out).
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
-  auto fs = NSBOX_TRY(sandbox_fs(id));
+  auto fs = NSBOX_TRY(sandbox_fs(id, run_as));
   std::string target = NSBOX_TRY(fs.path_of(dir));
   NSBOX_CHECK(fs.make_dir(target, true));
   auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
@@ -106,6 +106,7 @@ Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& 
                  "--max-bytes", std::to_string(std::min(limits.max_bytes, max_bytes))};
   if (replace) unpack.argv.insert(unpack.argv.end(), {"--replace", "yes"});
   unpack.cwd = "/";
+  unpack.run_as = run_as;
   unpack.timeout_s = 600;
   auto ran = exec(id, unpack, {});
   (void)fs.remove(staged, false);

@@ -15,29 +15,37 @@
 namespace nsbox {
 namespace {
 
-// The thread's fs ids are the sandbox user's while it lives. setfsuid and setfsgid are
+// The thread's fs ids are an account's host ids while it lives. setfsuid and setfsgid are
 // per thread (glibc does not broadcast them), and a non-zero fsuid clears the
 // filesystem capabilities (DAC override, fowner, chown) from the thread's effective set,
-// so permission checks are exactly the sandbox user's.
-class AsSandboxUser {
+// so permission checks are exactly the account's. setfsuid reports no failure (an id this
+// process's namespace does not map leaves the old one): ok() reads both back, and every
+// call fails closed on it.
+class AsAccount {
  public:
-  AsSandboxUser(uid_t uid, gid_t gid) {
+  AsAccount(uid_t uid, gid_t gid) : uid_(uid), gid_(gid) {
     old_gid_ = static_cast<gid_t>(::setfsgid(gid));
     old_uid_ = static_cast<uid_t>(::setfsuid(uid));
   }
-  ~AsSandboxUser() {
+  ~AsAccount() {
     ::setfsuid(old_uid_);
     ::setfsgid(old_gid_);
   }
-  AsSandboxUser(const AsSandboxUser&) = delete;
-  AsSandboxUser& operator=(const AsSandboxUser&) = delete;
+  AsAccount(const AsAccount&) = delete;
+  AsAccount& operator=(const AsAccount&) = delete;
+
+  Result<void> ok() const {
+    if (static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))) != uid_ || static_cast<gid_t>(::setfsgid(static_cast<gid_t>(-1))) != gid_)
+      return fail(make_error(ErrorCode::kInternal, "could not act as host id " + std::to_string(uid_) + ":" + std::to_string(gid_) +
+                                                       " (setfsuid): this process's user namespace does not map it"));
+    return {};
+  }
 
  private:
-  uid_t old_uid_;
-  gid_t old_gid_;
+  uid_t uid_, old_uid_;
+  gid_t gid_, old_gid_;
 };
 
-// `who`: the account the call acts as, named in a refusal.
 Error path_error(const std::string& who, const std::string& what, const std::string& path, int err) {
   switch (err) {
     case ENOENT: return make_error(ErrorCode::kNotFound, "no " + path + " in the sandbox");
@@ -95,13 +103,15 @@ Result<UniqueFd> SandboxFs::open_parent(const std::string& path, bool create, st
   auto [parent, leaf] = split(path);
   name = leaf;
   if (create) NSBOX_CHECK(make_dir(parent, true));
-  AsSandboxUser as(uid_, gid_);
+  AsAccount as(uid_, gid_);
+  NSBOX_CHECK(as.ok());
   return open_at(parent, O_RDONLY | O_DIRECTORY);
 }
 
 Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) const {
   std::string p = NSBOX_TRY(path_of(path));
-  AsSandboxUser as(uid_, gid_);
+  AsAccount as(uid_, gid_);
+  NSBOX_CHECK(as.ok());
   // O_NONBLOCK: a FIFO must not hang the open; cleared once the file is a regular one.
   auto fd = NSBOX_TRY(open_at(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK));
   if (::fstat(fd.get(), st) != 0) return fail(sys_error("stat " + p));
@@ -112,7 +122,8 @@ Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) 
 
 Result<struct stat> SandboxFs::stat(const std::string& path) const {
   std::string p = NSBOX_TRY(path_of(path));
-  AsSandboxUser as(uid_, gid_);
+  AsAccount as(uid_, gid_);
+  NSBOX_CHECK(as.ok());
   auto fd = NSBOX_TRY(open_at(p, O_PATH | O_NOFOLLOW));
   struct stat st{};
   if (::fstat(fd.get(), &st) != 0) return fail(sys_error("stat " + p));
@@ -124,7 +135,8 @@ Result<uint64_t> SandboxFs::write(const std::string& path, int source, uint64_t 
   std::string p = NSBOX_TRY(path_of(path));
   std::string name;
   auto dir = NSBOX_TRY(open_parent(p, true, name));
-  AsSandboxUser as(uid_, gid_);
+  AsAccount as(uid_, gid_);
+  NSBOX_CHECK(as.ok());
   // An unnamed file in the target's directory (same filesystem: the rename is atomic);
   // a named one where the filesystem has no O_TMPFILE (a bucket mount).
   std::string temp = temp_name();
@@ -189,7 +201,8 @@ Result<uint64_t> SandboxFs::write_bytes(const std::string& path, std::string_vie
 
 Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, const std::string& cursor) const {
   std::string p = NSBOX_TRY(path_of(path));
-  AsSandboxUser as(uid_, gid_);
+  AsAccount as(uid_, gid_);
+  NSBOX_CHECK(as.ok());
   auto dir = NSBOX_TRY(open_at(p, O_RDONLY | O_DIRECTORY));
   auto page = files::list_page(dir.get(), limit, cursor, p);
   if (!page) return fail(path_error(account_, "list", p, page.error().sys_errno));
@@ -199,7 +212,8 @@ Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, co
 Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t mode) const {
   std::string p = NSBOX_TRY(path_of(path));
   if (p == "/") return parents ? Result<void>{} : fail(path_error(account_, "make", p, EEXIST));
-  AsSandboxUser as(uid_, gid_);
+  AsAccount as(uid_, gid_);
+  NSBOX_CHECK(as.ok());
   if (!parents) {
     auto [parent, name] = split(p);
     auto dir = NSBOX_TRY(open_at(parent, O_RDONLY | O_DIRECTORY));
@@ -234,7 +248,8 @@ Result<void> SandboxFs::remove(const std::string& path, bool recursive) const {
     if (dir.error().code == ErrorCode::kNotFound && recursive) return {};
     return fail(std::move(dir.error()));
   }
-  AsSandboxUser as(uid_, gid_);
+  AsAccount as(uid_, gid_);
+  NSBOX_CHECK(as.ok());
   struct stat st{};
   if (::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT && recursive) return {};

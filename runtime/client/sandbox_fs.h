@@ -30,7 +30,7 @@ namespace nsbox {
 class SandboxFs {
  public:
   // `root` is the sandbox's root directory (an fd on /proc/<init>/root); `uid`/`gid`
-  // the host ids of the sandbox user; `workspace` its workspace root.
+  // the host ids of the account it acts as; `workspace` its workspace root.
   // `account`: whose rights these are, as a refusal names it.
   SandboxFs(UniqueFd root, uid_t uid, gid_t gid, std::string workspace = kDefaultWorkspaceRoot,
             std::string account = "the sandbox user")

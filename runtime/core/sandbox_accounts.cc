@@ -11,7 +11,7 @@ namespace {
 
 using protocol::Json;
 
-constexpr const char* kReservedNames[] = {"root", "user", "nobody", "nogroup"};
+constexpr const char* kReservedNames[] = {"root", "user", "nobody", "nogroup", "nsbox"};
 
 Error invalid(const std::string& message) { return make_error(ErrorCode::kInvalidArgument, message); }
 
@@ -71,7 +71,7 @@ class IdPool {
 
 Result<void> check_new_name(const std::string& name, std::set<std::string>& names, const std::string& what) {
   if (std::find(std::begin(kReservedNames), std::end(kReservedNames), name) != std::end(kReservedNames))
-    return fail(invalid(what + " \"" + name + "\" is one of the sandbox's own accounts (root, user, nobody, nogroup)"));
+    return fail(invalid(what + " \"" + name + "\" is one of the sandbox's own accounts (root, user, nobody, nogroup, nsbox)"));
   if (!names.insert(name).second) return fail(invalid(what + " \"" + name + "\" is declared twice"));
   return {};
 }
@@ -79,15 +79,6 @@ Result<void> check_new_name(const std::string& name, std::set<std::string>& name
 }  // namespace
 
 Json Identity::to_json() const { return {{"name", name}, {"uid", uid}, {"gid", gid}, {"groups", groups}}; }
-
-Result<Identity> Identity::from_json(const Json& j) {
-  try {
-    return Identity{j.at("name").get<std::string>(), j.at("uid").get<uint32_t>(), j.at("gid").get<uint32_t>(),
-                    j.value("groups", std::vector<uint32_t>{})};
-  } catch (const Json::exception& e) {
-    return fail(make_error(ErrorCode::kProtocol, std::string("malformed identity: ") + e.what()));
-  }
-}
 
 Result<SandboxAccounts> SandboxAccounts::from_request(const Json& users, const Json& groups) {
   if (!users.is_null() && !users.is_array()) return fail(invalid("\"users\" must be a list"));
@@ -97,6 +88,7 @@ Result<SandboxAccounts> SandboxAccounts::from_request(const Json& users, const J
   IdPool ids;
   std::vector<size_t> unset_users, unset_groups;
   auto add_user = [&](const std::string& name, uint32_t uid) -> Result<void> {
+    if (group_names.count(name)) return fail(invalid("user \"" + name + "\" has the name of a group (each user has a group of its own name)"));
     NSBOX_CHECK(check_new_name(name, user_names, "user"));
     if (out.users.size() == kMaxUsers) return fail(invalid("more than " + std::to_string(kMaxUsers) + " users"));
     if (uid) NSBOX_CHECK(ids.claim(uid, "user " + name));
@@ -166,7 +158,8 @@ Result<Identity> SandboxAccounts::identity(const std::string& run_as) const {
 }
 
 std::vector<uint32_t> SandboxAccounts::uids() const {
-  std::vector<uint32_t> out;
+  if (empty()) return {};
+  std::vector<uint32_t> out = {userns::kSystemUid};
   for (const auto& u : users) out.push_back(u.uid);
   return out;
 }
@@ -177,15 +170,21 @@ std::vector<uint32_t> SandboxAccounts::gids() const {
   return out;
 }
 
-std::string SandboxAccounts::passwd_lines(const std::string& home) const {
-  std::string out;
+std::string SandboxAccounts::home_of(const std::string& name) { return "/home/" + name; }
+
+std::string SandboxAccounts::passwd_lines() const {
+  if (empty()) return "";
+  std::string out = "nsbox:x:" + std::to_string(userns::kSystemUid) + ":" + std::to_string(userns::kSystemGid) +
+                    ":nsbox init:/nonexistent:/usr/sbin/nologin\n";
   for (const auto& u : users)
-    out += u.name + ":x:" + std::to_string(u.uid) + ":" + std::to_string(u.uid) + ":nsbox sandbox user:" + home + ":/bin/bash\n";
+    out += u.name + ":x:" + std::to_string(u.uid) + ":" + std::to_string(u.uid) + ":nsbox sandbox user:" + home_of(u.name) +
+           ":/bin/bash\n";
   return out;
 }
 
 std::string SandboxAccounts::group_lines() const {
-  std::string out;
+  if (empty()) return "";
+  std::string out = "nsbox:x:" + std::to_string(userns::kSystemGid) + ":\n";
   for (const auto& u : users) out += u.name + ":x:" + std::to_string(u.uid) + ":\n";
   for (const auto& g : groups) {
     out += g.name + ":x:" + std::to_string(g.gid) + ":";

@@ -37,7 +37,6 @@ struct Identity {
 
   // The spawn request's form (init's "identity"): {"name", "uid", "gid", "groups"}.
   protocol::Json to_json() const;
-  static Result<Identity> from_json(const protocol::Json& j);
 };
 
 struct SandboxAccounts {
@@ -63,12 +62,16 @@ struct SandboxAccounts {
   // Who `run_as` names: "" and "user" are the sandbox user (with the groups that list it);
   // anyone else must be declared. The error lists who is.
   Result<Identity> identity(const std::string& run_as) const;
-  // The inside ids mapped besides 1000: every user's uid, and every user's and group's gid.
+  // The inside ids mapped besides 1000 when there are accounts: init's (kSystemUid,
+  // isolation/userns.h), every user's uid, and every user's and group's gid.
   std::vector<uint32_t> uids() const;
   std::vector<uint32_t> gids() const;
-  // Lines for the sandbox's /etc/passwd and /etc/group, after user's own; `home` is the
-  // users' home directory (the workspace root, which they share).
-  std::string passwd_lines(const std::string& home) const;
+  // A user's home: a directory of its own that no other account can write (a tmpfs it
+  // owns, mode 0700: kept while the sandbox runs, not across a stop).
+  static std::string home_of(const std::string& name);
+  // Lines for the sandbox's /etc/passwd and /etc/group, after user's own: nsbox (init's
+  // id), then each user and group.
+  std::string passwd_lines() const;
   std::string group_lines() const;
 };
 

@@ -69,8 +69,12 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   spec.rootfs.sandbox_libexec = options.sandbox_libexec;
   spec.rootfs.bridge_dir = options.bridge_dir;
   spec.rootfs.wheelhouse = options.wheelhouse;
-  spec.rootfs.passwd_extra = options.accounts.passwd_lines(options.workspace_root);
+  spec.rootfs.passwd_extra = options.accounts.passwd_lines();
   spec.rootfs.group_extra = options.accounts.group_lines();
+  spec.rootfs.accounts = !options.accounts.empty();
+  for (const auto& u : options.accounts.users) spec.rootfs.account_homes.push_back({SandboxAccounts::home_of(u.name), u.uid});
+  const std::string& root = options.workspace_root;
+  spec.rootfs.shared_workspace = spec.rootfs.accounts && root != rootfs::kHome && !root.starts_with(std::string(rootfs::kHome) + "/");
   spec.extra_ids = {options.accounts.uids(), options.accounts.gids()};
   if (options.net == network::Mode::kInternet) spec.rootfs.resolv_conf = "nameserver 10.0.2.3\n";  // slirp4netns's forwarder
   if (self->cgroup_) spec.rootfs.cgroup_views = self->cgroup_->views();

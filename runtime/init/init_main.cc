@@ -5,10 +5,12 @@
 // socket closes, the supervisor is gone and init exits, which takes the whole pid
 // namespace with it. Runs as the sandbox user, with no capabilities, under seccomp; it
 // marks itself non-dumpable so that sandboxed code of the same uid cannot read or write
-// its memory through /proc/1/mem. In a sandbox with accounts of its own it holds
-// CAP_SETUID, CAP_SETGID and CAP_KILL of the sandbox's user namespace (never ambient, so
-// never passed on): a spawn request may name who the command runs as, and every child
-// drops them all before its exec.
+// its memory through /proc/1/mem. In a sandbox with accounts of its own it runs as
+// kSystemUid (999), an id no command has (so none can lower its limits: prlimit compares
+// ids), and holds CAP_SETUID, CAP_SETGID and CAP_KILL of the sandbox's user namespace:
+// they arrive as ambient capabilities across its exec, which it clears first thing (so
+// none passes on), and every spawn names who the command runs as; each child drops them
+// all before its exec.
 //
 //   nsbox-init            (exec'ed by the sandbox's set-up child, as pid 1)
 //   fd 3:   the control socket to the supervisor: spawn and signal requests in, started
@@ -210,7 +212,8 @@ void reap() {
 int run() {
   ::prctl(PR_SET_DUMPABLE, 0);
   // Ambient capabilities brought init its own across its exec; none may reach a child's.
-  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  // Fail closed: an init that cannot clear them does not run.
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) return 1;
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);

@@ -57,7 +57,8 @@ Result<Processes::Process*> Processes::find_session(const Json& request) {
   for (auto& [command, p] : processes_)
     if (p.session && p.pid && static_cast<uint64_t>(p.pid) == id) return &p;
   return fail(make_error(ErrorCode::kNotFound, "no PTY session " + std::to_string(id) + " in this sandbox",
-                         "sessions end when their command exits and is read, when killed, or when pruned (64 at most)"));
+                         "sessions end when their command exits and is read, when killed, or when pruned (at 64 processes, "
+                         "the least recently used beyond the 8 newest)"));
 }
 
 void Processes::exchange(int client_fd, const Json& request, bool writes) {
@@ -84,7 +85,9 @@ void Processes::exchange(int client_fd, const Json& request, bool writes) {
     return host_.send_to_client(client_fd, {{"ok", true}, {"session_id", p.pid}, {"exit_code", p.exit_code ? Json(*p.exit_code) : Json(nullptr)}});
   const bool early = !writes && request.value("early", false);
   if (early) take_output(p, 64);
-  if (*yield == 0 || p.exit_code || (early && p.out->end() > p.seen)) return answer_window(p, client_fd);
+  // Bounded as a process's readers: past kMaxWaiters, an answer comes at once.
+  if (*yield == 0 || p.exit_code || (early && p.out->end() > p.seen) || p.windows.size() >= kMaxWaiters)
+    return answer_window(p, client_fd);
   uint64_t command = p.command;
   auto timer = host_.loop().add_timer(*yield, [this, command, client_fd] {
     auto it = processes_.find(command);

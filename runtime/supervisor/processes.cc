@@ -72,10 +72,6 @@ void Processes::handle(int client_fd, const std::string& op, const Json& request
 }
 
 void Processes::start(int client_fd, const Json& request, bool session) {
-  if (processes_.size() >= kMaxProcesses && !(session && prune_session()))
-    return error(client_fd, make_error(ErrorCode::kBusy, "this sandbox has " + std::to_string(processes_.size()) +
-                                                             " processes, the limit of " + std::to_string(kMaxProcesses),
-                                       "remove ended ones (DELETE .../processes/{pid}, `nsbox kill ID PID`): their status is kept until then"));
   auto argv = argv_of(request);
   if (!argv) return error(client_fd, argv.error());
   auto env = env_of(request);
@@ -84,11 +80,20 @@ void Processes::start(int client_fd, const Json& request, bool session) {
   if (!cwd) return error(client_fd, cwd.error());
   auto run_as = run_as_of(request);
   if (!run_as) return error(client_fd, run_as.error());
+  if (auto known = host_.check_account(*run_as); !known) return error(client_fd, known.error());
+  const bool tty = request.value("tty", false);
+  auto window = tty ? window_of(request) : Result<winsize>(winsize{});
+  if (!window) return error(client_fd, window.error());
+  // Only a request that can start prunes a session for its place.
+  if (processes_.size() >= kMaxProcesses && !(session && prune_session()))
+    return error(client_fd, make_error(ErrorCode::kBusy, "this sandbox has " + std::to_string(processes_.size()) +
+                                                             " processes, the limit of " + std::to_string(kMaxProcesses),
+                                       "remove ended ones (DELETE .../processes/{pid}, `nsbox kill ID PID`): their status is kept until then"));
   Process p;
   p.run_as = *run_as;
   p.session = session;
   p.last_used = std::chrono::steady_clock::now();
-  p.tty = request.value("tty", false);
+  p.tty = tty;
   p.argv = std::move(*argv);
   p.cwd = host_.working_dir(*cwd);
   if (p.tty && std::none_of(env->begin(), env->end(), [](const auto& kv) { return kv.first == "TERM"; }))
@@ -96,8 +101,6 @@ void Processes::start(int client_fd, const Json& request, bool session) {
   UniqueFd in_r, out_w, err_w, slave;
   Result<uint64_t> command = 0;
   if (p.tty) {
-    auto window = window_of(request);
-    if (!window) return error(client_fd, window.error());
     auto master = host_.open_pty_master();
     if (!master) return error(client_fd, std::move(master.error()).context("open a terminal in the sandbox"));
     auto terminal = open_terminal(std::move(*master), *window);
@@ -261,6 +264,12 @@ bool Processes::on_init_message(uint64_t command_id, const Json& m) {
   std::string event = m.value("event", "");
   if (event == "started") {
     p.pid = m.value("pid", 0);
+    // A pid names one process: an ended one's record with the same pid (the pid was
+    // reused) goes, so that no call meant for this one reaches it.
+    std::vector<uint64_t> stale;
+    for (const auto& [other, q] : processes_)
+      if (other != command_id && q.pid == p.pid && q.exit_code) stale.push_back(other);
+    for (uint64_t other : stale) forget(other);
     if (p.starter >= 0) host_.send_to_client(p.starter, {{"ok", true}, {p.session ? "session_id" : "pid", p.pid}});
     p.starter = -1;
   } else if (event == "spawn_failed") {

@@ -79,6 +79,8 @@ class ProcessHost {
   virtual FilesVolume* files_volume() = 0;  // null when the sandbox has none
   // Where a command that names no working directory starts: the workspace root.
   virtual std::string working_dir(const std::string& asked) const = 0;
+  // Whether `run_as` names one of the sandbox's accounts ("" is user); the error lists them.
+  virtual Result<void> check_account(const std::string& run_as) const = 0;
 };
 
 class Processes {

@@ -839,8 +839,7 @@ Result<uint64_t> Supervisor::spawn_in_sandbox(const std::vector<std::string>& ar
     names.push_back(name);
     raw.push_back(fd);
   }
-  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", argv}, {"env", command_environment(sandbox_env(), {})},
-                {"cwd", working_dir("")}, {"fds", names}};
+  Json spawn = NSBOX_TRY(spawn_request(id, {argv, {}, "", ""}, names));  // as user
   NSBOX_CHECK(protocol::send_frame(instance_->control_fd(), spawn, raw));
   return id;
 }
@@ -872,7 +871,10 @@ Result<Json> Supervisor::spawn_request(uint64_t id, const Launch& launch, const 
   Identity who = NSBOX_TRY(accounts.identity(launch.run_as));
   // A sandbox without accounts starts everything as user: its init can switch to no one.
   if (!accounts.empty()) identity = who.to_json();
-  if (who.name != "user") env = {{"USER", who.name}, {"LOGNAME", who.name}, {"HOME", record_.spec.workspace_root}};
+  if (who.name != "user") {
+    const std::string home = SandboxAccounts::home_of(who.name);
+    env = {{"USER", who.name}, {"LOGNAME", who.name}, {"HOME", home}, {"PYTHONUSERBASE", home + "/.local"}};
+  }
   env.insert(env.end(), launch.env.begin(), launch.env.end());
   Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", launch.argv}, {"env", command_environment(sandbox_env(), env)},
                 {"cwd", working_dir(launch.cwd)}, {"fds", fd_names}};

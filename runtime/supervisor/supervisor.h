@@ -114,6 +114,10 @@ class Supervisor final : private KernelHost, private ProcessHost {
   Result<void> watch_exit(int pidfd, std::function<void()> on_exit);
   EnvList sandbox_env() const;  // every process's: the egress proxy's and pip's settings, then --env
   // A request's working directory; "" is the sandbox's workspace root.
+  Result<void> check_account(const std::string& run_as) const override {
+    NSBOX_CHECK(record_.spec.accounts.identity(run_as));
+    return {};
+  }
   std::string working_dir(const std::string& asked) const override {
     return asked.empty() ? record_.spec.workspace_root : asked;
   }

@@ -75,8 +75,16 @@ void check(const nsbox::CreateOptions& o, const Json& j, nsbox::Caller caller, s
     for (const auto& m : g.members) FUZZ_CHECK(m == "user" || o.spec.accounts.identity(m).has_value());
   }
   FUZZ_CHECK(o.spec.accounts.users.size() <= nsbox::SandboxAccounts::kMaxUsers);
-  auto passwd = o.spec.accounts.passwd_lines("/home/user");
-  FUZZ_CHECK(static_cast<size_t>(std::count(passwd.begin(), passwd.end(), '\n')) == o.spec.accounts.users.size());
+  auto passwd = o.spec.accounts.passwd_lines();
+  FUZZ_CHECK(static_cast<size_t>(std::count(passwd.begin(), passwd.end(), '\n')) ==
+             (o.spec.accounts.empty() ? 0 : 1 + o.spec.accounts.users.size()));
+  // Names are unique across users (each with a group of its name) and groups, and the
+  // record's form reads back as it was.
+  std::set<std::string> names;
+  for (const auto& u : o.spec.accounts.users) FUZZ_CHECK(names.insert(u.name).second);
+  for (const auto& g : o.spec.accounts.groups) FUZZ_CHECK(names.insert(g.name).second);
+  auto again = nsbox::SandboxAccounts::from_record(o.spec.accounts.to_json());
+  FUZZ_CHECK(again && again->to_json() == o.spec.accounts.to_json());
   for (size_t i = 0; i < o.spec.mounts.size(); ++i) {
     const auto& m = o.spec.mounts[i];
     FUZZ_CHECK(m.mount_path.size() > 1 && m.mount_path.front() == '/' && m.mount_path.back() != '/');

@@ -21,10 +21,14 @@ TEST_CASE("declared users get ids from 1001 in order, around the ones given, and
   REQUIRE(a->groups.size() == 1);
   CHECK(a->groups[0].gid == 1005);
   CHECK(a->groups[0].members == std::vector<std::string>{"alice", "dave", "user"});
-  CHECK(a->passwd_lines("/workspace").find("alice:x:1002:1002:nsbox sandbox user:/workspace:/bin/bash\n") != std::string::npos);
+  auto passwd = a->passwd_lines();
+  CHECK(passwd.starts_with("nsbox:x:999:999:nsbox init:/nonexistent:/usr/sbin/nologin\n"));  // init's, no command's
+  CHECK(passwd.find("alice:x:1002:1002:nsbox sandbox user:/home/alice:/bin/bash\n") != std::string::npos);
   CHECK(a->group_lines().find("team:x:1005:alice,dave,user\n") != std::string::npos);
-  CHECK(a->uids() == std::vector<uint32_t>{1002, 1001, 1003, 1004});
-  CHECK(a->gids() == std::vector<uint32_t>{1002, 1001, 1003, 1004, 1005});
+  CHECK(a->uids() == std::vector<uint32_t>{999, 1002, 1001, 1003, 1004});
+  CHECK(a->gids() == std::vector<uint32_t>{999, 1002, 1001, 1003, 1004, 1005});
+  CHECK(SandboxAccounts{}.uids().empty());  // no accounts: one id, as ever
+  CHECK(SandboxAccounts{}.passwd_lines().empty());
 
   auto alice = a->identity("alice");
   REQUIRE(alice);
@@ -49,6 +53,9 @@ TEST_CASE("an account that would be root, the sandbox's own, a bad name, a share
   for (const auto& c : std::vector<Case>{
            {Json{"root"}, nullptr, "one of the sandbox's own accounts"},
            {Json{"user"}, nullptr, "one of the sandbox's own accounts"},
+           {Json{"nsbox"}, nullptr, "one of the sandbox's own accounts"},
+           {nullptr, Json{{{"name", "alice"}, {"users", {"alice"}}}}, "has the name of a group"},
+           {nullptr, Json{{{"name", "ops"}}, {{"name", "team"}, {"users", {"ops"}}}}, "has the name of a group"},
            {Json{{{"name", "a"}, {"uid", 0}}}, nullptr, "must be a number from 1001"},
            {Json{{{"name", "a"}, {"uid", 1000}}}, nullptr, "must be a number from 1001"},
            {Json{{{"name", "a"}, {"uid", 65534}}}, nullptr, "must be a number from 1001"},

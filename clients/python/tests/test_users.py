@@ -41,7 +41,7 @@ def accounts(accounts_server: Server) -> Iterator[nsbox.Sandbox]:
                     "checks it says so) [doctor: none]")
     c = accounts_server.client()
     try:
-        with nsbox.Sandbox.create(users=USERS, groups=GROUPS, lazy_kernel=True, client=c) as sbx:
+        with nsbox.Sandbox.create(users=USERS, groups=GROUPS, workspace_root="/workspace", lazy_kernel=True, client=c) as sbx:
             yield sbx
         assert accounts_server.sandboxes() == []
     finally:
@@ -101,7 +101,7 @@ def test_a_file_alice_writes_through_fs_is_hers_and_bob_gets_permission_denied(a
     with pytest.raises(nsbox.PermissionDenied) as overwrite:
         accounts.fs.write("by-fs.txt", "bob's words", run_as="bob")
     assert overwrite.value.status == 403
-    assert "/home/user/by-fs.txt" in str(overwrite.value)
+    assert "/workspace/by-fs.txt" in str(overwrite.value)
     assert "not permitted to bob" in str(overwrite.value)
     with pytest.raises(nsbox.PermissionDenied) as remove:
         accounts.fs.rm("by-fs.txt", run_as="bob")
@@ -204,3 +204,20 @@ def test_a_rootless_server_refuses_accounts(accounts_server: Server) -> None:
         c.close()
     assert e.value.status == 501
     assert accounts_server.sandboxes() == []
+
+
+def test_an_archive_extracted_as_an_account_is_its_own_and_goes_only_where_it_may_write(accounts: nsbox.Sandbox) -> None:
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        member = tarfile.TarInfo("unpacked.txt")
+        member.size = 3
+        t.addfile(member, io.BytesIO(b"abc"))
+    assert accounts.commands.run("mkdir -p alices-dir", run_as="alice").exit_code == 0
+    accounts.fs.extract("alices-dir", buf.getvalue(), run_as="alice")
+    owner = accounts.commands.run("stat -c %U alices-dir/unpacked.txt; cat alices-dir/unpacked.txt").stdout.decode()
+    assert owner == "alice\nabc"
+    with pytest.raises(nsbox.NsboxError):
+        accounts.fs.extract("alices-dir/nested", buf.getvalue(), run_as="bob")  # alice's directory: bob may not write
+    assert accounts.commands.run("ls alices-dir").stdout.decode().split() == ["unpacked.txt"]
