@@ -13,6 +13,8 @@ Each test skipped in a run is listed at the end as "SKIP: <test>: <reason> [doct
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import glob
 import json
 import os
@@ -23,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Awaitable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 import pytest
 
@@ -95,6 +97,9 @@ def run_cli(root: str, *args: str, timeout: float = 120) -> subprocess.Completed
     assert NSBOX_BIN is not None
     return subprocess.run([NSBOX_BIN, "--root", root, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           timeout=timeout, check=False, env=quiet_environment())
+
+
+T = TypeVar("T")
 
 
 class Server:
@@ -231,25 +236,43 @@ def destroy_root(server: Server) -> None:
             shutil.rmtree(server.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    s = Server(make_root())
+@contextlib.contextmanager
+def started_server(extra_args: Sequence[str] = ()) -> Iterator[Server]:
+    """A server on a state root of its own, started; the root and all in it removed after."""
+    s = Server(make_root(), extra_args)
     try:
         s.start()
         yield s
     finally:
         destroy_root(s)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    with started_server() as s:
+        yield s
 
 
 @pytest.fixture()
 def fresh_server() -> Iterator[Server]:
     """A server of its own (for tests that stop and restart it)."""
-    s = Server(make_root())
-    try:
-        s.start()
+    with started_server() as s:
         yield s
-    finally:
-        destroy_root(s)
+
+
+def arun(coro: Awaitable[T], timeout: float = 300) -> T:
+    """Runs a coroutine to its end, within `timeout` seconds."""
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+@pytest.fixture()
+def sdk(server: Server) -> Any:
+    """nsbox.agents' client of the session's server."""
+    from nsbox.agents import NsboxSandboxClient
+    return NsboxSandboxClient(socket=server.socket, token=server.token)
 
 
 @pytest.fixture(autouse=True)

@@ -16,28 +16,14 @@ import tempfile
 import time
 import urllib.request
 import zipfile
-from typing import Any, Awaitable, TypeVar
+from typing import Any
 
 import pytest
 
 import nsbox
-from conftest import S3rver, Server
+from conftest import S3rver, Server, arun
 from nsbox import agents
 from nsbox.agents import Dir, File, Manifest, NsboxSandboxClient
-
-T = TypeVar("T")
-
-
-def arun(coro: Awaitable[T], timeout: float = 300) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
-
-
-@pytest.fixture()
-def sdk(server: Server) -> NsboxSandboxClient:
-    return NsboxSandboxClient(socket=server.socket, token=server.token)
 
 
 # -- 1: fresh workspace; delete removes it; another root is refused ----------------------

@@ -4,33 +4,18 @@ hydrate_workspace and the snapshot specs move the root as one tar (GET/PUT
 .../workspace.tar), against a real `nsbox serve` (conftest.py)."""
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
 import tarfile
-from typing import Any, Awaitable, Dict, TypeVar
+from typing import Any, Dict
 
 import pytest
 
 import nsbox
-from conftest import Server
+from conftest import Server, arun
 from nsbox import agents
 from nsbox.agents import Dir, File, Manifest, NsboxSandboxClient
-
-T = TypeVar("T")
-
-
-def arun(coro: Awaitable[T], timeout: float = 300) -> T:
-    async def bounded() -> T:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
-
-
-@pytest.fixture()
-def sdk(server: Server) -> NsboxSandboxClient:
-    return NsboxSandboxClient(socket=server.socket, token=server.token)
 
 
 def _names(archive: bytes) -> Dict[str, tarfile.TarInfo]:

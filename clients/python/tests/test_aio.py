@@ -8,15 +8,8 @@ from typing import Any, List, Tuple
 import pytest
 
 import nsbox
-from conftest import Server
+from conftest import Server, arun
 from nsbox.aio import AsyncSandbox, AsyncSession
-
-
-def arun(coro: Any, timeout: float = 300) -> Any:
-    async def bounded() -> Any:
-        return await asyncio.wait_for(coro, timeout)
-
-    return asyncio.run(bounded())
 
 
 def test_async_sandbox_does_what_the_sync_one_does(server: Server, tmp_path: "os.PathLike[str]") -> None:

@@ -17,7 +17,7 @@ from typing import Dict, Iterator, Optional, Tuple
 import pytest
 
 import nsbox
-from conftest import Server, destroy_root, make_root, wait_until
+from conftest import Server, started_server, wait_until
 
 DOMAIN = "sbx.localhost"
 
@@ -68,12 +68,8 @@ socketserver.ThreadingTCPServer(("127.0.0.1", 8000), Handler).serve_forever()
 @pytest.fixture(scope="module")
 def port_server() -> Iterator[Server]:
     """Its own server, with a domain for ports (module-wide: the app sandbox outlives each test)."""
-    s = Server(make_root(), ["--public-url", "http://%s:1" % DOMAIN])
-    try:
-        s.start()
+    with started_server(["--public-url", "http://%s:1" % DOMAIN]) as s:
         yield s
-    finally:
-        destroy_root(s)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 import nsbox
 from nsbox.aio import AsyncCommands, AsyncFs
 
-from conftest import Server, destroy_root, make_root
+from conftest import Server, started_server
 
 ROOTLESS = os.geteuid() != 0
 USERS = ["alice", {"name": "bob", "uid": 1500}]
@@ -26,12 +26,8 @@ GROUPS = [{"name": "team", "users": ["alice"]}]
 
 @pytest.fixture(scope="module")
 def accounts_server() -> Iterator[Server]:
-    s = Server(make_root())
-    try:
-        s.start()
+    with started_server() as s:
         yield s
-    finally:
-        destroy_root(s)
 
 
 @pytest.fixture(scope="module")
