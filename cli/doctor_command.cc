@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cli/context.h"
+#include "isolation/subordinate_ids.h"
 #include "isolation/userns.h"
 #include "isolation/preflight.h"
 #include "isolation/sys/unique_fd.h"
@@ -86,15 +87,21 @@ preflight::Check kernel_zygote_check() {
 }
 
 // Accounts of a sandbox's own (--user, a manifest's users) map one host id each: as root,
-// from the sandbox user's on; rootless, only newuidmap could, which nsbox does not use yet.
+// from the sandbox user's on; rootless, among the invoking user's subordinate ids, through
+// newuidmap and newgidmap (Debian's uidmap).
 preflight::Check accounts_check() {
   if (::geteuid() == 0) {
     auto ids = userns::host_ids();
     return {"accounts", preflight::Level::kOk,
             "--user and a manifest's users: each a host id of its own, from " + std::to_string(ids.uid + 1) + " up", ""};
   }
+  auto grant = subids::own_grant();
+  if (!grant)
+    return {"accounts", preflight::Level::kWarn, "sandboxes are single-user here (" + grant.error().message + "): --user and a manifest's users need it, or nsbox run as root",
+            grant.error().hint};
   return {"accounts", preflight::Level::kOk,
-          "sandboxes are single-user here: --user and a manifest's users need nsbox to run as root (rootless, newuidmap is not used yet)",
+          "--user and a manifest's users: subordinate ids " + std::to_string(grant->uids.start) + " and up (" +
+              std::to_string(grant->uids.count) + " uids, " + std::to_string(grant->gids.count) + " gids), mapped by newuidmap",
           ""};
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "isolation/subordinate_ids.h"
 #include "isolation/sys/files.h"
 
 namespace nsbox::userns {
@@ -41,19 +42,59 @@ uint32_t root_mode_id(const char* map_file) {
 
 HostIds host_ids() {
   if (::geteuid() == 0) {
-    static const HostIds root_mode{root_mode_id("/proc/self/uid_map"), root_mode_id("/proc/self/gid_map")};
+    static const HostIds root_mode = [] {
+      uid_t uid = root_mode_id("/proc/self/uid_map");
+      gid_t gid = root_mode_id("/proc/self/gid_map");
+      return HostIds{uid, gid, uid, gid};
+    }();
     return root_mode;
   }
   return {::geteuid(), ::getegid()};
 }
 
-uid_t host_uid(HostIds ids, uid_t inside) { return ids.uid + (inside - kSandboxUid); }
-gid_t host_gid(HostIds ids, gid_t inside) { return ids.gid + (inside - kSandboxGid); }
+Result<HostIds> with_accounts(HostIds ids) {
+  if (ids.accounts_uid != 0) return ids;
+  auto grant = subids::own_grant();
+  if (!grant)
+    return fail(std::move(grant.error())
+                    .context("a rootless sandbox with users of its own maps them to subordinate ids (or run nsbox as root)"));
+  // Inside 999 (kSystemUid) is the first granted id.
+  ids.accounts_uid = grant->uids.start + (kSandboxUid - kSystemUid);
+  ids.accounts_gid = grant->gids.start + (kSandboxGid - kSystemGid);
+  return ids;
+}
+
+uid_t host_uid(HostIds ids, uid_t inside) { return inside == kSandboxUid ? ids.uid : ids.accounts_uid + (inside - kSandboxUid); }
+gid_t host_gid(HostIds ids, gid_t inside) { return inside == kSandboxGid ? ids.gid : ids.accounts_gid + (inside - kSandboxGid); }
+
+namespace {
+
+// Rootless: the accounts' ids among the invoking user's subordinate ones, through
+// newuidmap and newgidmap (which refuse anything the grant does not hold).
+Result<void> write_maps_through_helpers(pid_t child, HostIds ids, const ExtraIds& extra) {
+  ids = NSBOX_TRY(with_accounts(ids));
+  auto grant = NSBOX_TRY(subids::own_grant());
+  // One line per id, each within the grant (an account's uid must be below 999 + count).
+  auto line = [](uint32_t inside, uint32_t host, const subids::Range& granted, const char* kind) -> Result<subids::MapLine> {
+    if (!granted.holds(host))
+      return fail(make_error(ErrorCode::kLimitExceeded,
+                             std::string(kind) + " " + std::to_string(inside) + " needs " + std::to_string(inside - kSystemUid + 1) +
+                                 " subordinate " + kind + "s; /etc/sub" + kind + " grants " + std::to_string(granted.count),
+                             std::string("declare a smaller ") + kind + ", or grant more (usermod --add-sub" + kind + "s)"));
+    return subids::MapLine{inside, host, 1};
+  };
+  std::vector<subids::MapLine> uid_lines = {{kSandboxUid, ids.uid, 1}}, gid_lines = {{kSandboxGid, ids.gid, 1}};
+  for (uid_t u : extra.uids) uid_lines.push_back(NSBOX_TRY(line(u, host_uid(ids, u), grant.uids, "uid")));
+  for (gid_t g : extra.gids) gid_lines.push_back(NSBOX_TRY(line(g, host_gid(ids, g), grant.gids, "gid")));
+  NSBOX_CHECK_CTX(subids::write_map(child, false, uid_lines), "map the sandbox's accounts");
+  NSBOX_CHECK_CTX(subids::write_map(child, true, gid_lines), "map the sandbox's accounts' groups");
+  return {};
+}
+
+}  // namespace
 
 Result<void> write_maps(pid_t child, HostIds ids, const ExtraIds& extra) {
-  if (!extra.empty() && ::geteuid() != 0)
-    return fail(make_error(ErrorCode::kUnsupported, "a sandbox with users of its own needs nsbox to run as root",
-                           "rootless, one id is all an unprivileged process may map (newuidmap is not used yet)"));
+  if (!extra.empty() && ::geteuid() != 0) return write_maps_through_helpers(child, ids, extra);
   std::string proc = "/proc/" + std::to_string(child);
   // Unprivileged, the gid map may only be written after setgroups is denied (and the
   // user's own supplementary groups then stay: the kernel allows no way to drop them).

@@ -27,13 +27,23 @@ constexpr gid_t kSystemGid = 999;
 struct HostIds {
   uid_t uid;
   gid_t gid;
+  // The host ids the accounts' count from (inside id I, not the sandbox user's: this + I -
+  // 1000). As root, the sandbox user's own; rootless, none until with_accounts() reads
+  // the invoking user's subordinate ids (isolation/subordinate_ids.h).
+  uid_t accounts_uid = 0;
+  gid_t accounts_gid = 0;
 };
 constexpr uid_t kRootModeHostId = 1'800'000'000;
 HostIds host_ids();
+// host_ids() with the accounts' ids: rootless, from the first subordinate id granted to
+// the invoking user (inside 999, the system id, is that first one; 1001 the third), or an
+// error naming what is missing (uidmap, a line in /etc/subuid).
+Result<HostIds> with_accounts(HostIds ids);
 
 // The ids a sandbox maps besides its user's: those of the accounts it declares
-// (runtime/core/sandbox_accounts.h). Inside id I maps to the host id `ids + (I - 1000)`,
-// one of its own each, in the same unused range as the sandbox user's.
+// (runtime/core/sandbox_accounts.h). Inside id I maps to the host id
+// `accounts_uid + (I - 1000)`, one of its own each: as root in the same unused range as
+// the sandbox user's, rootless among the invoking user's subordinate ids.
 struct ExtraIds {
   std::vector<uid_t> uids;
   std::vector<gid_t> gids;
@@ -43,8 +53,9 @@ uid_t host_uid(HostIds ids, uid_t inside);
 gid_t host_gid(HostIds ids, gid_t inside);
 
 // Parent side, while the child waits: setgroups=deny (unprivileged only), then the uid
-// and gid maps. Extra ids need nsbox to run as root (rootless, only newuidmap could map
-// them: not supported yet); the error says so.
+// and gid maps. Rootless, extra ids are mapped by newuidmap and newgidmap, which check
+// them against /etc/subuid and /etc/subgid and leave setgroups allowed (so init drops
+// the invoking user's groups); an error names what is missing.
 Result<void> write_maps(pid_t child, HostIds ids, const ExtraIds& extra = {});
 
 // Child side, right after the maps are written: become the sandbox user (still holding

@@ -1,15 +1,20 @@
 #include "runtime/client/sandbox_fs.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <sys/fsuid.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "isolation/capabilities.h"
+#include "isolation/sys/forked_call.h"
 #include "isolation/sys/syscall.h"
 
 namespace nsbox {
@@ -74,7 +79,85 @@ std::string temp_name() {
   return ".nsbox-write-" + std::to_string(rd()) + std::to_string(rd());
 }
 
+// A call's answer as a child sends it (sys::ChildAnswer), and back.
+sys::ChildAnswer pack(Result<void>&&) { return {}; }
+sys::ChildAnswer pack(uint64_t n) { return {std::to_string(n), {}}; }
+sys::ChildAnswer pack(UniqueFd fd) { return {"", std::move(fd)}; }
+sys::ChildAnswer pack(const struct stat& st) { return {std::string(reinterpret_cast<const char*>(&st), sizeof st), {}}; }
+// NUL-separated fields (a name never holds a NUL; it may hold anything else, invalid
+// UTF-8 included): the cursor, then six per entry.
+sys::ChildAnswer pack(const files::DirPage& page) {
+  std::string out = page.next_cursor;
+  for (const auto& e : page.entries)
+    for (const std::string& field : {e.name, e.type, std::to_string(e.size), std::to_string(e.allocated), std::to_string(e.mode),
+                                     std::to_string(e.mtime)})
+      out += '\0' + field;
+  return {std::move(out), {}};
+}
+
+template <class T>
+Result<T> unpack(sys::ChildAnswer&& a);
+template <>
+Result<void> unpack(sys::ChildAnswer&&) { return {}; }
+template <>
+Result<uint64_t> unpack(sys::ChildAnswer&& a) { return std::stoull(a.bytes); }
+template <>
+Result<UniqueFd> unpack(sys::ChildAnswer&& a) {
+  if (!a.fd) return fail(make_error(ErrorCode::kInternal, "a child's answer came without its fd"));
+  return std::move(a.fd);
+}
+template <>
+Result<struct stat> unpack(sys::ChildAnswer&& a) {
+  struct stat st{};
+  if (a.bytes.size() != sizeof st) return fail(make_error(ErrorCode::kInternal, "a child's stat answer is malformed"));
+  std::memcpy(&st, a.bytes.data(), sizeof st);
+  return st;
+}
+template <>
+Result<files::DirPage> unpack(sys::ChildAnswer&& a) {
+  std::vector<std::string> fields;
+  for (size_t at = 0;;) {
+    size_t end = a.bytes.find('\0', at);
+    fields.push_back(a.bytes.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  if ((fields.size() - 1) % 6 != 0) return fail(make_error(ErrorCode::kInternal, "a child's listing is malformed"));
+  files::DirPage page;
+  page.next_cursor = fields[0];
+  for (size_t i = 1; i + 5 < fields.size(); i += 6)
+    page.entries.push_back({fields[i], fields[i + 1], std::stoull(fields[i + 2]), std::stoull(fields[i + 3]),
+                            static_cast<uint32_t>(std::stoul(fields[i + 4])), std::stoll(fields[i + 5])});
+  return page;
+}
+
 }  // namespace
+
+bool SandboxFs::forwards() const { return userns_ && !sys::in_called_child(); }
+
+Result<void> SandboxFs::become_account_in_child() const {
+  if (::setns(userns_.get(), CLONE_NEWUSER) != 0) return fail(sys_error("join the sandbox's user namespace (setns)"));
+  // Joined, this process holds every capability there, and a change between ids that are
+  // not 0 there keeps them: they are dropped by hand once the ids are the account's.
+  if (::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups(0)"));
+  if (::setresgid(gid_, gid_, gid_) != 0) return fail(sys_error("setresgid(" + std::to_string(gid_) + ")"));
+  if (::setresuid(uid_, uid_, uid_) != 0) return fail(sys_error("setresuid(" + std::to_string(uid_) + ")"));
+  return capabilities::drop_all_in_child();
+}
+
+template <class T>
+Result<T> SandboxFs::in_child(const std::function<Result<T>()>& call) const {
+  sys::ChildCall child;
+  child.what = "act as " + account_;
+  child.work = [&]() -> Result<sys::ChildAnswer> {
+    NSBOX_CHECK_CTX(become_account_in_child(), "act as " + account_);
+    auto done = call();
+    if (!done) return fail(std::move(done.error()));
+    if constexpr (std::is_void_v<T>) return pack(std::move(done));
+    else return pack(std::move(*done));
+  };
+  return unpack<T>(NSBOX_TRY(sys::call_in_child(child)));
+}
 
 Result<std::string> SandboxFs::normalize(const std::string& path, const std::string& workspace) {
   if (path.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "an empty path"));
@@ -109,6 +192,11 @@ Result<UniqueFd> SandboxFs::open_parent(const std::string& path, bool create, st
 }
 
 Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) const {
+  if (forwards()) {
+    auto fd = NSBOX_TRY(in_child<UniqueFd>([&] { return open_read(path, st); }));
+    if (::fstat(fd.get(), st) != 0) return fail(sys_error("stat " + path));
+    return fd;
+  }
   std::string p = NSBOX_TRY(path_of(path));
   AsAccount as(uid_, gid_);
   NSBOX_CHECK(as.ok());
@@ -121,6 +209,7 @@ Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) 
 }
 
 Result<struct stat> SandboxFs::stat(const std::string& path) const {
+  if (forwards()) return in_child<struct stat>([&] { return stat(path); });
   std::string p = NSBOX_TRY(path_of(path));
   AsAccount as(uid_, gid_);
   NSBOX_CHECK(as.ok());
@@ -132,6 +221,28 @@ Result<struct stat> SandboxFs::stat(const std::string& path) const {
 
 Result<uint64_t> SandboxFs::write(const std::string& path, int source, uint64_t max_bytes, mode_t mode,
                                   const std::function<Result<void>()>& before_commit) const {
+  if (forwards() && before_commit) {
+    // before_commit reads what other threads of this process know (an HTTP body's end),
+    // which a child's copy would not: the source is read whole here first, bounded.
+    UniqueFd spooled(::memfd_create("nsbox-write", MFD_CLOEXEC));
+    if (!spooled) return fail(sys_error("memfd_create"));
+    std::vector<char> buf(1 << 20);
+    uint64_t total = 0;
+    for (;;) {
+      ssize_t n = sys::retry_eintr([&] { return ::read(source, buf.data(), buf.size()); });
+      if (n < 0) return fail(sys_error("read what goes to " + path));
+      if (n == 0) break;
+      total += static_cast<uint64_t>(n);
+      if (total > max_bytes)
+        return fail(make_error(ErrorCode::kLimitExceeded,
+                               "the file for " + path + " is larger than the limit of " + std::to_string(max_bytes >> 20) + " MiB"));
+      NSBOX_CHECK(files::write_all(spooled.get(), std::string_view(buf.data(), static_cast<size_t>(n)), "a memfd"));
+    }
+    NSBOX_CHECK(before_commit());
+    if (::lseek(spooled.get(), 0, SEEK_SET) != 0) return fail(sys_error("seek a memfd"));
+    return write(path, spooled.get(), max_bytes, mode, {});
+  }
+  if (forwards()) return in_child<uint64_t>([&] { return write(path, source, max_bytes, mode, before_commit); });
   std::string p = NSBOX_TRY(path_of(path));
   std::string name;
   auto dir = NSBOX_TRY(open_parent(p, true, name));
@@ -200,6 +311,7 @@ Result<uint64_t> SandboxFs::write_bytes(const std::string& path, std::string_vie
 }
 
 Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, const std::string& cursor) const {
+  if (forwards()) return in_child<files::DirPage>([&] { return list(path, limit, cursor); });
   std::string p = NSBOX_TRY(path_of(path));
   AsAccount as(uid_, gid_);
   NSBOX_CHECK(as.ok());
@@ -210,6 +322,7 @@ Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, co
 }
 
 Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t mode) const {
+  if (forwards()) return in_child<void>([&] { return make_dir(path, parents, mode); });
   std::string p = NSBOX_TRY(path_of(path));
   if (p == "/") return parents ? Result<void>{} : fail(path_error(account_, "make", p, EEXIST));
   AsAccount as(uid_, gid_);
@@ -241,6 +354,7 @@ Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t m
 }
 
 Result<void> SandboxFs::remove(const std::string& path, bool recursive) const {
+  if (forwards()) return in_child<void>([&] { return remove(path, recursive); });
   std::string p = NSBOX_TRY(path_of(path));
   std::string name;
   auto dir = open_parent(p, false, name);

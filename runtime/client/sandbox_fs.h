@@ -11,6 +11,13 @@
 // host ids (setfsuid is per thread and drops root's right to override permissions): what
 // the sandbox user may not read or write, neither may a caller here, and what is made
 // belongs to the user.
+//
+// Rootless, an account other than the sandbox user has a subordinate host id, which this
+// process may not take (setfsuid needs CAP_SETUID on the host); in the sandbox's user
+// namespace, which maps it, a process of the invoking user may. So each call for such an
+// account runs in a child (isolation/sys/forked_call.h) that joins that namespace,
+// becomes the account (ids, no supplementary group) and drops every capability before it
+// does what this thread would have done.
 #pragma once
 
 #include <sys/stat.h>
@@ -35,6 +42,13 @@ class SandboxFs {
   SandboxFs(UniqueFd root, uid_t uid, gid_t gid, std::string workspace = kDefaultWorkspaceRoot,
             std::string account = "the sandbox user")
       : root_(std::move(root)), uid_(uid), gid_(gid), workspace_(std::move(workspace)), account_(std::move(account)) {}
+  // Rootless, for an account with a subordinate id: `userns` is the sandbox's user
+  // namespace (an fd on /proc/<init>/ns/user), `uid`/`gid` the account's ids inside it.
+  static SandboxFs in_namespace(UniqueFd root, UniqueFd userns, uid_t uid, gid_t gid, std::string workspace, std::string account) {
+    SandboxFs fs(std::move(root), uid, gid, std::move(workspace), std::move(account));
+    fs.userns_ = std::move(userns);
+    return fs;
+  }
 
   // "/tmp/x" as it is; "notes/a.md" under `workspace`. Refuses `..`, empty paths, NUL
   // bytes and /proc, /sys, /dev. The absolute, normalised path.
@@ -60,7 +74,14 @@ class SandboxFs {
  private:
   Result<UniqueFd> open_at(const std::string& path, uint64_t flags, mode_t mode = 0) const;
   Result<UniqueFd> open_parent(const std::string& path, bool create, std::string& name) const;
+  // True when a call must go to a child that joins `userns_` (not in such a child yet);
+  // in_child then makes the same call there and brings back its answer.
+  bool forwards() const;
+  template <class T>
+  Result<T> in_child(const std::function<Result<T>()>& call) const;
+  Result<void> become_account_in_child() const;
   UniqueFd root_;
+  UniqueFd userns_;  // -1: this thread acts (as root with setfsuid, or as the sandbox user itself)
   uid_t uid_;
   gid_t gid_;
   std::string workspace_;

@@ -15,6 +15,7 @@
 #include "isolation/sys/secret.h"
 #include "isolation/sys/sha256.h"
 #include "isolation/sys/syscall.h"
+#include "isolation/subordinate_ids.h"
 #include "isolation/userns.h"
 #include "mounts/volume_image.h"
 #include "runtime/core/command.h"
@@ -346,7 +347,7 @@ Result<Volume> fresh_beside(const Volume& v, const userns::HostIds& ids) {
 }
 
 void discard(const Volume& fresh) {
-  (void)files::remove_tree(fresh.path);
+  (void)subids::remove_tree(fresh.path);
   ::unlink((fresh.path + ".lock").c_str());  // volume_image's, made when nsbox-archive attached it
 }
 
@@ -359,7 +360,7 @@ Result<void> swap_in(const Volume& fresh, const Volume& v) {
   }
   if (::renameat2(AT_FDCWD, fresh.path.c_str(), AT_FDCWD, v.path.c_str(), RENAME_EXCHANGE) != 0)
     return fail(sys_error("exchange " + fresh.path + " and " + v.path));
-  (void)files::remove_tree(fresh.path);
+  (void)subids::remove_tree(fresh.path);  // the old content, maybe with accounts' files
   return {};
 }
 

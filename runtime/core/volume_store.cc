@@ -13,6 +13,7 @@
 
 #include "isolation/sys/files.h"
 #include "isolation/sys/rfc3339.h"
+#include "isolation/subordinate_ids.h"
 #include "isolation/userns.h"
 #include "mounts/volume_image.h"
 #include "runtime/core/volume_skeleton.h"
@@ -217,7 +218,7 @@ Result<std::vector<Volume>> VolumeStore::list() const {
 }
 
 Result<void> VolumeStore::remove(const Volume& volume) {
-  NSBOX_CHECK(files::remove_tree(volume.path));
+  NSBOX_CHECK(subids::remove_tree(volume.path));
   ::unlink((volume.path + ".lock").c_str());
   if (::unlink(meta_path(volume.name).c_str()) != 0 && errno != ENOENT) return fail(sys_error("remove " + meta_path(volume.name)));
   return {};

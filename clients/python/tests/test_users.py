@@ -17,9 +17,11 @@ import pytest
 import nsbox
 from nsbox.aio import AsyncCommands, AsyncFs
 
-from conftest import Server, started_server
+from conftest import Server, doctor_says_ok, started_server
 
 ROOTLESS = os.geteuid() != 0
+# Rootless, accounts need subordinate ids and newuidmap (doctor's `accounts` line).
+NO_ACCOUNTS = ROOTLESS and not doctor_says_ok("accounts")
 USERS = ["alice", {"name": "bob", "uid": 1500}]
 GROUPS = [{"name": "team", "users": ["alice"]}]
 
@@ -32,9 +34,9 @@ def accounts_server() -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def accounts(accounts_server: Server) -> Iterator[nsbox.Sandbox]:
-    if ROOTLESS:
-        pytest.skip("a rootless server makes no accounts (test_a_rootless_server_refuses_accounts "
-                    "checks it says so) [doctor: none]")
+    if NO_ACCOUNTS:
+        pytest.skip("a rootless server without subordinate ids makes no accounts "
+                    "(test_a_server_without_subordinate_ids_refuses_accounts checks it says so) [doctor: accounts]")
     c = accounts_server.client()
     try:
         with nsbox.Sandbox.create(users=USERS, groups=GROUPS, workspace_root="/workspace", lazy_kernel=True, client=c) as sbx:
@@ -176,8 +178,8 @@ def test_the_async_twins_pass_run_as(accounts: nsbox.Sandbox) -> None:
 ])
 def test_a_bad_declaration_is_refused_at_create_and_leaves_nothing(accounts_server: Server, users: list,
                                                                    message: str) -> None:
-    if ROOTLESS:
-        pytest.skip("a rootless server refuses every declaration alike [doctor: none]")
+    if NO_ACCOUNTS:
+        pytest.skip("a rootless server without subordinate ids refuses every declaration alike [doctor: accounts]")
     before = {s["id"] for s in accounts_server.sandboxes()}
     c = accounts_server.client()
     try:
@@ -190,8 +192,8 @@ def test_a_bad_declaration_is_refused_at_create_and_leaves_nothing(accounts_serv
     assert {s["id"] for s in accounts_server.sandboxes()} == before
 
 
-@pytest.mark.skipif(not ROOTLESS, reason="this server runs as root and makes accounts [doctor: none]")
-def test_a_rootless_server_refuses_accounts(accounts_server: Server) -> None:
+@pytest.mark.skipif(not NO_ACCOUNTS, reason="this server makes accounts (as root, or with subordinate ids) [doctor: none]")
+def test_a_server_without_subordinate_ids_refuses_accounts(accounts_server: Server) -> None:
     c = accounts_server.client()
     try:
         with pytest.raises(nsbox.Unsupported) as e:
@@ -199,6 +201,7 @@ def test_a_rootless_server_refuses_accounts(accounts_server: Server) -> None:
     finally:
         c.close()
     assert e.value.status == 501
+    assert "newuidmap" in str(e.value) or "subordinate ids" in str(e.value)
     assert accounts_server.sandboxes() == []
 
 
