@@ -179,6 +179,11 @@ const std::vector<CommandHelp>& command_table() {
        cmd_files, false,
        "Paths are relative to /mnt/files; REMOTE ending in / means into that directory."},
       {"volume", "(ls | rm NAME...)", "named files volumes", {}, cmd_volume},
+      {"image", "(pull SOURCE [--name NAME]... | ls | inspect IMAGE | rm IMAGE...)", "OCI images: pulled, verified, stored once",
+       {{"name", "NAME", "pull: a name for the image besides those its source records (repeatable)"}},
+       cmd_image, false,
+       "SOURCE: oci:DIR[:REF] (or a directory), oci-archive:FILE[:REF], docker-archive:FILE[:NAME]. IMAGE: a name, an id "
+       "(12 or more hex digits) or a sha256: digest."},
       {"rm", "ID... [--keep-files]", "stop and delete sandboxes",
        {{"keep-files", nullptr, "keep the files volume, as a named volume called by the sandbox's id"}}, cmd_rm},
       {"tools", "(ls | schema)", "the tool bridge's catalogue, and the workbench tools' definitions for a model",

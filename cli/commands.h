@@ -49,6 +49,7 @@ int cmd_interrupt(const Invocation& inv);
 int cmd_restart(const Invocation& inv);
 int cmd_files(const Invocation& inv);
 int cmd_volume(const Invocation& inv);
+int cmd_image(const Invocation& inv);
 int cmd_serve(const Invocation& inv);
 int cmd_drain(const Invocation& inv);
 int cmd_tools(const Invocation& inv);

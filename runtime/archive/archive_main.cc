@@ -17,6 +17,13 @@
 //                        (a caller's archive into a directory: `fs:extract`, run *inside*
 //                        the sandbox, as its user, in its namespaces: Runtime::extract;
 //                        --replace: the archive becomes the directory's whole content)
+//   nsbox-archive layer  --archive BLOB [--dir DIR] --uid U --gid G [limits]
+//                        (an image's layer, gzip, zstd or none: its diff_id in "sha256",
+//                        and with --dir its tree unpacked there: runtime/images; rules in
+//                        image_layer.h)
+//   nsbox-archive merge  --layer DIR... --dir OUT --uid U --gid G
+//                        (an image's root from its unpacked layers, bottom first: hard
+//                        links and whiteouts, image_tree.h; "members": entries linked)
 //   limits: --max-members N --max-bytes N
 //
 // Archives are read as U:G only (the sandbox user; as root, giving them is required): the
@@ -51,6 +58,8 @@
 #include "isolation/sys/syscall.h"
 #include "isolation/sys/unique_fd.h"
 #include "mounts/volume_image.h"
+#include "runtime/archive/image_layer.h"
+#include "runtime/archive/image_tree.h"
 #include "runtime/archive/tree_archive.h"
 
 namespace {
@@ -68,6 +77,7 @@ struct Args {
   std::string mode;
   std::map<std::string, std::string> values;
   std::set<std::string> skip;
+  std::vector<std::string> layers;  // merge's --layer, in order
 };
 
 Result<Args> parse(int argc, char** argv) {
@@ -79,6 +89,7 @@ Result<Args> parse(int argc, char** argv) {
     if (i + 1 >= argc || !flag.starts_with("--")) return fail(make_error(ErrorCode::kInvalidArgument, "bad argument '" + flag + "'"));
     std::string value = argv[++i];
     if (flag == "--skip") a.skip.insert(value);
+    else if (flag == "--layer") a.layers.push_back(value);
     else a.values[flag.substr(2)] = value;
   }
   return a;
@@ -258,6 +269,32 @@ Result<snapshot::ArchiveSummary> run(const Args& a) {
     UniqueFd in = NSBOX_TRY(open_archive(a));
     NSBOX_CHECK(become_reader(a));
     return snapshot::check(in.get(), limits);
+  }
+  if (a.mode == "layer") {
+    image_layer::LayerLimits layer{NSBOX_TRY(number(a, "max-members", 1'000'000)), NSBOX_TRY(number(a, "max-bytes", 64ull << 30))};
+    UniqueFd in = NSBOX_TRY(open_archive(a));
+    UniqueFd dir;
+    if (a.values.count("dir")) dir = NSBOX_TRY(open_root(a));
+    NSBOX_CHECK(become_reader(a));
+    ::umask(022);
+    if (dir && ::fchdir(dir.get()) != 0) return fail(sys_error("fchdir to " + a.values.at("dir")));
+    return image_layer::read(in.get(), layer, static_cast<bool>(dir));
+  }
+  if (a.mode == "merge") {
+    std::vector<UniqueFd> layers;
+    std::vector<int> fds;
+    for (const auto& dir : a.layers) {
+      layers.emplace_back(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!layers.back()) return fail(sys_error("open the layer " + dir));
+      fds.push_back(layers.back().get());
+    }
+    UniqueFd out = NSBOX_TRY(open_root(a));
+    NSBOX_CHECK(become_reader(a));
+    auto merged = NSBOX_TRY(image_tree::merge(fds, out.get()));
+    snapshot::ArchiveSummary summary;
+    summary.members = merged.entries;
+    summary.skipped = merged.removed;
+    return summary;
   }
   UniqueFd root = NSBOX_TRY(open_subdir(NSBOX_TRY(open_root(a)), a));
   if (a.mode == "pack" && a.values.count("out-fd")) {

@@ -17,6 +17,7 @@
 #include "isolation/sys/files.h"
 #include "isolation/sys/unique_fd.h"
 #include "runtime/archive/hash_list.h"
+#include "runtime/archive/libarchive_handles.h"
 #include "runtime/archive/sparse_file.h"
 
 namespace nsbox::snapshot {
@@ -27,18 +28,9 @@ constexpr int kMaxDepth = 256;
 constexpr size_t kMaxPath = 4096;  // a member's relative name
 constexpr uid_t kSandboxUid = 1000;  // owners as the sandbox sees them
 
-struct ArchiveDeleter {
-  void operator()(archive* a) const { archive_write_free(a); }
-};
-struct ReaderDeleter {
-  void operator()(archive* a) const { archive_read_free(a); }
-};
-struct EntryDeleter {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
-using Writer = std::unique_ptr<archive, ArchiveDeleter>;
-using Reader = std::unique_ptr<archive, ReaderDeleter>;
-using Entry = std::unique_ptr<archive_entry, EntryDeleter>;
+using archive_handles::Entry;
+using archive_handles::Reader;
+using archive_handles::Writer;
 
 Error archive_error(archive* a, const std::string& what) {
   const char* text = archive_error_string(a);

@@ -696,6 +696,10 @@ Result<void> Runtime::write_workspace(const std::string& id, const std::vector<W
 
 Result<std::vector<Volume>> Runtime::volumes() const { return VolumeStore(store_.root()).list(); }
 
+images::ImageStore Runtime::images() const {
+  return images::ImageStore(store_.root().data_dir, layout_.archiver(), userns::host_ids());
+}
+
 Result<void> Runtime::remove_volume(const std::string& name) const {
   VolumeStore volumes(store_.root());
   auto volume = NSBOX_TRY(volumes.load(name));

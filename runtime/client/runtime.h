@@ -21,6 +21,7 @@
 #include "runtime/core/install_layout.h"
 #include "runtime/core/sandbox_spec.h"
 #include "runtime/client/sandbox_fs.h"
+#include "runtime/images/image_store.h"
 #include "runtime/client/snapshot_store.h"
 #include "runtime/core/state_store.h"
 #include "runtime/core/volume_store.h"
@@ -297,6 +298,8 @@ class Runtime {
   Result<void> process_remove(const std::string& id_or_name, int64_t pid) const;
   Result<std::vector<Volume>> volumes() const;
   Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
+  // The state root's images (runtime/images/image_store.h, docs/images.md).
+  images::ImageStore images() const;
   // create + exec + remove in one process, without a supervisor daemon. It clones the
   // calling process without exec'ing (that is what makes it fast): call it from a
   // single-threaded program, or one whose other threads hold no locks; multi-threaded

@@ -100,30 +100,7 @@ Result<json> SnapshotStore::run_archiver(std::vector<std::string> argv, const st
   auto limits = NSBOX_TRY(SnapshotLimits::from_environment());
   argv.insert(argv.begin(), archiver_);
   argv.insert(argv.end(), {"--max-members", std::to_string(limits.max_members), "--max-bytes", std::to_string(limits.max_bytes)});
-  auto run = sys::run_program(argv, "", {"PATH=/usr/bin:/bin"}, "", kArchiverTimeoutS, kMaxReport, kMaxReport, out_fd);
-  std::string err = run.err;
-  while (!err.empty() && err.back() == '\n') err.pop_back();
-  if (run.status == -1) return fail(make_error(ErrorCode::kSystem, what + ": could not run " + archiver_ + ": " + err));
-  if (run.timed_out) return fail(make_error(ErrorCode::kTimeout, what + ": took more than " + std::to_string(int(kArchiverTimeoutS)) + " s"));
-  if (!WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0)
-    return fail(helper_error(what, "nsbox-archive", err, WIFEXITED(run.status) ? WEXITSTATUS(run.status) : 1, ErrorCode::kSystem));
-  return helper_report(what, "nsbox-archive", run.out);
-}
-
-Error helper_error(const std::string& what, const std::string& program, const std::string& err, int status, ErrorCode other) {
-  std::string message = err.substr(0, err.find('\n')), hint;
-  if (auto at = err.find("\nhint: "); at != std::string::npos) hint = err.substr(at + 7, err.find('\n', at + 7) - at - 7);
-  ErrorCode code = status == 2   ? ErrorCode::kInvalidArgument
-                   : status == 3 ? ErrorCode::kLimitExceeded
-                   : status == 4 ? ErrorCode::kNotFound
-                                 : other;
-  return make_error(code, what + ": " + (message.empty() ? program + " failed" : message), hint);
-}
-
-Result<json> helper_report(const std::string& what, const std::string& program, const std::string& out) {
-  auto report = json::parse(out, nullptr, false);
-  if (!report.is_object()) return fail(make_error(ErrorCode::kInternal, what + ": " + program + " gave no report"));
-  return report;
+  return run_helper(argv, what, kArchiverTimeoutS, out_fd);
 }
 
 Result<SnapshotInfo> SnapshotStore::create(const SandboxRecord& record, const Volume& home, const Volume& files,

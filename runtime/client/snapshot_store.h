@@ -28,6 +28,7 @@
 
 #include "isolation/sys/error.h"
 #include "mounts/bucket/mount_spec.h"
+#include "runtime/core/helper_report.h"
 #include "runtime/core/state_store.h"
 #include "runtime/core/volume_store.h"
 
@@ -72,13 +73,6 @@ struct RemoteSnapshotStore {
   // bucket mount's are.
   static Result<RemoteSnapshotStore> parse(const std::string& url, const bucket::Environment& env, std::string helper);
 };
-
-// How nsbox-archive and nsbox-snapstore say what failed: the message on stderr's first
-// line, a hint on a "hint: " line, the kind in the exit status (2 a refused member, 3 a
-// limit, 4 not in the store; any other, `other`). The error, prefixed with `what`.
-Error helper_error(const std::string& what, const std::string& program, const std::string& err, int status, ErrorCode other);
-// A helper's one-line JSON report on stdout.
-Result<nlohmann::json> helper_report(const std::string& what, const std::string& program, const std::string& out);
 
 // Where a sandbox went, as a remote store knows it (PREFIX/sandboxes/<id>.json): its
 // last snapshot, and whether a drain moved it there (its server answers no more for it).
