@@ -15,12 +15,12 @@ namespace {
 const char* const kSubuid = "/etc/subuid";
 const char* const kSubgid = "/etc/subgid";
 
-std::string helper_path(const char* name) {
+Result<std::string> helper_path(const char* name) {
   for (const char* dir : {"/usr/bin/", "/bin/", "/usr/sbin/", "/usr/local/bin/"}) {
     std::string path = std::string(dir) + name;
     if (::access(path.c_str(), X_OK) == 0) return path;
   }
-  return "";
+  return fail(make_error(ErrorCode::kUnsupported, std::string("no ") + name + " on this host", "install Debian's uidmap (apt-get install uidmap)"));
 }
 
 // The invoking user's name from /etc/passwd (nsbox is linked statically: no NSS). A user
@@ -54,20 +54,19 @@ Range grant_in(const std::string& text, const std::string& name, uint32_t id) {
     if (colon == std::string::npos) continue;
     std::string who = line.substr(0, colon);
     if (who.empty() || (who != name && who != id_text)) continue;
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) line.pop_back();
     unsigned long long start = 0, count = 0;
     char rest = 0;
     if (std::sscanf(line.c_str() + colon + 1, "%llu:%llu%c", &start, &count, &rest) != 2) continue;
-    if (count == 0 || start > UINT32_MAX || count > UINT32_MAX - start) continue;
+    // A range holding 0 would map the host's root: never used, whatever the file says.
+    if (count == 0 || start == 0 || start > UINT32_MAX || count > UINT32_MAX - start) continue;
     return {static_cast<uint32_t>(start), static_cast<uint32_t>(count)};
   }
   return {};
 }
 
 Result<Grant> own_grant() {
-  for (const char* helper : {"newuidmap", "newgidmap"})
-    if (helper_path(helper).empty())
-      return fail(make_error(ErrorCode::kUnsupported, std::string("no ") + helper + " on this host",
-                             "install Debian's uidmap (apt-get install uidmap)"));
+  for (const char* helper : {"newuidmap", "newgidmap"}) NSBOX_CHECK(helper_path(helper));
   std::string name = own_name();
   Grant grant;
   for (auto [file, range] : {std::pair{kSubuid, &grant.uids}, std::pair{kSubgid, &grant.gids}}) {
@@ -84,10 +83,7 @@ Result<Grant> own_grant() {
 
 Result<void> write_map(pid_t pid, bool gids, const std::vector<MapLine>& lines) {
   const char* helper = gids ? "newgidmap" : "newuidmap";
-  std::string path = helper_path(helper);
-  if (path.empty())
-    return fail(make_error(ErrorCode::kUnsupported, std::string("no ") + helper + " on this host",
-                           "install Debian's uidmap (apt-get install uidmap)"));
+  std::string path = NSBOX_TRY(helper_path(helper));
   std::vector<std::string> argv = {path, std::to_string(pid)};
   for (const auto& l : lines)
     for (uint32_t v : {l.inside, l.outside, l.count}) argv.push_back(std::to_string(v));
@@ -102,11 +98,11 @@ Result<void> write_map(pid_t pid, bool gids, const std::vector<MapLine>& lines) 
                          std::string("the ids must be in ") + (gids ? kSubgid : kSubuid) + "'s line for this user"));
 }
 
-Result<void> as_root_of_own_grant(const std::function<Result<void>()>& work, const std::string& what) {
-  Grant grant = NSBOX_TRY(own_grant());
+Result<void> as_root_of_own_grant(const Grant& grant, const std::function<Result<void>()>& work, const std::string& what) {
   uint32_t uid = ::getuid(), gid = ::getgid();
   sys::ChildCall call;
   call.what = what;
+  call.timeout_ms = 3'600'000;  // a large tree's removal
   call.prepare = []() -> Result<void> {
     if (::unshare(CLONE_NEWUSER) != 0) return fail(sys_error("unshare(CLONE_NEWUSER)"));
     return {};
@@ -118,6 +114,7 @@ Result<void> as_root_of_own_grant(const std::function<Result<void>()>& work, con
   call.work = [&]() -> Result<sys::ChildAnswer> {
     if (::setresgid(0, 0, 0) != 0) return fail(sys_error("setresgid(0)"));
     if (::setresuid(0, 0, 0) != 0) return fail(sys_error("setresuid(0)"));
+    NSBOX_CHECK(sys::rearm_parent_death());  // the id change cleared it
     NSBOX_CHECK(work());
     return sys::ChildAnswer{};
   };
@@ -128,8 +125,9 @@ Result<void> as_root_of_own_grant(const std::function<Result<void>()>& work, con
 Result<void> remove_tree(const std::string& path) {
   auto removed = files::remove_tree(path);
   if (removed || ::geteuid() == 0 || (removed.error().sys_errno != EACCES && removed.error().sys_errno != EPERM)) return removed;
-  if (!own_grant()) return removed;  // no subordinate ids: none of them can own what is there
-  return as_root_of_own_grant([&] { return files::remove_tree(path); }, "remove " + path);
+  auto grant = own_grant();
+  if (!grant) return fail(std::move(removed.error()).context("as the invoking user, and not as owner of its subordinate ids (" + grant.error().message + ")"));
+  return as_root_of_own_grant(*grant, [&] { return files::remove_tree(path); }, "remove " + path);
 }
 
 }  // namespace nsbox::subids

@@ -23,7 +23,7 @@ struct Range {
 };
 
 // The first range `text` (a subuid or subgid file) grants the user `name` or `id`;
-// none: count 0.
+// none: count 0. A range that holds id 0 is never one.
 Range grant_in(const std::string& text, const std::string& name, uint32_t id);
 
 struct Grant {
@@ -46,7 +46,7 @@ Result<void> write_map(pid_t pid, bool gids, const std::vector<MapLine>& lines);
 // 0 and its whole grant from 1: it may then remove, read or change whatever files any
 // rootless sandbox of this user made (an account's, owned by a subordinate id), and
 // nothing of anyone else's.
-Result<void> as_root_of_own_grant(const std::function<Result<void>()>& work, const std::string& what);
+Result<void> as_root_of_own_grant(const Grant& grant, const std::function<Result<void>()>& work, const std::string& what);
 
 // files::remove_tree, and rootless, where that is refused, once more as root of the own
 // grant's namespace: a tree a rootless sandbox with accounts wrote (a shared workspace)

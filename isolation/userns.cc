@@ -52,16 +52,28 @@ HostIds host_ids() {
   return {::geteuid(), ::getegid()};
 }
 
-Result<HostIds> with_accounts(HostIds ids) {
-  if (ids.accounts_uid != 0) return ids;
+namespace {
+
+// Inside 999 (kSystemUid) is the grant's first id.
+HostIds with_grant(HostIds ids, const subids::Grant& grant) {
+  ids.accounts_uid = grant.uids.start + (kSandboxUid - kSystemUid);
+  ids.accounts_gid = grant.gids.start + (kSandboxGid - kSystemGid);
+  return ids;
+}
+
+Result<subids::Grant> grant_for_accounts() {
   auto grant = subids::own_grant();
   if (!grant)
     return fail(std::move(grant.error())
                     .context("a rootless sandbox with users of its own maps them to subordinate ids (or run nsbox as root)"));
-  // Inside 999 (kSystemUid) is the first granted id.
-  ids.accounts_uid = grant->uids.start + (kSandboxUid - kSystemUid);
-  ids.accounts_gid = grant->gids.start + (kSandboxGid - kSystemGid);
-  return ids;
+  return grant;
+}
+
+}  // namespace
+
+Result<HostIds> with_accounts(HostIds ids) {
+  if (ids.accounts_uid != 0) return ids;
+  return with_grant(ids, NSBOX_TRY(grant_for_accounts()));
 }
 
 uid_t host_uid(HostIds ids, uid_t inside) { return inside == kSandboxUid ? ids.uid : ids.accounts_uid + (inside - kSandboxUid); }
@@ -72,8 +84,8 @@ namespace {
 // Rootless: the accounts' ids among the invoking user's subordinate ones, through
 // newuidmap and newgidmap (which refuse anything the grant does not hold).
 Result<void> write_maps_through_helpers(pid_t child, HostIds ids, const ExtraIds& extra) {
-  ids = NSBOX_TRY(with_accounts(ids));
-  auto grant = NSBOX_TRY(subids::own_grant());
+  auto grant = NSBOX_TRY(grant_for_accounts());
+  ids = with_grant(ids, grant);
   // One line per id, each within the grant (an account's uid must be below 999 + count).
   auto line = [](uint32_t inside, uint32_t host, const subids::Range& granted, const char* kind) -> Result<subids::MapLine> {
     if (!granted.holds(host))

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "isolation/sys/child_fds.h"
@@ -17,10 +19,14 @@
 namespace nsbox::sys {
 namespace {
 
+// The child's own state (a fork's copy: never shared with the caller).
 bool called_child = false;
+pid_t caller_pid = 0;
+int channel = -1;
 
-// A message of the child's: its kind, the length of what follows, and maybe an fd.
-enum Kind : char { kPrepared = 'P', kAnswer = 'A', kFailed = 'E' };
+// A message of the child's: its kind, the length of what follows, and maybe an fd. The
+// caller answers kPrepared and kAsk with one byte: 'G' (go on) or 'S' (stop).
+enum Kind : char { kPrepared = 'P', kAsk = 'Q', kAnswer = 'A', kFailed = 'E' };
 struct Header {
   char kind;
   uint32_t length;
@@ -47,7 +53,7 @@ Error decode(const std::string& bytes) {
   return e;
 }
 
-bool write_all_to(int fd, const char* data, size_t len) {
+bool send_all(int fd, const char* data, size_t len) {
   while (len > 0) {
     ssize_t n = retry_eintr([&] { return ::send(fd, data, len, MSG_NOSIGNAL); });
     if (n <= 0) return false;
@@ -57,45 +63,86 @@ bool write_all_to(int fd, const char* data, size_t len) {
   return true;
 }
 
-[[noreturn]] void answer(int sock, Kind kind, const std::string& bytes, int fd) {
+[[noreturn]] void answer(Kind kind, const std::string& bytes, int fd) {
   Header h{kind, static_cast<uint32_t>(bytes.size())};
-  bool sent = send_with_fd(sock, &h, sizeof h, fd) == static_cast<ssize_t>(sizeof h) && write_all_to(sock, bytes.data(), bytes.size());
+  bool sent = send_with_fd(channel, &h, sizeof h, fd) == static_cast<ssize_t>(sizeof h) && send_all(channel, bytes.data(), bytes.size());
   ::_exit(sent ? 0 : 1);
 }
 
+// A header to the caller, then its one-byte reply: true for 'G'.
+bool hear_back(Kind kind, const std::string& bytes = "") {
+  Header h{kind, static_cast<uint32_t>(bytes.size())};
+  if (!send_all(channel, reinterpret_cast<const char*>(&h), sizeof h) || !send_all(channel, bytes.data(), bytes.size())) return false;
+  char go = 0;
+  return retry_eintr([&] { return ::read(channel, &go, 1); }) == 1 && go == 'G';
+}
+
+// Closes every fd but 0-2 and `keep` (sorted, unique).
+void close_all_but(std::vector<int> keep) {
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  unsigned from = 3;
+  for (int fd : keep) {
+    if (fd < 3) continue;
+    if (static_cast<unsigned>(fd) > from) close_range(from, static_cast<unsigned>(fd) - 1, 0);
+    from = static_cast<unsigned>(fd) + 1;
+  }
+  close_range(from, ~0U, 0);
+}
+
 [[noreturn]] void run_child(const ChildCall& call, int sock, pid_t parent) {
+  ::prctl(PR_SET_DUMPABLE, 0);  // it holds the caller's memory: nobody attaches to it
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);
   default_signals();
   called_child = true;
+  caller_pid = parent;
+  channel = sock;
+  std::vector<int> keep = call.keep_fds;
+  keep.push_back(sock);
+  close_all_but(keep);
   if (call.prepare) {
-    if (auto ready = call.prepare(); !ready) answer(sock, kFailed, encode(ready.error()), -1);
-    Header h{kPrepared, 0};
-    if (::send(sock, &h, sizeof h, MSG_NOSIGNAL) != sizeof h) ::_exit(1);
-    char go = 0;
-    if (retry_eintr([&] { return ::read(sock, &go, 1); }) != 1 || go != 'G') ::_exit(1);
+    if (auto ready = call.prepare(); !ready) answer(kFailed, encode(ready.error()), -1);
+    if (!hear_back(kPrepared)) ::_exit(1);
   }
   auto done = call.work();
-  if (!done) answer(sock, kFailed, encode(done.error()), -1);
-  answer(sock, kAnswer, done->bytes, done->fd.get());
+  if (!done) answer(kFailed, encode(done.error()), -1);
+  answer(kAnswer, done->bytes, done->fd.get());
 }
 
-// Reads exactly `len` bytes (the first `got` are there already) within `timeout_ms` (-1:
-// no bound beyond the child's own life: it ends when the work does).
-bool read_exactly(int sock, char* data, size_t len, size_t got, int timeout_ms) {
+enum class Read { kDone, kEnded, kLate };
+
+// Reads exactly `len` bytes (the first `got` are there already) before `deadline`.
+Read read_exactly(int sock, char* data, size_t len, size_t got, std::chrono::steady_clock::time_point deadline) {
   while (got < len) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{sock, POLLIN, 0};
-    if (retry_eintr([&] { return ::poll(&p, 1, timeout_ms); }) <= 0) return false;
+    if (left <= 0) return Read::kLate;
+    int ready = retry_eintr([&] { return ::poll(&p, 1, static_cast<int>(left)); });
+    if (ready == 0) return Read::kLate;
+    if (ready < 0) return Read::kEnded;
     ssize_t n = retry_eintr([&] { return ::read(sock, data + got, len - got); });
-    if (n <= 0) return false;
+    if (n <= 0) return Read::kEnded;
     got += static_cast<size_t>(n);
   }
-  return true;
+  return Read::kDone;
 }
 
 }  // namespace
 
 bool in_called_child() { return called_child; }
+
+Result<void> rearm_parent_death() {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail(sys_error("prctl(PR_SET_PDEATHSIG)"));
+  if (::getppid() != caller_pid) return fail(make_error(ErrorCode::kInternal, "the caller is gone"));
+  return {};
+}
+
+Result<void> ask_caller() {
+  if (!called_child) return fail(make_error(ErrorCode::kInternal, "ask_caller outside a called child"));
+  if (!hear_back(kAsk)) return fail(make_error(ErrorCode::kInternal, "the caller said stop"));
+  return {};
+}
 
 Result<ChildAnswer> call_in_child(const ChildCall& call) {
   int pair[2];
@@ -109,46 +156,54 @@ Result<ChildAnswer> call_in_child(const ChildCall& call) {
     run_child(call, theirs.get(), parent);
   }
   theirs.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(call.timeout_ms);
   auto reap = [&](bool kill_it) {
     if (kill_it) ::kill(child, SIGKILL);
     int status = 0;
-    ::waitpid(child, &status, __WALL);
+    if (retry_eintr([&] { return ::waitpid(child, &status, __WALL); }) != child) status = 0;
     return status;
   };
-  auto lost = [&](bool kill_it) {
-    int status = reap(kill_it);
-    return fail(make_error(ErrorCode::kInternal, "the child made to " + call.what + " gave no answer (it " +
-                                                     describe_wait_status(status) + ")"));
+  auto lost = [&](Read why) {
+    bool late = why == Read::kLate;
+    int status = reap(true);
+    if (late)
+      return fail(make_error(ErrorCode::kTimeout, call.what + ": took more than " + std::to_string(call.timeout_ms / 1000) + " s"));
+    return fail(make_error(ErrorCode::kInternal, "the child made to " + call.what + " gave no answer (it " + describe_wait_status(status) + ")"));
   };
-  // Its first message: prepared (if it had a step), its answer, or its failure.
-  constexpr int kHandshakeMs = 10'000;
-  Header h{};
-  UniqueFd fd;
-  auto next_header = [&](int timeout_ms) {
+  for (;;) {
+    Header h{};
+    UniqueFd fd;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{ours.get(), POLLIN, 0};
-    if (retry_eintr([&] { return ::poll(&p, 1, timeout_ms); }) <= 0) return false;
+    int ready = left <= 0 ? 0 : retry_eintr([&] { return ::poll(&p, 1, static_cast<int>(left)); });
+    if (ready <= 0) return lost(ready == 0 ? Read::kLate : Read::kEnded);
     ssize_t n = recv_with_fd(ours.get(), &h, sizeof h, fd);
-    return n > 0 && read_exactly(ours.get(), reinterpret_cast<char*>(&h), sizeof h, static_cast<size_t>(n), timeout_ms);
-  };
-  if (call.prepare) {
-    if (!next_header(kHandshakeMs)) return lost(true);
-    if (h.kind == kPrepared) {
-      Result<void> helped = call.in_parent ? call.in_parent(child) : Result<void>{};
+    if (n <= 0) return lost(Read::kEnded);
+    if (Read r = read_exactly(ours.get(), reinterpret_cast<char*>(&h), sizeof h, static_cast<size_t>(n), deadline); r != Read::kDone)
+      return lost(r);
+    if (h.kind == kPrepared || h.kind == kAsk) {
+      Result<void> helped = h.kind == kPrepared ? (call.in_parent ? call.in_parent(child) : Result<void>{})
+                                                : (call.on_ask ? call.on_ask() : Result<void>{});
       if (!helped) {
+        (void)!::send(ours.get(), "S", 1, MSG_NOSIGNAL);
         reap(true);
         return fail(std::move(helped.error()));
       }
-      if (::send(ours.get(), "G", 1, MSG_NOSIGNAL) != 1) return lost(true);
-      h = {};
+      if (::send(ours.get(), "G", 1, MSG_NOSIGNAL) != 1) return lost(Read::kEnded);
+      continue;
     }
+    if (h.kind != kAnswer && h.kind != kFailed) return lost(Read::kEnded);
+    if (h.length > call.max_bytes + 4096) {
+      reap(true);
+      return fail(make_error(ErrorCode::kLimitExceeded, call.what + ": the answer is larger than " + std::to_string(call.max_bytes >> 20) + " MiB",
+                             "ask for less at a time (a smaller page)"));
+    }
+    std::string bytes(h.length, '\0');
+    if (Read r = read_exactly(ours.get(), bytes.data(), bytes.size(), 0, deadline); r != Read::kDone) return lost(r);
+    reap(false);
+    if (h.kind == kFailed) return fail(decode(bytes));
+    return ChildAnswer{std::move(bytes), std::move(fd)};
   }
-  if (h.kind == 0 && !next_header(-1)) return lost(true);
-  if ((h.kind != kAnswer && h.kind != kFailed) || h.length > call.max_bytes + 4096) return lost(true);
-  std::string bytes(h.length, '\0');
-  if (!read_exactly(ours.get(), bytes.data(), bytes.size(), 0, -1)) return lost(true);
-  reap(false);
-  if (h.kind == kFailed) return fail(decode(bytes));
-  return ChildAnswer{std::move(bytes), std::move(fd)};
 }
 
 }  // namespace nsbox::sys

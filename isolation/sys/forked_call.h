@@ -4,14 +4,17 @@
 // answer (bytes and at most one fd) or its Error, as if the call had been the caller's.
 //
 // The child is a copy of the caller: it must not take a lock another thread may have held
-// at the fork (no logging); malloc is safe (glibc resets its locks across fork). It dies
-// with the caller, and it never execs, so the fds it inherited go with it.
+// at the fork (no logging); malloc is safe (glibc resets its locks across fork). It keeps
+// only the fds the call names (and 0-2), is not dumpable, dies with the caller (the work
+// calls rearm_parent_death() after any change of its ids, which clears that), and never
+// execs. A child that outlives `timeout_ms` is killed.
 #pragma once
 
 #include <sys/types.h>
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "isolation/sys/error.h"
 #include "isolation/sys/unique_fd.h"
@@ -29,12 +32,17 @@ struct ChildCall {
   // (newuidmap writes the maps of a namespace the child made).
   std::function<Result<void>()> prepare;
   std::function<Result<void>(pid_t child)> in_parent;
-  // In the child: the call itself.
+  // In the child: the call itself. It may ask the caller once or more (ask_caller()),
+  // which runs `on_ask` in the caller, with what the caller's other threads know.
   std::function<Result<ChildAnswer>()> work;
-  // The answer's bytes past this are refused (the child is the caller's own code, but its
-  // answer may carry a sandbox's names).
+  std::function<Result<void>()> on_ask;
+  // The fds the child keeps besides 0-2 and its channel: what the work uses.
+  std::vector<int> keep_fds;
+  // The answer's bytes past this are refused as a limit (the child is the caller's own
+  // code, but its answer may carry a sandbox's names).
   size_t max_bytes = 16 << 20;
-  // What the call is, for its errors: "act as bob in sandbox X".
+  int timeout_ms = 600'000;
+  // What the call is, for its errors: "act as bob on /workspace/x".
   std::string what;
 };
 
@@ -42,5 +50,10 @@ Result<ChildAnswer> call_in_child(const ChildCall& call);
 
 // True in a child of call_in_child: a call it makes that would fork again runs in place.
 bool in_called_child();
+// In such a child, after it changed its ids (which clears the parent-death signal): dies
+// with the caller again, or fails if the caller is gone already.
+Result<void> rearm_parent_death();
+// In such a child: runs the call's on_ask in the caller and returns its answer.
+Result<void> ask_caller();
 
 }  // namespace nsbox::sys

@@ -668,9 +668,11 @@ Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name, const std::
   UniqueFd root(::open(proc_root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return fail(sys_error("open the root of sandbox " + id + " (" + proc_root + ")"));
   // Rootless, another account's host id is a subordinate one: its calls go through the
-  // sandbox's user namespace (SandboxFs::in_namespace).
+  // sandbox's user namespace (SandboxFs::in_namespace). So do the sandbox user's, in a
+  // sandbox with accounts: its init dropped the invoking user's groups, which this
+  // process has.
   UniqueFd userns;
-  bool through_namespace = ::geteuid() != 0 && who.uid != userns::kSandboxUid;
+  bool through_namespace = ::geteuid() != 0 && (who.uid != userns::kSandboxUid || !record.spec.accounts.empty());
   if (through_namespace) {
     std::string proc_ns = "/proc/" + std::to_string(record.facts.init_pid) + "/ns/user";
     userns.reset(::open(proc_ns.c_str(), O_RDONLY | O_CLOEXEC));
@@ -679,7 +681,8 @@ Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name, const std::
   pollfd exited{pidfd.get(), POLLIN, 0};
   if (::poll(&exited, 1, 0) != 0) return fail(not_running(id));
   if (through_namespace)
-    return SandboxFs::in_namespace(std::move(root), std::move(userns), who.uid, who.gid, record.spec.workspace_root, who.name);
+    return SandboxFs::in_namespace(std::move(root), std::move(userns), who.uid, who.gid, record.spec.workspace_root,
+                                   who.name == "user" ? "the sandbox user" : who.name);
   // Each account's own host ids (isolation/userns.h): what it may not touch, nor may we.
   auto ids = userns::host_ids();
   return SandboxFs(std::move(root), userns::host_uid(ids, who.uid), userns::host_gid(ids, who.gid), record.spec.workspace_root,

@@ -142,13 +142,21 @@ Result<void> SandboxFs::become_account_in_child() const {
   if (::setgroups(0, nullptr) != 0) return fail(sys_error("setgroups(0)"));
   if (::setresgid(gid_, gid_, gid_) != 0) return fail(sys_error("setresgid(" + std::to_string(gid_) + ")"));
   if (::setresuid(uid_, uid_, uid_) != 0) return fail(sys_error("setresuid(" + std::to_string(uid_) + ")"));
-  return capabilities::drop_all_in_child();
+  NSBOX_CHECK(capabilities::drop_all_in_child());
+  return sys::rearm_parent_death();  // the id change cleared it
 }
 
 template <class T>
-Result<T> SandboxFs::in_child(const std::function<Result<T>()>& call) const {
+Result<T> SandboxFs::in_child(const std::string& path, const std::function<Result<T>()>& call, int source,
+                              const std::function<Result<void>()>& before_commit) const {
+  // A listing of the largest page, 255-byte names: ~30 MB.
+  constexpr size_t kMaxAnswer = 64 << 20;
   sys::ChildCall child;
-  child.what = "act as " + account_;
+  child.what = "act as " + account_ + " on " + path.substr(0, 256);
+  child.keep_fds = {root_.get(), userns_.get()};
+  if (source >= 0) child.keep_fds.push_back(source);
+  child.max_bytes = kMaxAnswer;
+  child.on_ask = before_commit;
   child.work = [&]() -> Result<sys::ChildAnswer> {
     NSBOX_CHECK_CTX(become_account_in_child(), "act as " + account_);
     auto done = call();
@@ -193,7 +201,7 @@ Result<UniqueFd> SandboxFs::open_parent(const std::string& path, bool create, st
 
 Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) const {
   if (forwards()) {
-    auto fd = NSBOX_TRY(in_child<UniqueFd>([&] { return open_read(path, st); }));
+    auto fd = NSBOX_TRY(in_child<UniqueFd>(path, [&] { return open_read(path, st); }));
     if (::fstat(fd.get(), st) != 0) return fail(sys_error("stat " + path));
     return fd;
   }
@@ -209,7 +217,7 @@ Result<UniqueFd> SandboxFs::open_read(const std::string& path, struct stat* st) 
 }
 
 Result<struct stat> SandboxFs::stat(const std::string& path) const {
-  if (forwards()) return in_child<struct stat>([&] { return stat(path); });
+  if (forwards()) return in_child<struct stat>(path, [&] { return stat(path); });
   std::string p = NSBOX_TRY(path_of(path));
   AsAccount as(uid_, gid_);
   NSBOX_CHECK(as.ok());
@@ -221,28 +229,12 @@ Result<struct stat> SandboxFs::stat(const std::string& path) const {
 
 Result<uint64_t> SandboxFs::write(const std::string& path, int source, uint64_t max_bytes, mode_t mode,
                                   const std::function<Result<void>()>& before_commit) const {
-  if (forwards() && before_commit) {
-    // before_commit reads what other threads of this process know (an HTTP body's end),
-    // which a child's copy would not: the source is read whole here first, bounded.
-    UniqueFd spooled(::memfd_create("nsbox-write", MFD_CLOEXEC));
-    if (!spooled) return fail(sys_error("memfd_create"));
-    std::vector<char> buf(1 << 20);
-    uint64_t total = 0;
-    for (;;) {
-      ssize_t n = sys::retry_eintr([&] { return ::read(source, buf.data(), buf.size()); });
-      if (n < 0) return fail(sys_error("read what goes to " + path));
-      if (n == 0) break;
-      total += static_cast<uint64_t>(n);
-      if (total > max_bytes)
-        return fail(make_error(ErrorCode::kLimitExceeded,
-                               "the file for " + path + " is larger than the limit of " + std::to_string(max_bytes >> 20) + " MiB"));
-      NSBOX_CHECK(files::write_all(spooled.get(), std::string_view(buf.data(), static_cast<size_t>(n)), "a memfd"));
-    }
-    NSBOX_CHECK(before_commit());
-    if (::lseek(spooled.get(), 0, SEEK_SET) != 0) return fail(sys_error("seek a memfd"));
-    return write(path, spooled.get(), max_bytes, mode, {});
-  }
-  if (forwards()) return in_child<uint64_t>([&] { return write(path, source, max_bytes, mode, before_commit); });
+  // The child asks this process before it commits: before_commit reads what this
+  // process's other threads know (an HTTP body's end), which the child's copy would not.
+  if (forwards())
+    return in_child<uint64_t>(
+        path, [&] { return write(path, source, max_bytes, mode, before_commit ? sys::ask_caller : std::function<Result<void>()>{}); },
+        source, before_commit);
   std::string p = NSBOX_TRY(path_of(path));
   std::string name;
   auto dir = NSBOX_TRY(open_parent(p, true, name));
@@ -311,7 +303,7 @@ Result<uint64_t> SandboxFs::write_bytes(const std::string& path, std::string_vie
 }
 
 Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, const std::string& cursor) const {
-  if (forwards()) return in_child<files::DirPage>([&] { return list(path, limit, cursor); });
+  if (forwards()) return in_child<files::DirPage>(path, [&] { return list(path, limit, cursor); });
   std::string p = NSBOX_TRY(path_of(path));
   AsAccount as(uid_, gid_);
   NSBOX_CHECK(as.ok());
@@ -322,7 +314,7 @@ Result<files::DirPage> SandboxFs::list(const std::string& path, size_t limit, co
 }
 
 Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t mode) const {
-  if (forwards()) return in_child<void>([&] { return make_dir(path, parents, mode); });
+  if (forwards()) return in_child<void>(path, [&] { return make_dir(path, parents, mode); });
   std::string p = NSBOX_TRY(path_of(path));
   if (p == "/") return parents ? Result<void>{} : fail(path_error(account_, "make", p, EEXIST));
   AsAccount as(uid_, gid_);
@@ -354,7 +346,7 @@ Result<void> SandboxFs::make_dir(const std::string& path, bool parents, mode_t m
 }
 
 Result<void> SandboxFs::remove(const std::string& path, bool recursive) const {
-  if (forwards()) return in_child<void>([&] { return remove(path, recursive); });
+  if (forwards()) return in_child<void>(path, [&] { return remove(path, recursive); });
   std::string p = NSBOX_TRY(path_of(path));
   std::string name;
   auto dir = open_parent(p, false, name);

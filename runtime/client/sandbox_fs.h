@@ -77,8 +77,11 @@ class SandboxFs {
   // True when a call must go to a child that joins `userns_` (not in such a child yet);
   // in_child then makes the same call there and brings back its answer.
   bool forwards() const;
+  // `path` names the call in its errors; `source` (-1: none) is an fd the call reads, and
+  // `before_commit` runs in this process when the child is about to commit a write.
   template <class T>
-  Result<T> in_child(const std::function<Result<T>()>& call) const;
+  Result<T> in_child(const std::string& path, const std::function<Result<T>()>& call, int source = -1,
+                     const std::function<Result<void>()>& before_commit = {}) const;
   Result<void> become_account_in_child() const;
   UniqueFd root_;
   UniqueFd userns_;  // -1: this thread acts (as root with setfsuid, or as the sandbox user itself)
