@@ -50,6 +50,8 @@ const std::vector<CommandHelp>& command_table() {
         {"workspace-root", "DIR",
          "where commands, cells and the manifest start (default /home/user); e.g. /workspace: a directory of the home volume shown there",
          "workspace_root"},
+        {"image", "IMAGE", "an OCI image's tree as the root, under a writable layer of the sandbox's own (nsbox image pull adds images)",
+         "image"},
         kSnapshotDir,
         kSnapshotStore,
         {"mount", "URL:PATH[:rw][:staging_bytes=SIZE]",

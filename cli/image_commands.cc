@@ -63,7 +63,7 @@ int cmd_image(const Invocation& inv) {
     if (p.size() < 2) return ctx->out.error(make_error(ErrorCode::kInvalidArgument, "nsbox image rm takes images", usage));
     nlohmann::json removed = nlohmann::json::array();
     for (size_t i = 1; i < p.size(); ++i) {
-      auto image = store.remove(p[i]);
+      auto image = ctx->runtime->remove_image(p[i]);
       if (!image) return ctx->out.error(image.error());
       removed.push_back("sha256:" + image->id);
       if (!ctx->out.json) ctx->out.line(short_id(*image));

@@ -33,6 +33,8 @@ enum class StepKind {
   kOverlay,        // a read-only overlay at `target`: `layer` over host `source`
   kWorkspace,      // the directory `source` (relative, under the tree built at `data`) bound at `target`
   kShared,         // the directory `target` given to kSystemUid, writable by every account, sticky (1777, as /tmp)
+  kImageRoot,      // first, or not at all: the root is an overlay of the image tree `source` under a writable layer in `data`
+  kFile,           // the sandbox's own file `target` (in an image root's /etc), `data` its content; a link there is replaced
 };
 
 // A file of an overlay's own layer.
@@ -101,7 +103,15 @@ struct Spec {
   // may remove another's. Not for a root in /home/user, user's own home, whose dotfiles
   // another account could then plant.
   bool shared_workspace = false;
+  // An OCI image's merged tree (runtime/images/image_store.h) as the root, instead of the
+  // host's system: an overlay whose writable layer (upper and work directories) is the
+  // home volume's kRootLayerInHome directory, masked from the sandbox; the root stays
+  // writable (nosuid, nodev), the image never changes. Empty: the host's system, read-only.
+  std::string image_tree;
 };
+
+// The home volume's directory that holds an image sandbox's writable layer (hidden inside).
+constexpr const char* kRootLayerInHome = ".nsbox-root";
 
 std::vector<Step> plan(const Spec& spec);
 

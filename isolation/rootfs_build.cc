@@ -1,6 +1,8 @@
 // Building the planned root inside the child, then pivot_root into it.
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +79,13 @@ Result<SourceTrees> clone_sources_in_child(const std::vector<Step>& steps) {
   SourceTrees trees(steps.size());
   for (size_t i = 0; i < steps.size(); ++i) {
     const Step& s = steps[i];
+    if (s.kind == StepKind::kImageRoot) {
+      // An image's tree is in a directory only root may walk to: held by an fd while the
+      // child still may (the overlay takes it through /proc/self/fd).
+      trees[i].reset(::open(s.source.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!trees[i]) return fail(sys_error("open the image tree " + s.source));
+      continue;
+    }
     if (s.kind != StepKind::kBindTree) continue;
     UniqueFd fd(::open_tree(AT_FDCWD, s.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
     if (!fd) {
@@ -165,6 +174,50 @@ Result<void> bind_workspace(const Step& s, const std::string& staging) {
   return {};
 }
 
+// An image root (kImageRoot, before anything else): the image's tree (held by `tree`)
+// under the sandbox's writable layer, an overlay mounted where the root is built. The
+// layer's upper and work directories are in the home volume's `s.data` directory (`home`:
+// the home's cloned tree), which the sandbox user owns and the sandbox never sees (a mask
+// covers it). Mounted in the sandbox's user namespace, the overlay keeps its own attributes
+// in user.* xattrs (userxattr); whiteouts are 0/0 devices in the layer; nothing of it ever
+// reaches the image's tree.
+Result<void> mount_image_root(const Step& s, int tree, int home, const std::string& staging) {
+  if (home < 0) return fail(make_error(ErrorCode::kInvalidArgument, "an image sandbox needs a home volume for its writable layer"));
+  if (::mkdirat(home, s.data.c_str(), 0700) != 0 && errno != EEXIST) return fail(sys_error("mkdir the root layer " + s.data));
+  UniqueFd layer(::openat(home, s.data.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!layer) return fail(sys_error("open the root layer " + s.data));
+  for (const char* sub : {"upper", "work"}) {
+    UniqueFd dir(::openat(layer.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!dir || (::mkdirat(dir.get(), sub, 0700) != 0 && errno != EEXIST)) return fail(sys_error(std::string("mkdir the root layer's ") + sub));
+  }
+  const std::string fd_path = "/proc/self/fd/";
+  std::string options = "lowerdir=" + fd_path + std::to_string(tree) + ",upperdir=" + fd_path + std::to_string(layer.get()) +
+                        "/upper,workdir=" + fd_path + std::to_string(layer.get()) + "/work,userxattr";
+  if (::mount("overlay", staging.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0)
+    return fail(sys_error("mount the image " + s.source + " as the root (an overlay)")
+                    .with_hint("nsbox needs overlayfs in user namespaces (Linux 5.11 or later; `modprobe overlay`)"));
+  return {};
+}
+
+// The sandbox's own `s.target` (a file of /etc) with `s.data`, made beneath the root
+// without following a link: the image may hold one there, which is replaced.
+Result<void> write_own_file(const Step& s, const std::string& staging) {
+  UniqueFd root(::open(staging.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return fail(sys_error("open the root being built"));
+  const std::string rel = s.target.substr(1);
+  const std::string parent = rel.substr(0, rel.rfind('/')), name = rel.substr(rel.rfind('/') + 1);
+  open_how how{};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  if (::mkdirat(root.get(), parent.c_str(), 0755) != 0 && errno != EEXIST) return fail(sys_error("mkdir /" + parent));
+  UniqueFd dir(static_cast<int>(::syscall(SYS_openat2, root.get(), parent.c_str(), &how, sizeof how)));
+  if (!dir) return fail(sys_error("open /" + parent + " of the image (a link there is refused)"));
+  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return fail(sys_error("replace " + s.target));
+  UniqueFd fd(::openat(dir.get(), name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd) return fail(sys_error("create " + s.target));
+  return files::write_all(fd.get(), s.data, s.target);
+}
+
 Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging) {
   const std::string path = staging + s.target;
   const char* p = path.c_str();
@@ -219,6 +272,10 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
       return mount_overlay(s, path, staging);
     case StepKind::kWorkspace:
       return bind_workspace(s, staging);
+    case StepKind::kImageRoot:
+      return {};  // mounted first, by build_in_child
+    case StepKind::kFile:
+      return write_own_file(s, staging);
     case StepKind::kShared:
       // The mount's root, bound just above (no link to follow): given to kSystemUid, which
       // no command runs as, since a sticky directory's owner may remove anyone's files.
@@ -233,7 +290,14 @@ Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging)
 
 Result<void> build_in_child(const std::vector<Step>& steps, SourceTrees& trees, const std::string& staging) {
   ::umask(022);
-  if (::mount("tmpfs", staging.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1048576,nr_inodes=4096,mode=0755") != 0)
+  const bool image = !steps.empty() && steps.front().kind == StepKind::kImageRoot;
+  if (image) {
+    int home = -1;
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (steps[i].kind == StepKind::kBindTree && steps[i].target == kHome && trees[i]) home = trees[i].get();
+    NSBOX_CHECK(mount_image_root(steps.front(), trees.front().get(), home, staging));
+  }
+  else if (::mount("tmpfs", staging.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1048576,nr_inodes=4096,mode=0755") != 0)
     return fail(sys_error("mount root tmpfs on " + staging));
   for (size_t i = 0; i < steps.size(); ++i) NSBOX_CHECK(run_step(steps[i], trees[i], staging));
 
@@ -243,7 +307,8 @@ Result<void> build_in_child(const std::vector<Step>& steps, SourceTrees& trees, 
   if (sys::pivot_root(".", ".") != 0) return fail(sys_error("pivot_root into " + staging));
   if (::umount2(".", MNT_DETACH) != 0) return fail(sys_error("detach the old root"));
   if (::chdir("/") != 0) return fail(sys_error("chdir / in the new root"));
-  return set_attrs(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/ (the sandbox root)");
+  // The host's system is read-only; an image's root takes writes in its own layer.
+  return set_attrs(AT_FDCWD, "/", 0, (image ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, "/ (the sandbox root)");
 }
 
 }  // namespace nsbox::rootfs

@@ -1,6 +1,9 @@
 // What the sandbox sees, step by step (docs/semantics.md, "The sandbox").
+#include <fcntl.h>
 #include <glob.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,12 +11,14 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <set>
 #include <string_view>
 
 #include "isolation/rootfs.h"
 #include "isolation/userns.h"
 #include "isolation/sys/files.h"
 #include "isolation/sys/syscall.h"
+#include "isolation/sys/unique_fd.h"
 
 namespace nsbox::rootfs {
 namespace {
@@ -94,6 +99,74 @@ void add_etc(const Spec& spec, std::vector<Step>& steps) {
   if (!spec.resolv_conf.empty()) etc.layer.push_back({"resolv.conf", spec.resolv_conf});
   else add_copy("resolv.conf", prefix + "/etc/resolv.conf");
   steps.push_back(std::move(etc));
+}
+
+// The image's own file `rel` of its tree, read without following a link (the tree is an
+// image's: a link in it may point at the host's /etc/shadow); "" when it is not a file.
+std::string image_file(const std::string& tree, const std::string& rel) {
+  UniqueFd root(::open(tree.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return "";
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root.get(), rel.c_str(), &how, sizeof how)));
+  struct stat st{};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) return "";
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  return ::read(fd.get(), text.data(), text.size()) == st.st_size ? text : "";
+}
+
+// An account file (passwd, group) of the image's with nsbox's accounts in it: the image's
+// lines but those that name an account of nsbox's or use one of its ids, then nsbox's.
+std::string merged_accounts(const std::string& image_text, const std::string& ours) {
+  std::set<std::string> names, ids;
+  auto fields = [](const std::string& line) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    for (size_t end; (end = line.find(':', at)) != std::string::npos; at = end + 1) out.push_back(line.substr(at, end - at));
+    out.push_back(line.substr(at));
+    return out;
+  };
+  auto each_line = [](const std::string& text, auto&& fn) {
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      fn(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
+      at = end == std::string::npos ? text.size() : end + 1;
+    }
+  };
+  each_line(ours, [&](const std::string& line) {
+    auto f = fields(line);
+    if (f.size() >= 3 && f[0] != "root" && f[0] != "nobody" && f[0] != "nogroup") {
+      names.insert(f[0]);
+      ids.insert(f[2]);
+    }
+  });
+  std::string out;
+  each_line(image_text, [&](const std::string& line) {
+    auto f = fields(line);
+    if (f.size() >= 3 && (names.count(f[0]) || ids.count(f[2]))) return;
+    if (!line.empty()) out += line + "\n";
+  });
+  each_line(ours, [&](const std::string& line) {
+    auto f = fields(line);
+    if (!line.empty() && f.size() >= 3 && f[0] != "root" && f[0] != "nobody" && f[0] != "nogroup") out += line + "\n";
+  });
+  return out;
+}
+
+// An image root's /etc: the image's own, with the sandbox's accounts added to its passwd
+// and group, and the sandbox's hosts, machine-id and resolver. Written through the
+// overlay at each start (the image is never changed).
+void add_image_etc(const Spec& spec, std::vector<Step>& steps) {
+  auto ours = [&](const char* name) { return files::read_file(spec.sandbox_libexec + "/etc/" + name, 1 << 20).value_or(""); };
+  steps.push_back({StepKind::kFile, {}, "/etc/passwd", merged_accounts(image_file(spec.image_tree, "etc/passwd"), ours("passwd") + spec.passwd_extra)});
+  steps.push_back({StepKind::kFile, {}, "/etc/group", merged_accounts(image_file(spec.image_tree, "etc/group"), ours("group") + spec.group_extra)});
+  steps.push_back({StepKind::kFile, {}, "/etc/hosts", ours("hosts")});
+  steps.push_back({StepKind::kFile, {}, "/etc/machine-id", spec.machine_id + "\n"});
+  std::string resolv = spec.resolv_conf.empty() ? files::read_file(spec.host_root == "/" ? "/etc/resolv.conf" : spec.host_root + "/etc/resolv.conf", 1 << 20).value_or("")
+                                                : spec.resolv_conf;
+  steps.push_back({StepKind::kFile, {}, "/etc/resolv.conf", resolv});
 }
 
 void add_etc_masks(const Spec& spec, std::vector<Step>& steps) {
@@ -207,10 +280,16 @@ std::string workspace_in_home(const std::string& workspace_root) {
 
 std::vector<Step> plan(const Spec& spec) {
   std::vector<Step> steps;
-  add_host_system_dirs(spec, steps);
-  add_etc(spec, steps);
-  add_dev(spec, steps);  // before the masks: they bind the sandbox's /dev/null
-  add_etc_masks(spec, steps);
+  if (!spec.image_tree.empty()) {
+    steps.push_back({StepKind::kImageRoot, spec.image_tree, "/", kRootLayerInHome});
+    add_image_etc(spec, steps);
+    add_dev(spec, steps);
+  } else {
+    add_host_system_dirs(spec, steps);
+    add_etc(spec, steps);
+    add_dev(spec, steps);  // before the masks: they bind the sandbox's /dev/null
+    add_etc_masks(spec, steps);
+  }
   steps.push_back({StepKind::kBindTree, spec.sandbox_libexec, "/opt/nsbox", {}, kReadOnly});
   if (spec.home_volume.empty())  // one-shot sandboxes: nothing to keep
     steps.push_back({StepKind::kTmpfs, {}, "/home/user",
@@ -221,6 +300,7 @@ std::vector<Step> plan(const Spec& spec) {
   if (std::string in_home = workspace_in_home(spec.workspace_root); !in_home.empty())
     steps.push_back({StepKind::kWorkspace, in_home, spec.workspace_root, kHome});
   if (spec.shared_workspace) steps.push_back({StepKind::kShared, {}, spec.workspace_root});
+  if (!spec.image_tree.empty()) steps.push_back({StepKind::kMaskDir, {}, std::string(kHome) + "/" + kRootLayerInHome});
   for (const auto& home : spec.account_homes) {
     std::string owner = std::to_string(home.uid);
     steps.push_back({StepKind::kTmpfs, {}, home.path,

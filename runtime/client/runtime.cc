@@ -135,8 +135,10 @@ void Runtime::remove_leftovers(const std::string& id, const std::string& name) c
   store_.release_name(name, id);
 }
 
-Result<SandboxInfo> Runtime::create(const CreateOptions& options) {
+Result<SandboxInfo> Runtime::create(const CreateOptions& given) {
   NSBOX_CHECK(store_.ensure_dirs());
+  CreateOptions options = given;
+  if (!options.spec.image.empty()) NSBOX_CHECK_CTX(use_image(options.spec), "create sandbox");
   const SandboxSpec& spec = options.spec;
   if (!spec.name.empty()) NSBOX_CHECK(StateStore::validate_name(spec.name));
   NSBOX_CHECK(check_env(options.launch.env));
@@ -701,6 +703,26 @@ Result<std::vector<Volume>> Runtime::volumes() const { return VolumeStore(store_
 
 images::ImageStore Runtime::images() const {
   return images::ImageStore(store_.root().data_dir, layout_.archiver(), userns::host_ids());
+}
+
+// The image a create names, resolved to its id, its Env recorded. Cells there need the
+// image's own Python (a kernel not built yet): the sandbox starts none.
+Result<void> Runtime::use_image(SandboxSpec& spec) const {
+  auto image = NSBOX_TRY(images().resolve(spec.image));
+  spec.image = image.id;
+  spec.image_env = image.config.env;
+  spec.lazy_kernel = true;
+  return {};
+}
+
+Result<images::ImageRecord> Runtime::remove_image(const std::string& ref) const {
+  auto store = images();
+  auto image = NSBOX_TRY(store.resolve(ref));
+  NSBOX_CHECK(store_.ensure_dirs());
+  for (const auto& id : NSBOX_TRY(store_.ids()))
+    if (auto record = store_.load(id); record && record->spec.image == image.id)
+      return fail(make_error(ErrorCode::kBusy, "image " + image.id.substr(0, 12) + " is the root of sandbox " + id, "remove the sandbox first"));
+  return store.remove(image.id);
 }
 
 Result<void> Runtime::remove_volume(const std::string& name) const {

@@ -300,6 +300,8 @@ class Runtime {
   Result<void> remove_volume(const std::string& name) const;  // a named one, not in use
   // The state root's images (runtime/images/image_store.h, docs/images.md).
   images::ImageStore images() const;
+  // An image no sandbox has as its root.
+  Result<images::ImageRecord> remove_image(const std::string& ref) const;
   // create + exec + remove in one process, without a supervisor daemon. It clones the
   // calling process without exec'ing (that is what makes it fast): call it from a
   // single-threaded program, or one whose other threads hold no locks; multi-threaded
@@ -310,6 +312,7 @@ class Runtime {
   const StateStore& store() const { return store_; }
 
  private:
+  Result<void> use_image(SandboxSpec& spec) const;
   Runtime(StateStore store, InstallLayout layout, std::string snapshot_dir, std::optional<RemoteSnapshotStore> remote)
       : store_(std::move(store)), layout_(std::move(layout)), snapshot_dir_(std::move(snapshot_dir)), remote_(std::move(remote)) {}
   SnapshotStore snapshot_store() const { return SnapshotStore(snapshot_dir_, layout_.archiver(), remote_); }

@@ -65,6 +65,9 @@ std::vector<std::string> Runtime::snapshot_skips(const SandboxRecord& record) {
     if (auto in_home = rootfs::path_in_home(workspace + "/" + e, workspace)) skip.push_back(*in_home);
   for (const auto& m : record.spec.mounts)
     if (auto in_home = rootfs::path_in_home(m.mount_path, workspace); in_home && !in_home->empty()) skip.push_back(*in_home);
+  // An image sandbox's writable root layer: kept across stop and start, not in a snapshot
+  // yet (a tar keeps neither its whiteouts nor the overlay's xattrs; docs/images.md).
+  if (!record.spec.image.empty()) skip.push_back(rootfs::kRootLayerInHome);
   return skip;
 }
 
@@ -93,6 +96,11 @@ Result<Json> Runtime::extract(const std::string& id_or_name, const std::string& 
   // sandbox's code swaps for a symlink meanwhile, nothing outside its own view is
   // reachable (run on the host, a race on a directory could lead the writes out).
   std::string id = NSBOX_TRY(store_.resolve(id_or_name));
+  // nsbox-archive is linked against the host's libarchive: in an image's root it would
+  // load the image's libraries (or find none).
+  if (auto record = store_.load(id); record && !record->spec.image.empty())
+    return fail(make_error(ErrorCode::kUnsupported, "archives are not unpacked in a sandbox made from an image yet (sandbox " + id + ")",
+                           "upload the files one by one, or unpack with a tool of the image's (tar) in a command"));
   auto fs = NSBOX_TRY(sandbox_fs(id, run_as));
   std::string target = NSBOX_TRY(fs.path_of(dir));
   NSBOX_CHECK(fs.make_dir(target, true));

@@ -76,6 +76,7 @@ Result<std::unique_ptr<SandboxInstance>> SandboxInstance::start(const InstanceOp
   const std::string& root = options.workspace_root;
   spec.rootfs.shared_workspace = spec.rootfs.accounts && root != rootfs::kHome && !root.starts_with(std::string(rootfs::kHome) + "/");
   spec.extra_ids = {options.accounts.uids(), options.accounts.gids()};
+  spec.rootfs.image_tree = options.image_tree;
   if (options.net == network::Mode::kInternet) spec.rootfs.resolv_conf = "nameserver 10.0.2.3\n";  // slirp4netns's forwarder
   if (self->cgroup_) spec.rootfs.cgroup_views = self->cgroup_->views();
   spec.net = options.net;

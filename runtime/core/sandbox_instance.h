@@ -41,6 +41,7 @@ struct InstanceOptions {
   std::function<void()> while_building;  // launcher::Spec's
   std::string workspace_root = kDefaultWorkspaceRoot;  // rootfs::Spec's
   SandboxAccounts accounts = {};  // besides `user`: mapped, named in /etc, able to run commands
+  std::string image_tree = {};  // an image's merged tree as the root (rootfs::Spec's); empty: the host's system
 };
 
 class SandboxInstance {

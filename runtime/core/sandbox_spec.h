@@ -63,6 +63,11 @@ struct SandboxSpec {
   std::string workspace_root = kDefaultWorkspaceRoot;
   // Accounts besides `user` (runtime/core/sandbox_accounts.h), as "users" and "groups".
   SandboxAccounts accounts;
+  // An OCI image whose tree is the sandbox's root (docs/images.md): a create names it (a
+  // name, an id, a digest), the record keeps its id; empty: the host's system. Its config's
+  // Env comes first in every process's environment (image_env, from the image).
+  std::string image;
+  std::vector<std::string> image_env;
 
   // The record's form: every field, under its name.
   protocol::Json to_json() const;
@@ -99,6 +104,8 @@ void spec_fields(Spec& s, Field&& field) {
   field("lazy_kernel", s.lazy_kernel, O::kRequest);
   field("ttl_s", s.ttl_s, O::kRequest, Seconds{});
   field("workspace_root", s.workspace_root, O::kRequest, WorkspaceRoot{});
+  field("image", s.image, O::kRequest);
+  field("image_env", s.image_env, O::kDerived);
   field("env_names", s.env_names, O::kDerived);
   field("ephemeral", s.ephemeral, O::kDerived);
   field("manifest_digest", s.manifest_digest, O::kDerived);

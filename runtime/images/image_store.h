@@ -80,6 +80,8 @@ class ImageStore {
   // The image, its tree, and whatever layer and blob no other image has.
   Result<ImageRecord> remove(const std::string& ref);
   std::string tree(const std::string& id) const { return dir_ + "/trees/" + id; }
+  // The same, for a state root's data directory (what a supervisor knows).
+  static std::string tree_in(const std::string& data_dir, const std::string& id) { return data_dir + "/images/trees/" + id; }
   // A scratch directory for a source's staging, in the store (removed by the caller, or by
   // the next removal's collection if it could not).
   Result<std::string> make_staging() const;

@@ -69,6 +69,10 @@ Result<CellRequest> CellRequest::from_json(const Json& j) {
 
 void KernelSession::start() {
   if (state_ != State::kStopped || shutting_down_) return;
+  if (!options_.unavailable.empty()) {
+    fail_queued(make_error(ErrorCode::kUnsupported, options_.unavailable, "run commands there (nsbox sh, commands.run)"));
+    return;
+  }
   int pair[2], out[2], err[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0 || ::pipe2(out, O_CLOEXEC) != 0 ||
       ::pipe2(err, O_CLOEXEC) != 0) {

@@ -82,6 +82,9 @@ class KernelSession {
   struct Options {
     std::vector<std::string> preload;  // imported before the kernel is ready
     bool merge = false;                // its preloaded heap offered to KSM
+    // Why no kernel can run here (an image sandbox: its Python is the image's, which
+    // nsbox's pure-Python kernel will serve); every cell fails with it. Empty: none.
+    std::string unavailable;
   };
   KernelSession(KernelHost& host, Options options) : host_(host), options_(std::move(options)) {}
 

@@ -21,6 +21,7 @@
 #include "mounts/volume_image.h"
 #include "runtime/core/port_number.h"
 #include "runtime/core/sandbox_removal.h"
+#include "runtime/images/image_store.h"
 #include "runtime/protocol/unix_socket.h"
 
 namespace nsbox {
@@ -69,6 +70,12 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
     if (!home) return fail(std::move(home.error()).context("mount the home volume " + self->record_.facts.home));
     options.home_dir = std::move(*home);
   }
+  if (!spec.image.empty()) {
+    options.image_tree = images::ImageStore::tree_in(root.data_dir, spec.image);
+    if (!files::exists(options.image_tree))
+      return fail(make_error(ErrorCode::kNotFound, "image " + spec.image.substr(0, 12) + ", the sandbox's root, is not in this state root",
+                             "pull it again (nsbox image pull)"));
+  }
   // Listening before the sandbox is built: its directory is bound in then.
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
   for (const auto& m : spec.mounts) options.mount_points.push_back(m.mount_path);
@@ -84,8 +91,10 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   NSBOX_CHECK(self->register_handlers());
   // The kernel first: Python boots (on another core) while the volume is attached. A
   // lazy one waits for the first cell (KernelSession::submit starts a stopped kernel).
-  self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self),
-                                                  KernelSession::Options{spec.preload, spec.memory_merge});
+  KernelSession::Options kernel{spec.preload, spec.memory_merge, {}};
+  if (!spec.image.empty())
+    kernel.unavailable = "cells in a sandbox made from an image run in the image's own Python, through a kernel nsbox does not have yet";
+  self->kernel_ = std::make_unique<KernelSession>(static_cast<KernelHost&>(*self), std::move(kernel));
   if (!spec.lazy_kernel) self->kernel_->start();
   self->processes_ = std::make_unique<Processes>(static_cast<ProcessHost&>(*self));
   NSBOX_CHECK_CTX(self->attach_volume(volume, std::move(files_mounted)), "attach the files volume " + volume.name);
@@ -501,6 +510,9 @@ void Supervisor::change_allowlist(Client& client, const Json& request) {
 
 EnvList Supervisor::sandbox_env() const {
   EnvList env;
+  // The image's Env first: what nsbox and the user set after it wins.
+  for (const auto& assignment : record_.spec.image_env)
+    if (auto kv = parse_env_assignment(assignment)) env.push_back(std::move(*kv));
   if (record_.spec.net.mode == network::Mode::kAllow) env = net::proxy_environment();
   for (auto& kv : record_.spec.packages.environment()) env.push_back(std::move(kv));
   env.insert(env.end(), launch_.env.begin(), launch_.env.end());
@@ -864,6 +876,18 @@ Result<uint64_t> Supervisor::spawn_with_stdio(const Launch& launch, int in, int 
   return spawn_process(launch, {in, out, err}, false);
 }
 
+// A command line given as one string runs in bash (every face says `/bin/bash -c`); an
+// image without bash (busybox, distroless with a shell) runs it in its /bin/sh.
+std::vector<std::string> Supervisor::shell_of_image(const std::vector<std::string>& argv) const {
+  if (record_.spec.image.empty() || argv.size() != 3 || argv[0] != "/bin/bash" || argv[1] != "-c") return argv;
+  UniqueFd root(::open(("/proc/" + std::to_string(instance_->init_pid()) + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  if (!root || UniqueFd(static_cast<int>(::syscall(SYS_openat2, root.get(), "bin/bash", &how, sizeof how)))) return argv;
+  return {"/bin/sh", "-c", argv[2]};
+}
+
 Result<Json> Supervisor::spawn_request(uint64_t id, const Launch& launch, const Json& fd_names) const {
   const SandboxAccounts& accounts = record_.spec.accounts;
   EnvList env;
@@ -876,7 +900,7 @@ Result<Json> Supervisor::spawn_request(uint64_t id, const Launch& launch, const 
     env = {{"USER", who.name}, {"LOGNAME", who.name}, {"HOME", home}, {"PYTHONUSERBASE", home + "/.local"}};
   }
   env.insert(env.end(), launch.env.begin(), launch.env.end());
-  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", launch.argv}, {"env", command_environment(sandbox_env(), env)},
+  Json spawn = {{"op", "spawn"}, {"id", id}, {"argv", shell_of_image(launch.argv)}, {"env", command_environment(sandbox_env(), env)},
                 {"cwd", working_dir(launch.cwd)}, {"fds", fd_names}};
   if (!identity.is_null()) spawn["identity"] = std::move(identity);
   return spawn;

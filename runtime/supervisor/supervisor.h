@@ -156,6 +156,7 @@ class Supervisor final : private KernelHost, private ProcessHost {
   // Init's spawn request for `launch` (its environment, working directory and identity),
   // without its fds; an unknown account is an error naming who there is.
   Result<protocol::Json> spawn_request(uint64_t id, const Launch& launch, const protocol::Json& fd_names) const;
+  std::vector<std::string> shell_of_image(const std::vector<std::string>& argv) const;
 
   const StateStore& store_;
   SandboxRecord record_;  // what is saved: the spec, and the facts as they are now

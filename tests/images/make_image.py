@@ -3,12 +3,14 @@
 oci-archive or a docker-archive (what `docker save` writes), from a built-in two-layer
 tree that exercises what a layer may hold.
 
-  make_image.py FORMAT OUT [--name NAME:TAG] [--tamper layer|config|manifest] [--marker TEXT]
+  make_image.py FORMAT OUT [--name NAME:TAG] [--tamper layer|config|manifest] [--marker TEXT] [--busybox PATH]
 
 FORMAT: oci (a layout directory), oci-archive, docker-archive. The first layer holds
 /etc/os-release, /bin/hello, a setuid file, an absolute and a relative symlink, a hard
 link, a device node and directories the second layer whites out (a file, and an opaque
 directory). --tamper: the named part's bytes no longer match the digest that names them.
+--busybox: a static busybox as /bin/busybox with the applets the tests use linked to it
+(a shell and a few tools: an image that runs commands, with no Python).
 """
 import argparse
 import gzip
@@ -30,10 +32,15 @@ def member(tar, name, data=b"", mode=0o644, kind=tarfile.REGTYPE, link=""):
         tar.addfile(info)
 
 
-def layer_one(marker):
+APPLETS = ["sh", "cat", "ls", "id", "echo", "env", "pwd", "touch", "rm", "mkdir", "stat", "sleep", "head", "wc", "dd", "grep"]
+
+
+def layer_one(marker, busybox=None):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         member(t, "etc/", kind=tarfile.DIRTYPE, mode=0o755)
+        member(t, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nimageuser:x:1000:1000::/home/imageuser:/bin/sh\n")
+        member(t, "etc/group", b"root:x:0:\nimagegroup:x:1000:\n")
         member(t, "etc/os-release", b'PRETTY_NAME="nsbox test image"\nMARKER=%s\n' % marker.encode())
         member(t, "bin/", kind=tarfile.DIRTYPE, mode=0o755)
         member(t, "bin/hello", b"#!/bin/sh\necho hello from the image\n", mode=0o755)
@@ -48,6 +55,11 @@ def layer_one(marker):
         member(t, "opaque/old.txt", b"hidden by the opaque marker\n")
         member(t, "kept/", kind=tarfile.DIRTYPE, mode=0o755)
         member(t, "kept/a.txt", b"a\n")
+        if busybox:
+            with open(busybox, "rb") as f:
+                member(t, "bin/busybox", f.read(), mode=0o755)
+            for applet in APPLETS:
+                member(t, "bin/" + applet, kind=tarfile.SYMTYPE, link="busybox")
     return buf.getvalue()
 
 
@@ -66,8 +78,8 @@ def digest(data):
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def build(marker, tamper):
-    tars = [layer_one(marker), layer_two()]
+def build(marker, tamper, busybox=None):
+    tars = [layer_one(marker, busybox), layer_two()]
     diff_ids = [digest(t) for t in tars]
     blobs = [gzip.compress(t, mtime=0) for t in tars]
     config = json.dumps({
@@ -140,8 +152,9 @@ def main():
     p.add_argument("--name", default="nsbox-test:latest")
     p.add_argument("--tamper", choices=["layer", "config", "manifest"])
     p.add_argument("--marker", default="one")
+    p.add_argument("--busybox")
     a = p.parse_args()
-    tars, blobs, config, manifest, _ = build(a.marker, a.tamper)
+    tars, blobs, config, manifest, _ = build(a.marker, a.tamper, a.busybox)
     if a.format == "docker-archive":
         write_docker(a.out, a.name, tars, config, a.tamper)
     elif a.format == "oci":

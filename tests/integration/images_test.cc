@@ -43,6 +43,17 @@ struct stat lstat_of(const std::string& path) {
   return st;
 }
 
+// A pulled image with a shell (a static busybox, tests/images/make_image.py --busybox),
+// named NAME; false (and the test skipped) where the host has no static busybox.
+bool pull_busybox_image(const TestRoot& root, const TempDir& made, const std::string& name) {
+  if (!fs::exists("/bin/busybox")) return false;
+  make_image("oci", made.path() + "/" + name, {"--busybox", "/bin/busybox", "--marker", name});
+  auto r = root.nsbox({"image", "pull", "oci:" + made.path() + "/" + name, "--name", name});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("images: a layout, an oci-archive and a docker-archive are pulled and verified, and a layer they share is stored once",
@@ -169,6 +180,62 @@ TEST_CASE("rootless: an ordinary user pulls an image, unpacked as itself", "[roo
   REQUIRE(r.exit_code == 0);
   std::string tree = TestRoot::json(root.nsbox({"image", "inspect", "mine:1"}))["tree"].get<std::string>();
   CHECK(lstat_of(tree + "/etc/os-release").st_uid == user->uid);
+  // A sandbox of it: the overlay mounted in the user's own namespace.
+  if (pull_busybox_image(root, made, "bb")) {
+    auto created = root.nsbox({"create", "--json", "--image", "bb"});
+    INFO(created.err);
+    REQUIRE(created.exit_code == 0);
+    auto id = TestRoot::json(created)["id"].get<std::string>();
+    CHECK(root.sh(id, "grep MARKER /etc/os-release; echo w > /etc/w && cat /etc/w").out == "MARKER=bb\nw\n");
+    REQUIRE(root.nsbox({"rm", id}).exit_code == 0);
+    REQUIRE(root.nsbox({"image", "rm", "bb"}).exit_code == 0);
+  } else {
+    announce_partial("no static busybox here: a rootless image sandbox was not made");
+  }
   REQUIRE(root.nsbox({"image", "rm", "mine:1"}).exit_code == 0);
+  CHECK(!fs::exists(tree));
+}
+
+
+TEST_CASE("images: a sandbox's root is its image's tree under a writable layer of its own, and the image never changes",
+          "[images]") {
+  TempDir made("nsbox-images");
+  TestRoot root;
+  if (!pull_busybox_image(root, made, "bb")) NSBOX_SKIP_FOR("none", "no static busybox here (Debian's busybox-static) to make an image with a shell");
+  auto id = TestRoot::json(root.nsbox({"create", "--json", "--image", "bb"}))["id"].get<std::string>();
+  auto info = TestRoot::json(root.nsbox({"inspect", "--json", id}));
+  std::string image_id = info["image"].get<std::string>();
+  CHECK(image_id.size() == 64);
+  CHECK(info["image_env"] == nlohmann::json({"PATH=/bin:/usr/bin", "IMAGE_MARKER=bb"}));
+  // The image's files and Env, nsbox's user; none of the host's system.
+  auto r = root.sh(id, "grep MARKER /etc/os-release; id -un; echo $IMAGE_MARKER; ls /usr 2>/dev/null || echo no-usr; "
+                       "grep -c imageuser /etc/passwd; grep '^user:' /etc/passwd | head -c 12");
+  INFO(r.err);
+  CHECK(r.out == "MARKER=bb\nuser\nbb\nno-usr\n0\nuser:x:1000:");
+  // Writes land in its own layer: kept across stop and start, never in the image.
+  std::string tree = root.path() + "/data/images/trees/" + image_id;
+  ino_t before = lstat_of(tree + "/etc/os-release").st_ino;
+  REQUIRE(root.sh(id, "echo mine > /etc/new && echo changed > /etc/os-release && rm /kept/a.txt").exit_code == 0);
+  CHECK(!fs::exists(tree + "/etc/new"));
+  CHECK(fs::exists(tree + "/kept/a.txt"));
+  CHECK(lstat_of(tree + "/etc/os-release").st_ino == before);
+  CHECK(nsbox::files::read_file(tree + "/etc/os-release").value_or("").find("MARKER=bb") != std::string::npos);
+  REQUIRE(root.nsbox({"stop", id}).exit_code == 0);
+  REQUIRE(root.nsbox({"start", id}).exit_code == 0);
+  CHECK(root.sh(id, "cat /etc/new /etc/os-release; ls /kept").out == "mine\nchanged\nb.txt\n");
+  // Another sandbox of the image starts from the image, not from the first one's layer.
+  auto other = TestRoot::json(root.nsbox({"create", "--json", "--image", "bb"}))["id"].get<std::string>();
+  CHECK(root.sh(other, "cat /etc/new 2>/dev/null || echo none; ls /kept").out == "none\na.txt\nb.txt\n");
+  // Its layer is its own and hidden: the home shows an empty mask where it is.
+  CHECK(root.sh(id, "ls -A /home/user/.nsbox-root | wc -l").out == "0\n");
+  // Cells are refused, saying why; the image cannot go while a sandbox has it.
+  auto cell = root.nsbox({"exec", id, "-c", "print(1)"});
+  CHECK(cell.exit_code != 0);
+  CHECK(cell.err.find("cells in a sandbox made from an image run in the image's own Python") != std::string::npos);
+  auto busy = root.nsbox({"image", "rm", "bb"});
+  CHECK(busy.exit_code != 0);
+  CHECK(busy.err.find("is the root of sandbox") != std::string::npos);
+  REQUIRE(root.nsbox({"rm", id, other}).exit_code == 0);
+  CHECK(root.nsbox({"image", "rm", "bb"}).exit_code == 0);
   CHECK(!fs::exists(tree));
 }

@@ -223,3 +223,35 @@ TEST_CASE("a workspace root is a plain path outside the sandbox's own trees, and
   CHECK(rootfs::path_in_home("/workspaces", "/workspace") == std::nullopt);
   CHECK(rootfs::path_in_home("/data/x", "/workspace") == std::nullopt);
 }
+
+TEST_CASE("an image's tree is the root: none of the host's system, the image's /etc with the sandbox's accounts, its layer masked") {
+  FakeHost host;
+  namespace fs = std::filesystem;
+  fs::create_directories(host.root + "/image/etc");
+  std::ofstream(host.root + "/image/etc/passwd") << "root:x:0:0::/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\napp:x:1001:1001::/app:/bin/sh\n";
+  // A link where a file should be is read as no file: never followed to the host's.
+  fs::create_symlink(host.root + "/etc/shadow", host.root + "/image/etc/group");
+  fs::create_directories(host.root + "/libexec/etc");
+  std::ofstream(host.root + "/libexec/etc/passwd") << "root:x:0:0:root:/root:/usr/sbin/nologin\nuser:x:1000:1000::/home/user:/bin/bash\n";
+  std::ofstream(host.root + "/libexec/etc/group") << "root:x:0:\nuser:x:1000:\n";
+  rootfs::Spec spec;
+  spec.host_root = host.root;
+  spec.sandbox_libexec = host.root + "/libexec";
+  spec.home_volume = "/vol/home";
+  spec.image_tree = host.root + "/image";
+  auto steps = rootfs::plan(spec);
+  REQUIRE(!steps.empty());
+  CHECK(steps.front().kind == StepKind::kImageRoot);
+  CHECK(steps.front().source == spec.image_tree);
+  CHECK(find(steps, "/usr", StepKind::kBindTree) == nullptr);
+  CHECK(find(steps, "/etc", StepKind::kOverlay) == nullptr);
+  const rootfs::Step* passwd = find(steps, "/etc/passwd", StepKind::kFile);
+  REQUIRE(passwd);
+  // The image's root and app stay; its user of id 1000 gives way to the sandbox's.
+  CHECK(passwd->data == "root:x:0:0::/root:/bin/sh\napp:x:1001:1001::/app:/bin/sh\nuser:x:1000:1000::/home/user:/bin/bash\n");
+  const rootfs::Step* group = find(steps, "/etc/group", StepKind::kFile);
+  REQUIRE(group);
+  CHECK(group->data == "user:x:1000:\n");
+  CHECK(find(steps, "/home/user/.nsbox-root", StepKind::kMaskDir));
+  CHECK(find(steps, "/home/user", StepKind::kBindTree));
+}

@@ -232,6 +232,7 @@ class Sandbox(_Workbench):
         lazy_kernel: bool = False,
         ttl_s: Optional[int] = None,
         workspace_root: Optional[str] = None,
+        image: Optional[str] = None,
         users: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
         groups: Optional[Sequence[Mapping[str, Any]]] = None,
         client: Optional[Client] = None,
@@ -259,6 +260,9 @@ class Sandbox(_Workbench):
         removed that many seconds after it starts, by its own supervisor (see :meth:`set_ttl`);
         ``workspace_root`` where commands, cells and the manifest start (default /home/user;
         ``"/workspace"`` is a directory of the home volume shown there: docs/semantics.md);
+        ``image`` an image of the server's store (``nsbox image pull``; a name, an id or a
+        digest) whose tree is the root, under a writable layer of the sandbox's own
+        (docs/images.md: commands run there; cells are refused for now);
         ``users`` accounts besides the sandbox user (``"alice"`` or ``{"name": "bob", "uid":
         1500}``; uids 1001 and up) that commands, processes, PTY sessions and fs calls name
         by ``run_as``, and ``groups`` theirs (``{"name": "team", "users": ["alice"]}``):
@@ -270,7 +274,7 @@ class Sandbox(_Workbench):
         body: Dict[str, Any] = {}
         for key, value in (("size", size), ("name", name), ("net", net), ("volume", volume), ("files_quota", files_quota),
                            ("home_size", home_size), ("from_snapshot", from_snapshot), ("ttl_s", ttl_s),
-                           ("workspace_root", workspace_root)):
+                           ("workspace_root", workspace_root), ("image", image)):
             if value is not None:
                 body[key] = dict(value) if isinstance(value, Mapping) else value
         if env is not None:

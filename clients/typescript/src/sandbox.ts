@@ -276,7 +276,8 @@ export class Sandbox extends Workbench {
    * or `{allow, allow_private}`; `mounts` bucket mounts; `files_quota` / `home_size` bytes
    * or "10G"; `volume` a named files volume; `manifest` files made in /home/user first;
    * `tools` the tool bridge; `packages` pip's sources; `from_snapshot` a snapshot's id or
-   * name; `lazy_kernel`; `ttl_s` its time to live. The connection comes from `options`.
+   * name; `lazy_kernel`; `ttl_s` its time to live; `image` an image of the server's store
+   * whose tree is the root (docs/images.md). The connection comes from `options`.
    */
   static async create(spec: CreateSandbox = {}, options: ClientOptions = {}): Promise<Sandbox> {
     const client = makeClient(options);

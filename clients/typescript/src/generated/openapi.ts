@@ -1867,6 +1867,8 @@ export interface components {
             ttl_s?: number;
             /** @description Where commands, cells and the manifest start (default /home/user; another path, such as /workspace, is a directory of the home volume shown there). A manifest's root sets it too. */
             workspace_root?: string;
+            /** @description An image of the server's store (`nsbox image pull`): a name, an id or a digest. Its tree is the root, under a writable layer of the sandbox's own (docs/images.md); cells there are refused for now (unsupported). */
+            image?: string;
             users?: components["schemas"]["Users"];
             groups?: components["schemas"]["Groups"];
             mounts?: (string | components["schemas"]["MountRequest"])[];
@@ -1981,6 +1983,10 @@ export interface components {
             ttl_s: number;
             /** @description Where its commands, cells and manifest start */
             workspace_root: string;
+            /** @description The id (sha256 hex) of the image that is its root; "" the host's system */
+            image: string;
+            /** @description The image's Env (K=V), first in every process's environment */
+            image_env: string[];
             /** @description Its accounts besides user, with their ids */
             users: {
                 name: string;
