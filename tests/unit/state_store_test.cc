@@ -97,6 +97,8 @@ TEST_CASE("a record round-trips through JSON, and has no field an env value coul
                                         "files_quota", "home_size", "from_snapshot", "ttl_s", "workspace_root",
                                         // accounts: names and ids
                                         "users", "groups",
+                                        // an image's id and its own Env (from the image, never a create's env)
+                                        "image", "image_env",
                                         // port forwards: port numbers and a loopback address
                                         "ports"});
   CHECK(j["env_names"] == nlohmann::json::array({"API_KEY"}));
