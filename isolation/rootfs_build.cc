@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "isolation/rootfs.h"
 #include "isolation/userns.h"
 
@@ -218,6 +220,62 @@ Result<void> write_own_file(const Step& s, const std::string& staging) {
   return files::write_all(fd.get(), s.data, s.target);
 }
 
+// In an image's root, before a step uses its target by path: every directory on the way
+// from the root (and the target itself, when `whole`) made a real directory, a link or
+// a file the image had there removed first (in the sandbox's own layer; the image never
+// changes); without `whole`, a link at the target itself is removed and nothing made
+// there. Built before the pivot, a path through the image's absolute link would resolve
+// on the host: a mount could land outside the root, a directory be made on the host.
+// Nothing else runs in the namespace while the root is built, so what this walk leaves
+// is what the step finds.
+Result<void> real_dirs_beneath(const std::string& staging, const std::string& target, bool whole) {
+  UniqueFd dir(::open(staging.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) return fail(sys_error("open the root being built"));
+  std::string rel = target.substr(1);
+  size_t start = 0;
+  while (start < rel.size()) {
+    size_t end = std::min(rel.find('/', start), rel.size());
+    std::string name = rel.substr(start, end - start), shown = "/" + rel.substr(0, end);
+    struct stat st{};
+    if (end == rel.size() && !whole) {
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        UniqueFd writable(::openat(dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!writable || ::unlinkat(writable.get(), name.c_str(), 0) != 0) return fail(sys_error("remove the link " + shown + " of the image"));
+      }
+      return {};
+    }
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+      UniqueFd writable(::openat(dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!writable || ::unlinkat(writable.get(), name.c_str(), 0) != 0) return fail(sys_error("replace " + shown + " of the image by a directory"));
+    }
+    if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      UniqueFd writable(::openat(dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!writable || (::mkdirat(writable.get(), name.c_str(), 0755) != 0 && errno != EEXIST)) return fail(sys_error("mkdir " + shown));
+    }
+    UniqueFd next(::openat(dir.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) return fail(sys_error("open " + shown + " (no link is followed)"));
+    dir = std::move(next);
+    start = end + 1;
+  }
+  return {};
+}
+
+// Whether a step makes a directory at its target or mounts on one it makes (the whole
+// path must then be real directories), rather than a file or a link it makes there, or a
+// mount on what only may be there (a mask, a read-only bind).
+bool targets_directory(const Step& s, const UniqueFd& tree) {
+  switch (s.kind) {
+    case StepKind::kSymlink: case StepKind::kFile: case StepKind::kMaskWithNull: case StepKind::kImageRoot:
+    case StepKind::kMaskDir: case StepKind::kReadOnlyAgain: case StepKind::kReadOnlyFinal:
+      return false;
+    case StepKind::kBindTree: {
+      struct stat st{};
+      return tree && ::fstat(tree.get(), &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    default: return true;
+  }
+}
+
 Result<void> run_step(const Step& s, UniqueFd& tree, const std::string& staging) {
   const std::string path = staging + s.target;
   const char* p = path.c_str();
@@ -299,7 +357,10 @@ Result<void> build_in_child(const std::vector<Step>& steps, SourceTrees& trees, 
   }
   else if (::mount("tmpfs", staging.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1048576,nr_inodes=4096,mode=0755") != 0)
     return fail(sys_error("mount root tmpfs on " + staging));
-  for (size_t i = 0; i < steps.size(); ++i) NSBOX_CHECK(run_step(steps[i], trees[i], staging));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (image && i > 0 && steps[i].target != "/") NSBOX_CHECK(real_dirs_beneath(staging, steps[i].target, targets_directory(steps[i], trees[i])));
+    NSBOX_CHECK(run_step(steps[i], trees[i], staging));
+  }
 
   // pivot_root(".", ".") stacks the old root on top of the new one; detaching "." then
   // drops it without needing a put_old directory (as runc and bubblewrap do).

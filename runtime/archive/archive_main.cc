@@ -24,7 +24,7 @@
 //   nsbox-archive merge  --layer DIR... --dir OUT --uid U --gid G
 //                        (an image's root from its unpacked layers, bottom first: hard
 //                        links and whiteouts, image_tree.h; "members": entries linked)
-//   limits: --max-members N --max-bytes N
+//   limits: --max-members N --max-bytes N [--max-apparent-bytes N: sizes with their holes]
 //
 // Archives are read as U:G only (the sandbox user; as root, giving them is required): the
 // files are opened first, then every id dropped, then the bytes parsed.
@@ -264,7 +264,8 @@ Result<snapshot::ArchiveSummary> replace_contents(int dir, const std::string& di
 }
 
 Result<snapshot::ArchiveSummary> run(const Args& a) {
-  snapshot::ArchiveLimits limits{NSBOX_TRY(number(a, "max-members", 100000)), NSBOX_TRY(number(a, "max-bytes", 4ull << 30))};
+  snapshot::ArchiveLimits limits{NSBOX_TRY(number(a, "max-members", 100000)), NSBOX_TRY(number(a, "max-bytes", 4ull << 30)),
+                                 NSBOX_TRY(number(a, "max-apparent-bytes", 1ull << 50))};
   if (a.mode == "check") {
     UniqueFd in = NSBOX_TRY(open_archive(a));
     NSBOX_CHECK(become_reader(a));

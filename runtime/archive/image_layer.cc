@@ -162,7 +162,9 @@ Result<snapshot::ArchiveSummary> read(int blob_fd, const LayerLimits& limits, bo
       return fail(make_error(ErrorCode::kLimitExceeded, "the layer holds more than " + std::to_string(limits.max_bytes) + " bytes of files"));
     if (type == AE_IFREG) files_made.insert(name);
     archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_perm(e, archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID));
+    // Directories keep u+rwx: the merge, as their owner, must read and fill them.
+    mode_t perm = archive_entry_perm(e) & 07777 & ~(S_ISUID | S_ISGID);
+    archive_entry_set_perm(e, type == AE_IFDIR ? (perm | 0700) : perm);
     // No extended attribute, ACL or file flag is restored: a file capability least of all.
     archive_entry_xattr_clear(e);
     archive_entry_acl_clear(e);

@@ -1,10 +1,13 @@
 #include "runtime/archive/image_tree.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "isolation/sys/files.h"
@@ -38,6 +41,23 @@ Result<bool> remove_if_there(int dir, const std::string& name, const std::string
 class Merger {
  public:
   MergeSummary summary;
+  // Directories' modes and times, the upper layer's winning, set once every layer is in:
+  // a lower layer's 0555 directory must still take an upper layer's names.
+  std::map<std::string, struct stat> dir_meta;
+
+  Result<void> set_dir_meta(int out) {
+    for (auto it = dir_meta.rbegin(); it != dir_meta.rend(); ++it) {  // children before their parents
+      open_how how{};
+      how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+      UniqueFd dir(static_cast<int>(::syscall(SYS_openat2, out, it->first.c_str(), &how, sizeof how)));
+      if (!dir) continue;  // removed or replaced by a later layer
+      if (::fchmod(dir.get(), it->second.st_mode & 07777) != 0) return fail(sys_error("chmod " + it->first));
+      const timespec times[2] = {it->second.st_atim, it->second.st_mtim};
+      if (::futimens(dir.get(), times) != 0) return fail(sys_error("set the times of " + it->first));
+    }
+    return {};
+  }
 
   // The layer's directory `from` onto the tree's `to`; `shown` is their path ("" at the root).
   Result<void> apply(int from, int to, const std::string& shown, int depth) {
@@ -74,10 +94,7 @@ class Merger {
       UniqueFd sub_from = NSBOX_TRY(open_dir_at(from, name, here));
       UniqueFd sub_to = NSBOX_TRY(open_dir_at(to, name, here));
       NSBOX_CHECK(apply(sub_from.get(), sub_to.get(), here, depth + 1));
-      // The upper layer's mode and times, once its directory is filled.
-      if (::fchmod(sub_to.get(), st.st_mode & 07777) != 0) return fail(sys_error("chmod " + here));
-      const timespec times[2] = {st.st_atim, st.st_mtim};
-      if (::futimens(sub_to.get(), times) != 0) return fail(sys_error("set the times of " + here));
+      dir_meta[here] = st;
     }
     return {};
   }
@@ -91,6 +108,7 @@ class Merger {
 Result<MergeSummary> merge(const std::vector<int>& layers, int out) {
   Merger m;
   for (int layer : layers) NSBOX_CHECK(m.apply(layer, out, "", 0));
+  NSBOX_CHECK(m.set_dir_meta(out));
   if (!layers.empty()) {
     struct stat st{};
     if (::fstat(layers.back(), &st) == 0) (void)::fchmod(out, st.st_mode & 07777);

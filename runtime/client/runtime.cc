@@ -708,6 +708,11 @@ images::ImageStore Runtime::images() const {
 // The image a create names, resolved to its id, its Env recorded. Cells there need the
 // image's own Python (a kernel not built yet): the sandbox starts none.
 Result<void> Runtime::use_image(SandboxSpec& spec) const {
+  // Every image file is the sandbox user's (docs/images.md): with accounts, user could
+  // plant what the others run (/etc/profile, /bin/sh).
+  if (!spec.accounts.empty())
+    return fail(make_error(ErrorCode::kUnsupported, "a sandbox made from an image cannot have accounts of its own yet",
+                           "its files all belong to the sandbox user, who could change what the accounts run"));
   auto image = NSBOX_TRY(images().resolve(spec.image));
   spec.image = image.id;
   spec.image_env = image.config.env;

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "isolation/subordinate_ids.h"
@@ -13,7 +15,9 @@
 #include "isolation/sys/rfc3339.h"
 #include "isolation/sys/sha256.h"
 #include "isolation/sys/syscall.h"
+#include "runtime/core/command.h"
 #include "runtime/core/helper_report.h"
+#include "isolation/size_tier.h"
 
 namespace nsbox::images {
 namespace {
@@ -22,6 +26,21 @@ using json = nlohmann::json;
 
 constexpr double kArchiverTimeoutS = 3600;
 constexpr size_t kChunk = 1 << 20;
+// What an image may hold (an image comes from anyone): layers, names, Env.
+constexpr size_t kMaxLayers = 128;
+constexpr size_t kMaxNames = 64;
+constexpr size_t kMaxEnv = 256;
+constexpr size_t kMaxEnvBytes = 64 << 10;
+// Left free on the store's disk whatever a pull writes.
+constexpr uint64_t kDiskReserve = 256ull << 20;
+
+// Bytes free on the filesystem of `path`, less the reserve.
+uint64_t free_bytes(const std::string& path) {
+  struct statvfs v{};
+  if (::statvfs(path.c_str(), &v) != 0) return 0;
+  uint64_t free = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
+  return free > kDiskReserve ? free - kDiskReserve : 0;
+}
 
 // The store's lock, held for a whole pull or removal.
 class StoreLock {
@@ -108,6 +127,9 @@ Result<std::string> normalize_name(const std::string& given) {
   if (colon == std::string::npos || (slash != std::string::npos && colon < slash)) name += ":latest";
   // The repository is lowercase; the tag keeps its case.
   colon = name.rfind(':');
+  std::string repository = name.substr(0, colon);
+  if (repository.size() >= 12 && repository.size() <= 64 && repository.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos)
+    return fail(make_error(ErrorCode::kInvalidArgument, "image name '" + given.substr(0, 80) + "' looks like an image id", "name it otherwise"));
   std::transform(name.begin(), name.begin() + static_cast<long>(colon), name.begin(), [](char c) { return std::tolower(c); });
   if (colon + 1 == name.size()) return fail(make_error(ErrorCode::kInvalidArgument, "'" + given.substr(0, 80) + "' has an empty tag"));
   return name;
@@ -138,8 +160,10 @@ Result<std::string> ImageStore::make_staging() const {
 }
 
 Result<void> ImageStore::unpack_archive(const std::string& file, const std::string& dir) const {
-  NSBOX_CHECK(archive({"extract", "--archive", file, "--dir", dir, "--format", "tar", "--max-members", "1000000", "--max-bytes",
-                       std::to_string(1ull << 40)},
+  // Bounded by the disk: sparse members counted at their size, as copying them costs.
+  const std::string bound = std::to_string(free_bytes(dir));
+  NSBOX_CHECK(archive({"extract", "--archive", file, "--dir", dir, "--format", "tar", "--max-members", "1000000", "--max-bytes", bound,
+                       "--max-apparent-bytes", bound},
                       "unpack " + file));
   return {};
 }
@@ -160,6 +184,9 @@ Result<std::string> copy_blob(int in, const std::string& blobs, uint64_t expecte
   if (expected_size && static_cast<uint64_t>(st.st_size) != expected_size)
     return fail(make_error(ErrorCode::kInvalidArgument, what + " has " + std::to_string(st.st_size) + " bytes; its manifest says " +
                                                             std::to_string(expected_size)));
+  if (static_cast<uint64_t>(st.st_size) > free_bytes(blobs))
+    return fail(make_error(ErrorCode::kLimitExceeded, what + " has " + format_bytes(static_cast<uint64_t>(st.st_size)) +
+                                                          ", more than the store's disk has free", "free some disk space"));
   temp = blobs + "/.making-" + sys::random_hex(8);
   UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out) return fail(sys_error("create " + temp));
@@ -196,6 +223,22 @@ Result<ImageRecord> ImageStore::add_locked(const ImportPlan& plan, std::vector<s
   record.source = plan.source;
   record.pulled_at = sys::now_rfc3339();
   if (!plan.manifest_text.empty()) record.manifest_digest = "sha256:" + sha256_hex(plan.manifest_text);
+  if (plan.layers.size() > kMaxLayers)
+    return fail(make_error(ErrorCode::kLimitExceeded, "the image has " + std::to_string(plan.layers.size()) + " layers, more than " +
+                                                          std::to_string(kMaxLayers)));
+  if (plan.names.size() > kMaxNames)
+    return fail(make_error(ErrorCode::kLimitExceeded, "the image has " + std::to_string(plan.names.size()) + " names, more than " +
+                                                          std::to_string(kMaxNames)));
+  size_t env_bytes = 0;
+  for (const auto& assignment : record.config.env) {
+    env_bytes += assignment.size();
+    if (!parse_env_assignment(assignment))
+      return fail(make_error(ErrorCode::kInvalidArgument, "the image config's Env has an entry that is no NAME=VALUE: '" +
+                                                              assignment.substr(0, 80) + "'"));
+  }
+  if (record.config.env.size() > kMaxEnv || env_bytes > kMaxEnvBytes)
+    return fail(make_error(ErrorCode::kLimitExceeded, "the image config's Env is larger than " + std::to_string(kMaxEnv) + " entries or " +
+                                                          std::to_string(kMaxEnvBytes >> 10) + " KiB"));
   if (record.config.diff_ids.size() != plan.layers.size())
     return fail(make_error(ErrorCode::kInvalidArgument, "the image config names " + std::to_string(record.config.diff_ids.size()) +
                                                             " layers; its manifest " + std::to_string(plan.layers.size())));
@@ -212,10 +255,25 @@ Result<ImageRecord> ImageStore::add_locked(const ImportPlan& plan, std::vector<s
     made.push_back(path);
   }
   std::vector<std::string> layer_dirs;
+  // A blob named twice in one pull is copied and checked once: a layer repeated 128 times
+  // costs one copy and one decompression, not 128.
+  std::map<std::pair<dev_t, ino_t>, std::string> copied;  // source file -> its hex
+  std::set<std::pair<std::string, std::string>> checked;  // (blob hex, diff_id) verified by this pull
   for (size_t i = 0; i < plan.layers.size(); ++i) {
     const auto& source = plan.layers[i];
     const std::string& diff_id = record.config.diff_ids[i];
     const std::string what = "layer " + std::to_string(i + 1) + " of " + std::to_string(plan.layers.size());
+    struct stat src{};
+    if (::fstat(source.blob.get(), &src) != 0) return fail(sys_error("stat " + what));
+    if (auto seen = copied.find({src.st_dev, src.st_ino}); seen != copied.end() && checked.count({seen->second, diff_id})) {
+      if (!source.digest.empty() && "sha256:" + seen->second != source.digest) return fail(mismatch(what, source.digest, seen->second));
+      uint64_t bytes = 0;
+      for (const auto& earlier : record.layers)
+        if (earlier.diff_id == diff_id) bytes = earlier.bytes;
+      record.layers.push_back({diff_id, "sha256:" + seen->second, source.size, bytes});
+      layer_dirs.push_back(layer_dir(diff_id));
+      continue;
+    }
     std::string temp;
     auto hex = copy_blob(source.blob.get(), dir_ + "/blobs/sha256", source.size, what, temp);
     if (!temp.empty()) made.push_back(temp);
@@ -237,7 +295,7 @@ Result<ImageRecord> ImageStore::add_locked(const ImportPlan& plan, std::vector<s
       making = NSBOX_TRY(make_owned_dir(dir_ + "/layers"));
       made.push_back(making);
     }
-    std::vector<std::string> argv = {"layer", "--archive", blob};
+    std::vector<std::string> argv = {"layer", "--archive", blob, "--max-bytes", std::to_string(std::min<uint64_t>(64ull << 30, free_bytes(dir_)))};
     if (!stored) argv.insert(argv.end(), {"--dir", making});
     json report = NSBOX_TRY(archive(argv, "unpack " + what));
     std::string got = report.value("sha256", "");
@@ -248,6 +306,8 @@ Result<ImageRecord> ImageStore::add_locked(const ImportPlan& plan, std::vector<s
     }
     record.layers.push_back({diff_id, "sha256:" + *hex, source.size ? source.size : 0, report.value("bytes", uint64_t{0})});
     layer_dirs.push_back(dir);
+    copied[{src.st_dev, src.st_ino}] = *hex;
+    checked.insert({*hex, diff_id});
   }
   // The image's root, merged once.
   if (!files::exists(tree(record.id))) {
@@ -284,10 +344,13 @@ Result<std::vector<ImageRecord>> ImageStore::list() const {
   if (!files::exists(records)) return out;
   for (const auto& name : NSBOX_TRY(files::list_dir(records))) {
     if (!name.ends_with(".json")) continue;
-    auto text = NSBOX_TRY(files::read_file(records + "/" + name, kMaxDocumentBytes));
-    auto j = json::parse(text, nullptr, false);
-    if (j.is_discarded()) return fail(make_error(ErrorCode::kInternal, "corrupt image record " + records + "/" + name));
-    out.push_back(NSBOX_TRY(ImageRecord::from_json(j)));
+    // A record that cannot be read is left out (and its image's files collected): one bad
+    // record must not take the store down.
+    auto text = files::read_file(records + "/" + name, kMaxDocumentBytes);
+    if (!text) continue;
+    auto j = json::parse(*text, nullptr, false);
+    if (j.is_discarded()) continue;
+    if (auto r = ImageRecord::from_json(j)) out.push_back(std::move(*r));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pulled_at > b.pulled_at; });
   return out;
@@ -295,17 +358,19 @@ Result<std::vector<ImageRecord>> ImageStore::list() const {
 
 Result<ImageRecord> ImageStore::resolve(const std::string& ref) const {
   auto images = NSBOX_TRY(list());
-  auto name = normalize_name(ref);
-  for (const auto& image : images)
-    for (const auto& n : image.names)
-      if (n == ref || (name && n == *name)) return image;
+  // Ids and digests first: no name can stand for another image's id (names that look like
+  // one are refused, normalize_name).
   std::string hex = ref.starts_with("sha256:") ? ref.substr(7) : ref;
   std::vector<const ImageRecord*> found;
-  if (hex.size() >= 12 && hex.find_first_not_of("0123456789abcdef") == std::string::npos)
+  if (hex.size() >= 12 && hex.size() <= 64 && hex.find_first_not_of("0123456789abcdef") == std::string::npos)
     for (const auto& image : images)
       if (image.id.starts_with(hex) || (ref.starts_with("sha256:") && image.manifest_digest == ref)) found.push_back(&image);
   if (found.size() == 1) return *found.front();
   if (found.size() > 1) return fail(make_error(ErrorCode::kInvalidArgument, "'" + ref + "' names more than one image: give more of the id"));
+  auto name = normalize_name(ref);
+  for (const auto& image : images)
+    for (const auto& n : image.names)
+      if (n == ref || (name && n == *name)) return image;
   return fail(make_error(ErrorCode::kNotFound, "no image '" + ref.substr(0, 200) + "' here", "`nsbox image ls` lists them; `nsbox image pull` adds one"));
 }
 
@@ -322,12 +387,14 @@ Result<ImageRecord> ImageStore::remove(const std::string& ref) {
 // Layers and blobs that no image names any more, and what a pull cut short left.
 Result<void> ImageStore::collect_garbage() const {
   std::set<std::string> layers, blobs;
+  std::set<std::string> trees;
   for (const auto& image : NSBOX_TRY(list())) {
     blobs.insert(image.id);
-    if (!image.manifest_digest.empty()) blobs.insert(image.manifest_digest.substr(7));
+    trees.insert(image.id);
+    if (image.manifest_digest.size() > 7) blobs.insert(image.manifest_digest.substr(7));
     for (const auto& l : image.layers) {
       layers.insert(l.diff_id);
-      blobs.insert(l.digest.substr(7));
+      if (l.digest.size() > 7) blobs.insert(l.digest.substr(7));
     }
   }
   for (const auto& name : NSBOX_TRY(files::list_dir(dir_ + "/layers")))
@@ -335,8 +402,14 @@ Result<void> ImageStore::collect_garbage() const {
   for (const auto& name : NSBOX_TRY(files::list_dir(dir_ + "/blobs/sha256")))
     if (!blobs.count(name)) NSBOX_CHECK(files::remove_tree(dir_ + "/blobs/sha256/" + name));
   for (const auto& name : NSBOX_TRY(files::list_dir(dir_ + "/trees")))
-    if (name.starts_with(".making-")) NSBOX_CHECK(subids::remove_tree(dir_ + "/trees/" + name));
-  for (const auto& name : NSBOX_TRY(files::list_dir(dir_ + "/staging"))) NSBOX_CHECK(subids::remove_tree(dir_ + "/staging/" + name));
+    if (!trees.count(name)) NSBOX_CHECK(subids::remove_tree(dir_ + "/trees/" + name));
+  // A pull unpacks its archive outside the lock: only what a day has not touched is left over.
+  const time_t day_ago = ::time(nullptr) - 24 * 3600;
+  for (const auto& name : NSBOX_TRY(files::list_dir(dir_ + "/staging"))) {
+    struct stat st{};
+    std::string path = dir_ + "/staging/" + name;
+    if (::lstat(path.c_str(), &st) == 0 && st.st_mtime < day_ago) NSBOX_CHECK(subids::remove_tree(path));
+  }
   return {};
 }
 

@@ -72,9 +72,14 @@ Result<std::unique_ptr<Supervisor>> Supervisor::start(const StateStore& store, S
   }
   if (!spec.image.empty()) {
     options.image_tree = images::ImageStore::tree_in(root.data_dir, spec.image);
-    if (!files::exists(options.image_tree))
+    UniqueFd tree(::open(options.image_tree.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!tree)
       return fail(make_error(ErrorCode::kNotFound, "image " + spec.image.substr(0, 12) + ", the sandbox's root, is not in this state root",
                              "pull it again (nsbox image pull)"));
+    open_how how{};
+    how.flags = O_PATH | O_CLOEXEC;
+    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+    self->image_has_bash_ = UniqueFd(static_cast<int>(::syscall(SYS_openat2, tree.get(), "bin/bash", &how, sizeof how))).get() >= 0;
   }
   // Listening before the sandbox is built: its directory is bound in then.
   self->bridge_socket_ = NSBOX_TRY(BridgeSocket::listen(options.bridge_dir));
@@ -513,7 +518,8 @@ EnvList Supervisor::sandbox_env() const {
   // The image's Env first: what nsbox and the user set after it wins.
   for (const auto& assignment : record_.spec.image_env)
     if (auto kv = parse_env_assignment(assignment)) env.push_back(std::move(*kv));
-  if (record_.spec.net.mode == network::Mode::kAllow) env = net::proxy_environment();
+  if (record_.spec.net.mode == network::Mode::kAllow)
+    for (auto& kv : net::proxy_environment()) env.push_back(std::move(kv));
   for (auto& kv : record_.spec.packages.environment()) env.push_back(std::move(kv));
   env.insert(env.end(), launch_.env.begin(), launch_.env.end());
   return env;
@@ -877,14 +883,11 @@ Result<uint64_t> Supervisor::spawn_with_stdio(const Launch& launch, int in, int 
 }
 
 // A command line given as one string runs in bash (every face says `/bin/bash -c`); an
-// image without bash (busybox, distroless with a shell) runs it in its /bin/sh.
+// image without bash (busybox, distroless with a shell) runs it in its /bin/sh. Decided
+// from the image's tree at the start, never through the sandbox's root (which the sandbox
+// could route through a slow mount).
 std::vector<std::string> Supervisor::shell_of_image(const std::vector<std::string>& argv) const {
-  if (record_.spec.image.empty() || argv.size() != 3 || argv[0] != "/bin/bash" || argv[1] != "-c") return argv;
-  UniqueFd root(::open(("/proc/" + std::to_string(instance_->init_pid()) + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  open_how how{};
-  how.flags = O_PATH | O_CLOEXEC;
-  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  if (!root || UniqueFd(static_cast<int>(::syscall(SYS_openat2, root.get(), "bin/bash", &how, sizeof how)))) return argv;
+  if (image_has_bash_ || argv.size() != 3 || argv[0] != "/bin/bash" || argv[1] != "-c") return argv;
   return {"/bin/sh", "-c", argv[2]};
 }
 

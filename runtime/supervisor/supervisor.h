@@ -157,6 +157,7 @@ class Supervisor final : private KernelHost, private ProcessHost {
   // without its fds; an unknown account is an error naming who there is.
   Result<protocol::Json> spawn_request(uint64_t id, const Launch& launch, const protocol::Json& fd_names) const;
   std::vector<std::string> shell_of_image(const std::vector<std::string>& argv) const;
+  bool image_has_bash_ = true;  // the host's system, or an image with /bin/bash
 
   const StateStore& store_;
   SandboxRecord record_;  // what is saved: the spec, and the facts as they are now

@@ -10,7 +10,9 @@ FORMAT: oci (a layout directory), oci-archive, docker-archive. The first layer h
 link, a device node and directories the second layer whites out (a file, and an opaque
 directory). --tamper: the named part's bytes no longer match the digest that names them.
 --busybox: a static busybox as /bin/busybox with the applets the tests use linked to it
-(a shell and a few tools: an image that runs commands, with no Python).
+(a shell and a few tools: an image that runs commands, with no Python). --hostile-links:
+the directories nsbox mounts on (/opt, /run, /home, /tmp, /mnt) are absolute links to
+places on the host (HOSTILE_PREFIX-NAME), as an image could make them.
 """
 import argparse
 import gzip
@@ -35,7 +37,10 @@ def member(tar, name, data=b"", mode=0o644, kind=tarfile.REGTYPE, link=""):
 APPLETS = ["sh", "cat", "ls", "id", "echo", "env", "pwd", "touch", "rm", "mkdir", "stat", "sleep", "head", "wc", "dd", "grep"]
 
 
-def layer_one(marker, busybox=None):
+HOSTILE_PREFIX = "/tmp/nsbox-hostile-image"
+
+
+def layer_one(marker, busybox=None, hostile=False):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         member(t, "etc/", kind=tarfile.DIRTYPE, mode=0o755)
@@ -55,11 +60,16 @@ def layer_one(marker, busybox=None):
         member(t, "opaque/old.txt", b"hidden by the opaque marker\n")
         member(t, "kept/", kind=tarfile.DIRTYPE, mode=0o755)
         member(t, "kept/a.txt", b"a\n")
+        member(t, "ro/", kind=tarfile.DIRTYPE, mode=0o555)
+        member(t, "ro/old.txt", b"old\n")
         if busybox:
             with open(busybox, "rb") as f:
                 member(t, "bin/busybox", f.read(), mode=0o755)
             for applet in APPLETS:
                 member(t, "bin/" + applet, kind=tarfile.SYMTYPE, link="busybox")
+        if hostile:
+            for name in ("opt", "run", "home", "tmp", "mnt"):
+                member(t, name, kind=tarfile.SYMTYPE, link=HOSTILE_PREFIX + "-" + name)
     return buf.getvalue()
 
 
@@ -71,6 +81,7 @@ def layer_two():
         member(t, "opaque/.wh..wh..opq")
         member(t, "opaque/new.txt", b"after the opaque marker\n")
         member(t, "kept/b.txt", b"b\n")
+        member(t, "ro/new.txt", b"new\n")
     return buf.getvalue()
 
 
@@ -78,8 +89,8 @@ def digest(data):
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def build(marker, tamper, busybox=None):
-    tars = [layer_one(marker, busybox), layer_two()]
+def build(marker, tamper, busybox=None, hostile=False):
+    tars = [layer_one(marker, busybox, hostile), layer_two()]
     diff_ids = [digest(t) for t in tars]
     blobs = [gzip.compress(t, mtime=0) for t in tars]
     config = json.dumps({
@@ -153,8 +164,9 @@ def main():
     p.add_argument("--tamper", choices=["layer", "config", "manifest"])
     p.add_argument("--marker", default="one")
     p.add_argument("--busybox")
+    p.add_argument("--hostile-links", action="store_true")
     a = p.parse_args()
-    tars, blobs, config, manifest, _ = build(a.marker, a.tamper, a.busybox)
+    tars, blobs, config, manifest, _ = build(a.marker, a.tamper, a.busybox, a.hostile_links)
     if a.format == "docker-archive":
         write_docker(a.out, a.name, tars, config, a.tamper)
     elif a.format == "oci":

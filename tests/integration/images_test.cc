@@ -92,6 +92,11 @@ TEST_CASE("images: a layout, an oci-archive and a docker-archive are pulled and 
   CHECK(nsbox::files::read_file(tree + "/opaque/new.txt").value_or("") == "after the opaque marker\n");
   CHECK(fs::exists(tree + "/kept/a.txt"));
   CHECK(fs::exists(tree + "/kept/b.txt"));
+  // A read-only directory of a lower layer (0555) still takes the upper layer's names;
+  // directories keep u+rwx in the store (their owner fills them).
+  CHECK(fs::exists(tree + "/ro/old.txt"));
+  CHECK(fs::exists(tree + "/ro/new.txt"));
+  CHECK((lstat_of(tree + "/ro").st_mode & 07777) == 0755);
   CHECK(!fs::exists(tree + "/.wh.gone.txt"));
   CHECK(nsbox::files::read_file(tree + "/etc/os-release").value_or("").find("MARKER=one") != std::string::npos);
   // Hostile bits dealt with: no setuid, no device node, links kept as links.
@@ -164,6 +169,10 @@ TEST_CASE("images: what is not an image is refused, naming what is wrong", "[ima
   r = root.nsbox({"image", "pull", "oci:" + made.path() + "/l", "--name", "Bad Name"});
   CHECK(r.exit_code != 0);
   CHECK(r.err.find("has a character other than") != std::string::npos);
+  // A name cannot stand for another image's id.
+  r = root.nsbox({"image", "pull", "oci:" + made.path() + "/l", "--name", "0123456789abcdef"});
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("looks like an image id") != std::string::npos);
   CHECK(TestRoot::json(root.nsbox({"image", "ls", "--json"}))["images"].empty());
 }
 
@@ -232,10 +241,37 @@ TEST_CASE("images: a sandbox's root is its image's tree under a writable layer o
   auto cell = root.nsbox({"exec", id, "-c", "print(1)"});
   CHECK(cell.exit_code != 0);
   CHECK(cell.err.find("cells in a sandbox made from an image run in the image's own Python") != std::string::npos);
+  // No accounts there yet: the sandbox user owns every image file.
+  auto accounts = root.nsbox({"create", "--image", "bb", "--user", "alice"});
+  CHECK(accounts.exit_code != 0);
+  CHECK(accounts.err.find("cannot have accounts of its own yet") != std::string::npos);
   auto busy = root.nsbox({"image", "rm", "bb"});
   CHECK(busy.exit_code != 0);
   CHECK(busy.err.find("is the root of sandbox") != std::string::npos);
   REQUIRE(root.nsbox({"rm", id, other}).exit_code == 0);
   CHECK(root.nsbox({"image", "rm", "bb"}).exit_code == 0);
   CHECK(!fs::exists(tree));
+}
+
+TEST_CASE("images: an image's links where nsbox mounts are replaced in the sandbox's own layer, never followed to the host",
+          "[images]") {
+  if (!fs::exists("/bin/busybox")) NSBOX_SKIP_FOR("none", "no static busybox here (Debian's busybox-static) to make an image with a shell");
+  TempDir made("nsbox-images");
+  TestRoot root;
+  // /opt, /run, /home, /tmp and /mnt are absolute links to /tmp/nsbox-hostile-image-NAME:
+  // built before the pivot, a mount through one would land on the host's path (and the
+  // image's own /opt/nsbox/nsbox-init could run as the sandbox's init).
+  make_image("oci", made.path() + "/hostile", {"--busybox", "/bin/busybox", "--hostile-links"});
+  REQUIRE(root.nsbox({"image", "pull", "oci:" + made.path() + "/hostile", "--name", "hostile"}).exit_code == 0);
+  const std::string prefix = "/tmp/nsbox-hostile-image-";
+  for (const char* name : {"opt", "run", "home", "tmp", "mnt"}) fs::remove_all(prefix + name);
+  auto created = root.nsbox({"create", "--json", "--image", "hostile"});
+  INFO(created.err);
+  REQUIRE(created.exit_code == 0);
+  auto id = TestRoot::json(created)["id"].get<std::string>();
+  auto r = root.sh(id, "ls /opt/nsbox/nsbox-init && touch /tmp/t /mnt/files/f /home/user/h && pwd && cat /proc/1/cmdline | head -c 10");
+  INFO(r.err);
+  CHECK(r.out == "/opt/nsbox/nsbox-init\n/home/user\nnsbox-init");
+  for (const char* name : {"opt", "run", "home", "tmp", "mnt"}) CHECK(!fs::exists(prefix + name));
+  REQUIRE(root.nsbox({"rm", id}).exit_code == 0);
 }
