@@ -144,9 +144,8 @@ Result<std::string> SessionStore::sandbox_of(const std::string& id, const std::f
     return fail(make_error(ErrorCode::kSandboxDisabled, "session " + id + " was created without a sandbox",
                            "create a session with {\"sandbox\": {\"enable\": true}}"));
   if (!s.sandbox_id.empty()) return s.sandbox_id;
-  UniqueFd lock(::open((path(id) + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!lock) return fail(sys_error("lock session " + id));
-  if (sys::retry_eintr([&] { return ::flock(lock.get(), LOCK_EX); }) != 0) return fail(sys_error("lock session " + id));
+  auto lock = files::lock_exclusive(path(id) + ".lock");
+  if (!lock) return fail(std::move(lock.error()).context("lock session " + id));
   s = NSBOX_TRY(load(id));  // another request may have made it while we waited
   if (!s.sandbox_id.empty()) return s.sandbox_id;
   s.sandbox_id = NSBOX_TRY(make(s));

@@ -111,9 +111,8 @@ std::string image_file(const std::string& tree, const std::string& rel) {
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
   UniqueFd fd(static_cast<int>(::syscall(SYS_openat2, root.get(), rel.c_str(), &how, sizeof how)));
   struct stat st{};
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) return "";
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  return ::read(fd.get(), text.data(), text.size()) == st.st_size ? text : "";
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  return files::read_all(fd.get(), 1 << 20, rel).value_or("");
 }
 
 // An account file (passwd, group) of the image's with nsbox's accounts in it: the image's

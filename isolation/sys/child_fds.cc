@@ -26,9 +26,13 @@ bool arrange_child_fds(std::span<const int> sources) {
   return close_range(static_cast<unsigned>(count), ~0U, 0) == 0;
 }
 
-void prepare_child(pid_t parent, std::span<const int> sources) {
+void die_with_parent(pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // it died before the line above: no signal would come
+}
+
+void prepare_child(pid_t parent, std::span<const int> sources) {
+  die_with_parent(parent);
   // Nothing of the parent's (the supervisor's liveness lock above all).
   if (!arrange_child_fds(sources)) ::_exit(127);
   default_signals();

@@ -26,6 +26,11 @@ void default_signals();
 // where it cannot be read. Async-signal-safe.
 uint64_t signals_not_default();
 
+// In a child (async-signal-safe): dies with `parent`, the pid the parent had before fork,
+// and _exits at once if that parent is already gone (which PR_SET_PDEATHSIG set after
+// fork would never notice).
+void die_with_parent(pid_t parent);
+
 // In a child between fork and exec (async-signal-safe): dies with `parent`, the pid the
 // parent had before fork (and _exits at once if that parent is already gone, which
 // PR_SET_PDEATHSIG set after fork would never notice); puts `sources[i]` at fd i (-1:

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,16 +36,20 @@ std::optional<std::string> clean_lexically(std::string_view path) {
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   UniqueFd fd(sys::retry_eintr([&] { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }));
   if (!fd) return fail(sys_error("open " + path));
+  return read_all(fd.get(), max_bytes, path);
+}
+
+Result<std::string> read_all(int fd, size_t max_bytes, std::string_view what) {
   std::string out;
   char buf[8192];
   for (;;) {
-    ssize_t n = sys::retry_eintr([&] { return ::read(fd.get(), buf, sizeof buf); });
-    if (n < 0) return fail(sys_error("read " + path));
+    ssize_t n = sys::retry_eintr([&] { return ::read(fd, buf, sizeof buf); });
+    if (n < 0) return fail(sys_error("read " + std::string(what)));
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > max_bytes)
       return fail(make_error(ErrorCode::kLimitExceeded,
-                             "read " + path + ": larger than " + std::to_string(max_bytes) + " bytes"));
+                             "read " + std::string(what) + ": larger than " + std::to_string(max_bytes) + " bytes"));
   }
   return out;
 }
@@ -290,6 +295,13 @@ Result<DirPage> list_page(int dirfd, size_t limit, const std::string& cursor, co
   if (page.next_cursor.empty() && names.size() > limit)
     page.next_cursor = page.entries.empty() ? names.back() : page.entries.back().name;
   return page;
+}
+
+Result<UniqueFd> lock_exclusive(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return fail(sys_error("open the lock " + path));
+  if (sys::retry_eintr([&] { return ::flock(fd.get(), LOCK_EX); }) != 0) return fail(sys_error("lock " + path));
+  return fd;
 }
 
 Result<UniqueFd> open_dir(const std::string& path) {

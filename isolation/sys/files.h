@@ -14,6 +14,8 @@
 namespace nsbox::files {
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes = 1 << 20);
+// The rest of an open file, at most `max_bytes` (more is a limit error); `what` names it.
+Result<std::string> read_all(int fd, size_t max_bytes, std::string_view what);
 // A path's components without the empty ones and `.`, joined by '/' ("/a/./b//c/" ->
 // "a/b/c"; "" when none is left), or nullopt when one of them is `..`. Lexical only: no
 // lookup, so a caller that must not climb refuses `..` by name and resolves links itself.
@@ -49,6 +51,9 @@ Result<void> remove_tree(const std::string& path);
 Result<void> remove_tree_at(int dirfd, const std::string& name, const std::string& shown);
 
 Result<UniqueFd> open_dir(const std::string& path);
+// `path` (a lock file, made 0600 if missing, never through a link) held with an exclusive
+// flock, waiting for it, while the fd lives.
+Result<UniqueFd> lock_exclusive(const std::string& path);
 
 // One page of a directory, by name: the entries after `cursor` (a name; "" for the
 // first page), at most `limit`, sorted; `next_cursor` is empty on the last page. Memory

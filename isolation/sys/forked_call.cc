@@ -92,8 +92,7 @@ void close_all_but(std::vector<int> keep) {
 
 [[noreturn]] void run_child(const ChildCall& call, int sock, pid_t parent) {
   ::prctl(PR_SET_DUMPABLE, 0);  // it holds the caller's memory: nobody attaches to it
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);
+  die_with_parent(parent);
   default_signals();
   called_child = true;
   caller_pid = parent;

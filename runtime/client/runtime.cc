@@ -682,13 +682,13 @@ Result<SandboxFs> Runtime::sandbox_fs(const std::string& id_or_name, const std::
   }
   pollfd exited{pidfd.get(), POLLIN, 0};
   if (::poll(&exited, 1, 0) != 0) return fail(not_running(id));
+  const std::string account = who.name == "user" ? "the sandbox user" : who.name;  // as a refusal names it
   if (through_namespace)
-    return SandboxFs::in_namespace(std::move(root), std::move(userns), who.uid, who.gid, record.spec.workspace_root,
-                                   who.name == "user" ? "the sandbox user" : who.name);
+    return SandboxFs::in_namespace(std::move(root), std::move(userns), who.uid, who.gid, record.spec.workspace_root, account);
   // Each account's own host ids (isolation/userns.h): what it may not touch, nor may we.
   auto ids = userns::host_ids();
   return SandboxFs(std::move(root), userns::host_uid(ids, who.uid), userns::host_gid(ids, who.gid), record.spec.workspace_root,
-                   who.name == "user" ? "the sandbox user" : who.name);
+                   account);
 }
 
 // A create's manifest entries, made in /home/user as the sandbox user before the sandbox

@@ -31,14 +31,7 @@ Result<std::string> read_in(int root, const std::string& path, const std::string
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fail(make_error(ErrorCode::kInvalidArgument, what + " is not a file"));
   if (static_cast<uint64_t>(st.st_size) > kMaxDocumentBytes)
     return fail(make_error(ErrorCode::kLimitExceeded, what + " is larger than " + std::to_string(kMaxDocumentBytes >> 20) + " MiB"));
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n <= 0) return fail(sys_error("read " + what));
-    got += static_cast<size_t>(n);
-  }
-  return text;
+  return files::read_all(fd.get(), kMaxDocumentBytes, what);
 }
 
 // A layout's blob named by `d`, read and checked against its digest and size.

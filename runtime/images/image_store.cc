@@ -1,7 +1,6 @@
 #include "runtime/images/image_store.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -41,23 +40,6 @@ uint64_t free_bytes(const std::string& path) {
   uint64_t free = static_cast<uint64_t>(v.f_bavail) * v.f_frsize;
   return free > kDiskReserve ? free - kDiskReserve : 0;
 }
-
-// The store's lock, held for a whole pull or removal.
-class StoreLock {
- public:
-  static Result<StoreLock> take(const std::string& dir) {
-    std::string path = dir + "/.lock";
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) return fail(sys_error("open " + path));
-    if (sys::retry_eintr([&] { return ::flock(fd.get(), LOCK_EX); }) != 0) return fail(sys_error("lock " + path));
-    StoreLock lock;
-    lock.fd_ = std::move(fd);
-    return lock;
-  }
-
- private:
-  UniqueFd fd_;
-};
 
 Error mismatch(const std::string& what, const std::string& expected, const std::string& got) {
   return make_error(ErrorCode::kInvalidArgument, what + " does not match its digest: expected " + expected + ", got sha256:" + got,
@@ -208,7 +190,7 @@ Result<std::string> copy_blob(int in, const std::string& blobs, uint64_t expecte
 
 Result<ImageRecord> ImageStore::add(const ImportPlan& plan) {
   NSBOX_CHECK(prepare_dirs());
-  auto lock = NSBOX_TRY(StoreLock::take(dir_));
+  auto lock = NSBOX_TRY(files::lock_exclusive(dir_ + "/.lock"));  // one pull or removal at a time
   std::vector<std::string> made;  // what this pull added, removed if it fails
   auto added = add_locked(plan, made);
   if (!added)
@@ -247,11 +229,7 @@ Result<ImageRecord> ImageStore::add_locked(const ImportPlan& plan, std::vector<s
     if (text->empty()) continue;
     std::string path = blob_path(sha256_hex(*text));
     if (files::exists(path)) continue;
-    std::string temp = path + ".making";
-    UniqueFd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    if (!out) return fail(sys_error("create " + temp));
-    NSBOX_CHECK(files::write_all(out.get(), *text, temp));
-    if (::rename(temp.c_str(), path.c_str()) != 0) return fail(sys_error("rename " + temp));
+    NSBOX_CHECK(files::atomic_write(path, *text));
     made.push_back(path);
   }
   std::vector<std::string> layer_dirs;
@@ -376,7 +354,7 @@ Result<ImageRecord> ImageStore::resolve(const std::string& ref) const {
 
 Result<ImageRecord> ImageStore::remove(const std::string& ref) {
   NSBOX_CHECK(prepare_dirs());
-  auto lock = NSBOX_TRY(StoreLock::take(dir_));
+  auto lock = NSBOX_TRY(files::lock_exclusive(dir_ + "/.lock"));  // one pull or removal at a time
   ImageRecord image = NSBOX_TRY(resolve(ref));
   if (::unlink(record_path(image.id).c_str()) != 0) return fail(sys_error("remove " + record_path(image.id)));
   NSBOX_CHECK(subids::remove_tree(tree(image.id)));

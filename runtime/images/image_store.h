@@ -70,7 +70,7 @@ Result<std::string> normalize_name(const std::string& name);
 class ImageStore {
  public:
   ImageStore(std::string data_dir, std::string archiver, userns::HostIds ids)
-      : dir_(std::move(data_dir) + "/images"), archiver_(std::move(archiver)), ids_(ids) {}
+      : data_dir_(std::move(data_dir)), dir_(data_dir_ + "/images"), archiver_(std::move(archiver)), ids_(ids) {}
 
   Result<ImageRecord> add(const ImportPlan& plan);
   Result<std::vector<ImageRecord>> list() const;
@@ -79,9 +79,9 @@ class ImageStore {
   Result<ImageRecord> resolve(const std::string& ref) const;
   // The image, its tree, and whatever layer and blob no other image has.
   Result<ImageRecord> remove(const std::string& ref);
-  std::string tree(const std::string& id) const { return dir_ + "/trees/" + id; }
-  // The same, for a state root's data directory (what a supervisor knows).
+  // An image's merged tree, in a state root's data directory (what a supervisor knows).
   static std::string tree_in(const std::string& data_dir, const std::string& id) { return data_dir + "/images/trees/" + id; }
+  std::string tree(const std::string& id) const { return tree_in(data_dir_, id); }
   // A scratch directory for a source's staging, in the store (removed by the caller, or by
   // the next removal's collection if it could not).
   Result<std::string> make_staging() const;
@@ -98,7 +98,8 @@ class ImageStore {
   Result<nlohmann::json> archive(std::vector<std::string> argv, const std::string& what) const;
   Result<std::string> make_owned_dir(const std::string& parent) const;
   Result<void> collect_garbage() const;
-  std::string dir_;
+  std::string data_dir_;
+  std::string dir_;  // data_dir_/images
   std::string archiver_;
   userns::HostIds ids_;
 };

@@ -7,13 +7,13 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "isolation/subordinate_ids.h"
 #include "isolation/sys/files.h"
 #include "tests/support/host_features.h"
 #include "tests/support/nsbox_cli.h"
@@ -49,17 +49,10 @@ TEST_CASE("rootless: an ordinary user's sandbox isolates the same way", "[rootle
 
 namespace {
 
-// The first subordinate range FILE grants the rootless test user (tests/rootless_user gives
-// it one where uidmap is installed and the range is free); count 0: none.
-std::pair<uint64_t, uint64_t> granted(const std::string& file, const std::string& name) {
-  auto text = nsbox::files::read_file(file);
-  std::istringstream lines(text ? *text : "");
-  for (std::string line; std::getline(lines, line);) {
-    unsigned long long start = 0, count = 0;
-    if (line.starts_with(name + ":") && std::sscanf(line.c_str() + name.size() + 1, "%llu:%llu", &start, &count) == 2)
-      return {start, count};
-  }
-  return {0, 0};
+// The subordinate range FILE grants the rootless test user (tests/rootless_user gives it
+// one where uidmap is installed and the range is free), as nsbox reads it; count 0: none.
+nsbox::subids::Range granted(const std::string& file, const RunAs& user) {
+  return nsbox::subids::grant_in(nsbox::files::read_file(file).value_or(""), "nsbox-rootless", user.uid);
 }
 
 // A request to `nsbox serve`'s socket, by curl: the status line's code, then the body.
@@ -86,9 +79,9 @@ TEST_CASE("rootless: accounts map to the user's subordinate ids, each its own, a
   auto user = rootless_user();
   REQUIRE(user);
   TestRoot root(user);
-  auto [start, count] = granted("/etc/subuid", "nsbox-rootless");
+  const uint64_t start = granted("/etc/subuid", *user).start;
   bool helpers = ::access("/usr/bin/newuidmap", X_OK) == 0 && ::access("/usr/bin/newgidmap", X_OK) == 0;
-  if (!helpers || count < 65536 || granted("/etc/subgid", "nsbox-rootless").second < 65536) {
+  if (!helpers || granted("/etc/subuid", *user).count < 65536 || granted("/etc/subgid", *user).count < 65536) {
     // What must still hold without them: a refusal that names what is missing, and nothing made.
     auto r = root.nsbox({"create", "--user", "alice"});
     CHECK(r.exit_code != 0);
